@@ -1,0 +1,195 @@
+"""The package's exception hierarchy.
+
+Every error this package raises on purpose derives from :class:`RlmeshTrioError`.
+The route error kinds mirror the reference runtime driver one for one, and
+their ``str()`` reads the same way, so logs from either runtime look alike.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from .orchestrator import RunReport
+
+__all__ = [
+    "ConnectError",
+    "EnvRpcError",
+    "HandshakeError",
+    "HookError",
+    "InvalidSpec",
+    "ModelRouteMismatch",
+    "ModelRpcError",
+    "OperationTimeout",
+    "ProtocolError",
+    "RlmeshTrioError",
+    "RouteCancelled",
+    "RunFailed",
+    "format_duration",
+]
+
+CLOSED_CONNECTION_HINT = (
+    "If the source is 'transport error: connection closed', the environment server exited, "
+    "crashed, or received SIGTERM before replying; inspect the environment container logs "
+    "immediately before the runtime error timestamp"
+)
+
+
+def format_duration(seconds: float) -> str:
+    """Render a duration the way the reference driver prints one (``300s``, ``1.5s``, ``200ms``)."""
+    if seconds >= 1 or seconds == 0:
+        text = f"{seconds:.9f}".rstrip("0").rstrip(".")
+        return f"{text}s"
+    millis = seconds * 1000
+    if millis >= 1:
+        return f"{millis:.6f}".rstrip("0").rstrip(".") + "ms"
+    micros = millis * 1000
+    if micros >= 1:
+        return f"{micros:.3f}".rstrip("0").rstrip(".") + "µs"
+    return f"{round(micros * 1000)}ns"
+
+
+class RlmeshTrioError(Exception):
+    """Base class of every error raised by rlmesh-trio."""
+
+
+class InvalidSpec(RlmeshTrioError):
+    """A route or session spec failed validation before anything was sent."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(f"invalid runtime session spec: {detail}")
+
+
+class OperationTimeout(RlmeshTrioError):
+    """One remote operation (``env.reset``, ``env.step``, ``model.predict``, ...) ran past its limit."""
+
+    def __init__(
+        self, route_id: str, component_id: str, operation: str, step: int, timeout: float
+    ) -> None:
+        self.route_id = route_id
+        self.component_id = component_id
+        self.operation = operation
+        self.step = step
+        self.timeout = timeout
+        super().__init__(
+            f"{operation} timed out on route {route_id} component {component_id} "
+            f"at runtime step {step} after {format_duration(timeout)}"
+        )
+
+
+class RouteCancelled(RlmeshTrioError):
+    """A route stopped because it was cancelled: a sibling failed, or the caller cancelled."""
+
+    def __init__(self, route_id: str, step: int, reason: str) -> None:
+        self.route_id = route_id
+        self.step = step
+        self.reason = reason
+        super().__init__(f"route {route_id} cancelled at runtime step {step}: {reason}")
+
+
+class EnvRpcError(RlmeshTrioError):
+    """The environment endpoint failed an operation (an ``EnvError``, or the connection broke)."""
+
+    def __init__(
+        self,
+        operation: str,
+        step: int,
+        message: str,
+        *,
+        code: int | None = None,
+        recoverable: bool = False,
+    ) -> None:
+        self.operation = operation
+        self.step = step
+        self.message = message
+        self.code = code
+        self.recoverable = recoverable
+        super().__init__(
+            f"environment {operation} failed at runtime step {step}: {message}. "
+            f"{CLOSED_CONNECTION_HINT}"
+        )
+
+
+class ModelRpcError(RlmeshTrioError):
+    """The model endpoint failed a request (a ``ModelError``, or the connection broke)."""
+
+    def __init__(
+        self,
+        component_id: str,
+        message: str,
+        *,
+        code: int | None = None,
+        recoverable: bool = False,
+    ) -> None:
+        self.component_id = component_id
+        self.message = message
+        self.code = code
+        self.recoverable = recoverable
+        super().__init__(f"model endpoint {component_id} request failed: {message}")
+
+
+class ModelRouteMismatch(RlmeshTrioError):
+    """The model answered with an ``AdapterContext`` other than the one it was sent."""
+
+    def __init__(self, component_id: str, request_id: str) -> None:
+        self.component_id = component_id
+        self.request_id = request_id
+        super().__init__(
+            f"model endpoint {component_id} returned mismatched route identity "
+            f"for request {request_id}"
+        )
+
+
+class ProtocolError(RlmeshTrioError):
+    """A peer sent bytes or messages that break the wire-v1 protocol.
+
+    ``path`` names the leaf of a value (``$.image``, ``$.pair[1]``) when the
+    fault is inside a payload.
+    """
+
+    def __init__(self, detail: str, *, path: str | None = None) -> None:
+        self.detail = detail
+        self.path = path
+        text = f"{path}: {detail}" if path else detail
+        super().__init__(f"protocol error: {text}")
+
+
+class HandshakeError(RlmeshTrioError):
+    """A peer's handshake ruled the connection out (generation, editions, contract)."""
+
+    def __init__(self, address: str, detail: str) -> None:
+        self.address = address
+        self.detail = detail
+        super().__init__(f"handshake with {address} failed: {detail}")
+
+
+class ConnectError(RlmeshTrioError):
+    """An endpoint could not be reached, or refused the session (busy, unreachable, timed out)."""
+
+    def __init__(self, address: str, detail: str) -> None:
+        self.address = address
+        self.detail = detail
+        super().__init__(f"could not connect to {address}: {detail}")
+
+
+class HookError(RlmeshTrioError):
+    """A transform hook failed; transforms are fatal to their route."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(f"runtime hook failed: {detail}")
+
+
+class RunFailed(RlmeshTrioError):
+    """``run_routes`` ended with a failed route under ``on_failure="cancel_siblings"``.
+
+    ``report`` holds every route's outcome and every finished episode; the
+    primary (first) route error is ``__cause__`` and ``primary``.
+    """
+
+    def __init__(self, report: RunReport, primary: BaseException, route_id: Any) -> None:
+        self.report = report
+        self.primary = primary
+        self.route_id = route_id
+        super().__init__(f"route {route_id} failed: {primary}")

@@ -1,0 +1,1 @@
+"""gRPC transport (grpclib hosted inside Trio): clients and servers for rlmesh-wire-v1."""
