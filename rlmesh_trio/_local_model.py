@@ -1,0 +1,130 @@
+"""``LocalModel``: a Python policy as a ``RuntimeModel``, in process, with no server.
+
+It wraps the same :class:`~rlmesh_trio._modelhost.ModelHost` the gRPC
+``ModelServer`` uses, so a route sees the same validation, the same
+messages and the same ``PredictResponse`` shape whether its policy is local
+or served.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import trio
+
+from ._errors import ModelRpcError
+from ._modelhost import Invoke, ModelFault, ModelHost, ThreadedInvoker, inline_invoke
+from ._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from .runtime._protocols import EndpointInfo, Reply
+
+__all__ = ["LocalModel"]
+
+_NO_TELEMETRY: dict[str, float] = {}
+
+
+class LocalModel:
+    """Run ``policy`` in the caller's Trio process as a ``RuntimeModel``.
+
+    ``policy`` is anything :func:`rlmesh_trio.policy` accepts: a callable
+    ``predict(obs)`` (sync or async), an object with ``predict`` and optional
+    ``predict_batch``, or a :class:`~rlmesh_trio._modelhost.Policy`.
+
+    Sync policies run inline in the calling task by default: they are usually
+    fast numpy, and a thread hop would cost more than the call. Pass
+    ``threaded=True`` to run them in a Trio worker thread (one call at a time)
+    so a slow policy does not stall other routes. Async policies are awaited in
+    the calling task either way.
+
+    One ``LocalModel`` may serve many routes at once: adapters are keyed by
+    ``env_id``, exactly as on a model server.
+
+    Cancellation: ``predict`` can be cancelled while an async or threaded
+    policy call is running; the route then treats the model as failed, as it
+    would a remote one. ``release_adapter`` never blocks.
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        *,
+        threaded: bool = False,
+        label: str = "in-process model",
+        editions: Iterable[str] = (WORKFLOW_EDITION,),
+    ) -> None:
+        self.host = ModelHost(policy, editions=editions)
+        self.label = label
+        self._invoke: Invoke = ThreadedInvoker() if threaded else inline_invoke
+
+    def _error(self, fault: ModelFault | model_pb.ModelError) -> ModelRpcError:
+        if isinstance(fault, ModelFault):
+            return ModelRpcError(
+                self.label, fault.message, code=int(fault.code), recoverable=fault.recoverable
+            )
+        return ModelRpcError(
+            self.label, fault.message, code=int(fault.code), recoverable=fault.is_recoverable
+        )
+
+    async def connect(self) -> EndpointInfo:
+        """Describe the in-process model; nothing to reach."""
+        return EndpointInfo(
+            label=self.label,
+            editions=self.host.editions,  # type: ignore[arg-type]  # attrs converter=tuple typing
+            preferred_edition=None,
+            capabilities={CAP_CONCURRENT_PREDICT: "true"},
+        )
+
+    async def resolve_adapter(self, request: model_pb.ResolveAdapterRequest) -> None:
+        """Record the route's env spec; ``ModelRpcError`` with 0.1.0's message if refused."""
+        try:
+            self.host.resolve_adapter(request)
+        except ModelFault as fault:
+            raise self._error(fault) from None
+
+    async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
+        """Run the policy on the request's rows; a policy exception is a ``ModelRpcError``."""
+        try:
+            response = await self.host.predict(request, self._invoke)
+        except ModelFault as fault:
+            raise self._error(fault) from fault.__cause__
+        # An inline sync policy never yields; give other tasks (and cancellation) a turn.
+        await trio.lowlevel.checkpoint()
+        return Reply(response, _NO_TELEMETRY)
+
+    async def grouped_predict(
+        self, requests: Sequence[model_pb.PredictRequest]
+    ) -> list[model_pb.PredictResponse | ModelRpcError]:
+        """Predict several routes' requests at once, fusing them into one batched call
+        when the policy has a batched form. One entry per request, in order: the
+        response, or the ``ModelRpcError`` for that request alone."""
+        grouped = await self.host.grouped_predict(
+            model_pb.GroupedPredictRequest(groups=list(requests)), self._invoke
+        )
+        out: list[model_pb.PredictResponse | ModelRpcError] = []
+        for result in grouped.results:
+            if result.response is not None:
+                out.append(result.response)
+            else:
+                out.append(self._error(result.error or model_pb.ModelError()))
+        return out
+
+    async def reset_adapter(self, request: model_pb.ResetAdapterRequest) -> None:
+        """Garbage-collect per-episode state (the host keeps none); best-effort."""
+        try:
+            self.host.reset_adapter(request)
+        except ModelFault as fault:
+            raise self._error(fault) from None
+
+    async def release_adapter(
+        self, request: model_pb.ReleaseAdapterRequest, timeout: float
+    ) -> None:
+        """Forget the route's adapter (instant; ``timeout`` is never reached)."""
+        try:
+            self.host.release_adapter(request)
+        except ModelFault as fault:
+            raise self._error(fault) from None
+        await trio.lowlevel.checkpoint()
+
+    async def aclose(self) -> None:
+        """Nothing to release: adapters belong to routes, which release their own."""
+        await trio.lowlevel.checkpoint()

@@ -1,0 +1,383 @@
+"""The model host: rlmesh 0.1.0's model-server semantics, independent of any transport.
+
+One :class:`ModelHost` wraps one policy and answers ``model_pb.JoinRequest``
+kinds. The gRPC ``ModelServer`` feeds it requests from Join streams; the
+in-process ``LocalModel`` calls it directly. Both therefore share every
+validation message, the adapter map and the fused batched calls.
+
+The host is framework-neutral: it never sleeps, locks or spawns. The only
+place it awaits is the ``invoke`` callable its caller passes in, which runs
+one user function in the caller's world (inline, in a worker thread, or
+across the Trio/asyncio bridge). So the same coroutine runs on Trio (the
+in-process model) and on asyncio (the grpclib server).
+
+Adapters live in one map keyed by ``env_id`` for the whole host, shared by
+all streams, as in 0.1.0: a Close on one stream releases every adapter.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping
+from types import MappingProxyType
+from typing import Any, cast
+
+import attrs
+import betterproto2
+
+from .. import spaces
+from .._errors import ProtocolError
+from .._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
+from ._faults import Code, ModelFault
+from ._policy import Policy, PolicyFn, as_policy
+from ._tree import concat_rows, split_rows
+
+__all__ = ["Invoke", "ModelHost", "inline_invoke"]
+
+#: Runs one user function on one argument in the caller's world and returns its result.
+Invoke = Callable[[PolicyFn, Any], Awaitable[Any]]
+
+UNSUPPORTED_KIND = (
+    "empty or unrecognized Join request (a newer-edition arm this build does not implement?)"
+)
+NOT_RESOLVED = "model error: model env adapter was not resolved"
+
+
+async def inline_invoke(fn: PolicyFn, arg: Any) -> Any:
+    """Call ``fn`` right here; await it if it is async (valid on Trio and on asyncio alike
+    for sync functions, and on the framework the async function was written for)."""
+    result = fn.fn(arg)
+    if fn.is_async:
+        result = await result
+    return result
+
+
+@attrs.frozen(slots=True)
+class Adapter:
+    """What ResolveAdapter recorded for one ``env_id``."""
+
+    env_id: str
+    env_spec: core_pb.EnvSpec
+    observation_space: spaces_pb.SpaceSpec | None
+    action_space: spaces_pb.SpaceSpec
+    execution_horizon: int
+    #: Groups whose adapters share this key (the observation spec's bytes) can be fused.
+    fuse_key: bytes
+
+
+def _describe(exc: ProtocolError) -> str:
+    return f"{exc.path}: {exc.detail}" if exc.path else exc.detail
+
+
+class ModelHost:
+    """Answers model Join requests for one policy.
+
+    ``editions`` is the CAN list this host implements; a ResolveAdapter pinned
+    to anything else is refused with 0.1.0's message.
+    """
+
+    def __init__(self, policy: Any, *, editions: Iterable[str] = (WORKFLOW_EDITION,)) -> None:
+        self.policy: Policy = as_policy(policy)
+        self.editions: tuple[str, ...] = tuple(editions)
+        self._adapters: dict[str, Adapter] = {}
+
+    @property
+    def adapters(self) -> Mapping[str, Adapter]:
+        """A read-only live view of the resolved adapters by ``env_id``."""
+        return MappingProxyType(self._adapters)
+
+    # ------------------------------------------------------------------ dispatch
+
+    async def handle(self, request: model_pb.JoinRequest, invoke: Invoke) -> model_pb.JoinResponse:
+        """Answer one Join request; never raises for a refused request or a policy error.
+
+        The response echoes ``request.request_id`` and carries
+        ``endpoint_total_ns``. Cancellation: only ``invoke`` can be interrupted,
+        in which case the cancellation propagates and no response is produced.
+        """
+        started = time.perf_counter_ns()
+        response = model_pb.JoinResponse(request_id=request.request_id)
+        try:
+            name, body = betterproto2.which_one_of(request, "kind")
+            body = cast(Any, body)  # the arm's message type follows from ``name``
+            if name == "predict":
+                response.predict = await self.predict(body, invoke)
+            elif name == "grouped_predict":
+                response.grouped_predict = await self.grouped_predict(body, invoke)
+            elif name == "resolve_adapter":
+                response.resolve_adapter = self.resolve_adapter(body)
+            elif name == "reset_adapter":
+                response.reset_adapter = self.reset_adapter(body)
+            elif name == "release_adapter":
+                response.release_adapter = self.release_adapter(body)
+            elif name == "close":
+                response.close = self.close(body)
+            else:
+                raise ModelFault(Code.UNSUPPORTED, UNSUPPORTED_KIND, recoverable=True)
+        except ModelFault as fault:
+            response = model_pb.JoinResponse(request_id=request.request_id, error=fault.to_proto())
+        except Exception as exc:  # a bug of ours: still answer, so the caller never hangs
+            response = model_pb.JoinResponse(
+                request_id=request.request_id,
+                error=ModelFault.internal(
+                    f"internal error: {type(exc).__name__}: {exc}"
+                ).to_proto(),
+            )
+        response.endpoint_total_ns = time.perf_counter_ns() - started
+        return response
+
+    # ------------------------------------------------------------------ adapters
+
+    def resolve_adapter(
+        self, request: model_pb.ResolveAdapterRequest
+    ) -> model_pb.ResolveAdapterResponse:
+        """Create or replace the adapter of ``context.env_id`` (idempotent upsert)."""
+        context = request.context
+        if context is None:
+            raise ModelFault.invalid("resolve_adapter missing adapter context")
+        if not context.env_id:
+            raise ModelFault.invalid("resolve_adapter env_id is empty")
+        env_spec = request.env_spec
+        if env_spec is None:
+            raise ModelFault.invalid("resolve_adapter missing env_spec")
+        if env_spec.action_space is None:
+            raise ModelFault.invalid(
+                "env EnvSpec has no action_space; a model worker cannot encode actions without it"
+            )
+        edition = request.selected_workflow_edition
+        if edition and edition not in self.editions:
+            raise ModelFault.invalid(
+                f"runtime pinned this route to workflow edition {json.dumps(edition)}, which this "
+                f"model build does not implement (implements {json.dumps(list(self.editions))})"
+            )
+        for space in (env_spec.action_space, env_spec.observation_space):
+            if space is None:
+                continue
+            try:
+                spaces.to_gymnasium(space)
+            except ProtocolError as exc:
+                raise ModelFault.invalid(f"decode error: {_describe(exc)}") from None
+        obs = env_spec.observation_space
+        self._adapters[context.env_id] = Adapter(
+            env_id=context.env_id,
+            env_spec=env_spec,
+            observation_space=obs,
+            action_space=env_spec.action_space,
+            execution_horizon=request.execution_horizon,
+            fuse_key=bytes(obs) if obs is not None else b"",
+        )
+        return model_pb.ResolveAdapterResponse()
+
+    def reset_adapter(self, request: model_pb.ResetAdapterRequest) -> model_pb.ResetAdapterResponse:
+        """Garbage collection of per-episode state; the host keeps none, so any env_id is fine."""
+        if request.context is None or not request.context.env_id:
+            raise ModelFault.invalid("reset_adapter missing env_id")
+        return model_pb.ResetAdapterResponse()
+
+    def release_adapter(
+        self, request: model_pb.ReleaseAdapterRequest
+    ) -> model_pb.ReleaseAdapterResponse:
+        """Forget ``env_id``'s adapter; unknown ids succeed."""
+        if request.context is None or not request.context.env_id:
+            raise ModelFault.invalid("release_adapter missing env_id")
+        self._adapters.pop(request.context.env_id, None)
+        return model_pb.ReleaseAdapterResponse()
+
+    def close(
+        self, request: model_pb.CloseParticipantRequest | None = None
+    ) -> model_pb.CloseParticipantResponse:
+        """Release every adapter, server-wide."""
+        self._adapters.clear()
+        return model_pb.CloseParticipantResponse()
+
+    # ------------------------------------------------------------------ predict
+
+    def check_predict(self, request: model_pb.PredictRequest) -> Adapter:
+        """Validate a predict request (0.1.0's messages, in its order) and find its adapter."""
+        context = request.context
+        if context is None:
+            raise ModelFault.internal("internal error: model request missing adapter context")
+        if not context.env_id:
+            raise ModelFault.internal("internal error: model env_id is empty")
+        if not context.request_id:
+            raise ModelFault.internal("internal error: model request_id is empty")
+        infos = request.episode_info
+        if not infos:
+            raise ModelFault.internal(
+                "internal error: model predict must include at least one episode_id"
+            )
+        if len(infos) == 1:
+            if not infos[0].episode_id:
+                raise ModelFault.internal(
+                    "internal error: model predict episode_info[0].episode_id is empty"
+                )
+        else:
+            seen: set[str] = set()
+            for i, info in enumerate(infos):
+                if not info.episode_id:
+                    raise ModelFault.internal(
+                        f"internal error: model predict episode_info[{i}].episode_id is empty"
+                    )
+                if info.episode_id in seen:
+                    raise ModelFault.internal(
+                        "internal error: model predict has duplicate episode_id "
+                        f"{json.dumps(info.episode_id)}"
+                    )
+                seen.add(info.episode_id)
+        adapter = self._adapters.get(context.env_id)
+        if adapter is None:
+            raise ModelFault.internal(NOT_RESOLVED)
+        return adapter
+
+    async def predict(
+        self, request: model_pb.PredictRequest, invoke: Invoke
+    ) -> model_pb.PredictResponse:
+        """Predict R rows; one action frame, batched over the same R rows."""
+        adapter = self.check_predict(request)
+        return await self._predict_checked(request, adapter, invoke)
+
+    async def _predict_checked(
+        self, request: model_pb.PredictRequest, adapter: Adapter, invoke: Invoke
+    ) -> model_pb.PredictResponse:
+        rows = len(request.episode_info)
+        policy = self.policy
+        obs_space = _observation_space(adapter)
+        observation = request.observation or spaces_pb.SpaceValue()
+        if policy.predict is not None and (rows == 1 or policy.predict_batch is None):
+            values = _decode(spaces.decode_batch, obs_space, observation, rows)
+            actions = [await _call(invoke, policy.predict, value) for value in values]
+            frame = _encode(spaces.encode_batch, adapter.action_space, actions)
+        else:
+            assert policy.predict_batch is not None
+            stacked = _decode(spaces.decode_stacked, obs_space, observation, rows)
+            result = await _call(invoke, policy.predict_batch, stacked)
+            frame = _encode(spaces.encode_stacked, adapter.action_space, result, rows)
+        # The context goes back untouched: 0.1.0 and our driver compare it field by field.
+        return model_pb.PredictResponse(context=request.context, actions=[frame])
+
+    async def grouped_predict(
+        self, request: model_pb.GroupedPredictRequest, invoke: Invoke
+    ) -> model_pb.GroupedPredictResponse:
+        """Predict every group; one group failing never fails another.
+
+        With a batched policy, groups whose adapters share an observation space
+        go to ``predict_batch`` in one fused call (rows concatenated in group
+        order, actions split back by row counts). A lone group is predicted
+        exactly as a plain Predict would be.
+        """
+        groups = request.groups
+        results: list[model_pb.GroupedPredictResult | None] = [None] * len(groups)
+        buckets: dict[bytes, list[tuple[int, Adapter]]] = {}
+        for index, group in enumerate(groups):
+            try:
+                adapter = self.check_predict(group)
+            except ModelFault as fault:
+                results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
+                continue
+            # Without a batched form every group is its own bucket.
+            key = adapter.fuse_key if self.policy.batched else index.to_bytes(8, "little")
+            buckets.setdefault(key, []).append((index, adapter))
+        for members in buckets.values():
+            if len(members) == 1:
+                index, adapter = members[0]
+                results[index] = await self._group_alone(groups[index], adapter, invoke)
+            else:
+                await self._groups_fused(groups, members, results, invoke)
+        return model_pb.GroupedPredictResponse(results=[r for r in results if r is not None])
+
+    async def _group_alone(
+        self, group: model_pb.PredictRequest, adapter: Adapter, invoke: Invoke
+    ) -> model_pb.GroupedPredictResult:
+        try:
+            response = await self._predict_checked(group, adapter, invoke)
+        except ModelFault as fault:
+            return model_pb.GroupedPredictResult(error=fault.to_proto())
+        return model_pb.GroupedPredictResult(response=response)
+
+    async def _groups_fused(
+        self,
+        groups: list[model_pb.PredictRequest],
+        members: list[tuple[int, Adapter]],
+        results: list[model_pb.GroupedPredictResult | None],
+        invoke: Invoke,
+    ) -> None:
+        batch_fn = self.policy.predict_batch
+        assert batch_fn is not None
+        decoded: list[tuple[int, Adapter, int, Any]] = []
+        for index, adapter in members:
+            group = groups[index]
+            rows = len(group.episode_info)
+            try:
+                stacked = _decode(
+                    spaces.decode_stacked,
+                    _observation_space(adapter),
+                    group.observation or spaces_pb.SpaceValue(),
+                    rows,
+                )
+            except ModelFault as fault:
+                results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
+                continue
+            decoded.append((index, adapter, rows, stacked))
+        if not decoded:
+            return
+        sizes = [rows for _, _, rows, _ in decoded]
+        try:
+            fused = concat_rows([stacked for *_, stacked in decoded])
+            actions = await _call(invoke, batch_fn, fused)
+            try:
+                pieces = split_rows(actions, sizes)
+            except (ValueError, TypeError) as exc:
+                raise ModelFault.internal(f"internal error: {type(exc).__name__}: {exc}") from None
+        except ModelFault as fault:
+            for index, *_ in decoded:
+                results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
+            return
+        for (index, adapter, rows, _), piece in zip(decoded, pieces, strict=True):
+            try:
+                frame = _encode(spaces.encode_stacked, adapter.action_space, piece, rows)
+            except ModelFault as fault:
+                results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
+                continue
+            response = model_pb.PredictResponse(context=groups[index].context, actions=[frame])
+            results[index] = model_pb.GroupedPredictResult(response=response)
+
+
+# ---------------------------------------------------------------------- helpers
+
+
+def _observation_space(adapter: Adapter) -> spaces_pb.SpaceSpec:
+    if adapter.observation_space is None:
+        raise ModelFault.internal(
+            "internal error: model error: env EnvSpec has no observation_space"
+        )
+    return adapter.observation_space
+
+
+async def _call(invoke: Invoke, fn: PolicyFn, arg: Any) -> Any:
+    try:
+        return await invoke(fn, arg)
+    except Exception as exc:  # the user's policy failed: a ModelError naming the exception
+        raise ModelFault.from_exception(exc) from exc
+
+
+def _decode(decoder: Callable[..., Any], spec: spaces_pb.SpaceSpec, value: Any, rows: int) -> Any:
+    try:
+        return decoder(spec, value, rows)
+    except ProtocolError as exc:
+        raise ModelFault.internal(f"internal error: model error: {_describe(exc)}") from None
+
+
+def _encode(encoder: Callable[..., Any], spec: spaces_pb.SpaceSpec, *args: Any) -> Any:
+    try:
+        return encoder(spec, *args)
+    except ProtocolError as exc:
+        raise ModelFault.internal(
+            f"internal error: model error: the policy returned an action that does not fit "
+            f"the action space: {_describe(exc)}"
+        ) from None
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise ModelFault.internal(
+            f"internal error: model error: the policy returned an action that does not fit "
+            f"the action space: {type(exc).__name__}: {exc}"
+        ) from None

@@ -1,0 +1,33 @@
+"""Trio-side ways of running a user policy function (see ``Invoke``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import trio
+
+from ._policy import PolicyFn
+
+__all__ = ["ThreadedInvoker"]
+
+
+class ThreadedInvoker:
+    """Run sync policy functions in a Trio worker thread, one call at a time.
+
+    Async functions are awaited in the calling task. Calls are serialised
+    through a capacity limiter of one (like 0.1.0's handler lock): policies
+    are rarely thread-safe, and fusing rows into ``predict_batch`` is the
+    better way to use a batch-friendly model.
+
+    Cancellation: a cancelled call abandons nothing: the worker thread is
+    waited for (``abandon_on_cancel=False``), because a half-run policy call
+    may hold framework state.
+    """
+
+    def __init__(self, limiter: trio.CapacityLimiter | None = None) -> None:
+        self._limiter = limiter or trio.CapacityLimiter(1)
+
+    async def __call__(self, fn: PolicyFn, arg: Any) -> Any:
+        if fn.is_async:
+            return await fn.fn(arg)
+        return await trio.to_thread.run_sync(fn.fn, arg, limiter=self._limiter)

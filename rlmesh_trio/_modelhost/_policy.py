@@ -1,0 +1,117 @@
+"""What a "policy" is: a per-observation ``predict`` and/or a batched ``predict_batch``.
+
+Users hand us a plain callable, an object with ``predict`` (and maybe
+``predict_batch``), or a :class:`Policy` built with :func:`policy`. We
+normalise all three once, up front, so the hot path never inspects the
+user's object again.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+__all__ = ["Policy", "PolicyFn", "as_policy", "policy"]
+
+
+def _is_async(fn: Callable[..., Any]) -> bool:
+    if inspect.iscoroutinefunction(fn):
+        return True
+    # A callable object whose __call__ is ``async def``.
+    call = getattr(fn, "__call__", None)  # noqa: B004 - we want the bound method itself
+    return call is not None and inspect.iscoroutinefunction(call)
+
+
+@attrs.frozen(slots=True)
+class PolicyFn:
+    """One user function plus whether it must be awaited (decided once, at wrap time)."""
+
+    fn: Callable[[Any], Any] = attrs.field(validator=attrs.validators.is_callable())
+    is_async: bool = attrs.field()
+
+    @is_async.default
+    def _detect(self) -> bool:
+        return _is_async(self.fn)
+
+    @property
+    def name(self) -> str:
+        return getattr(self.fn, "__qualname__", None) or type(self.fn).__name__
+
+
+def _to_fn(value: Any) -> PolicyFn | None:
+    if value is None or isinstance(value, PolicyFn):
+        return value
+    return PolicyFn(value)
+
+
+def _at_least_one(instance: Policy, attribute: Any, value: Any) -> None:
+    if instance.predict is None and instance.predict_batch is None:
+        raise TypeError("a policy needs predict(obs), predict_batch(obs_batch), or both")
+
+
+@attrs.frozen(slots=True)
+class Policy:
+    """A normalised policy.
+
+    ``predict(obs) -> action`` receives one unbatched observation.
+    ``predict_batch(obs_batch) -> actions`` receives the observations of R rows
+    stacked along a leading axis (a dict of arrays for Dict spaces, a tuple for
+    Tuple spaces, a ``list[str]`` for Text) and returns the R actions stacked
+    the same way. Either may be ``async def``; either may be missing, not both.
+    When ``predict`` is missing a single row goes through ``predict_batch`` as
+    a batch of one; when ``predict_batch`` is missing R rows are predicted one
+    by one.
+    """
+
+    predict: PolicyFn | None = attrs.field(converter=_to_fn, default=None)
+    predict_batch: PolicyFn | None = attrs.field(
+        converter=_to_fn, default=None, validator=_at_least_one
+    )
+
+    @property
+    def batched(self) -> bool:
+        return self.predict_batch is not None
+
+    @property
+    def is_async(self) -> bool:
+        return any(f is not None and f.is_async for f in (self.predict, self.predict_batch))
+
+
+def policy(
+    predict: Callable[[Any], Any] | None = None,
+    *,
+    batched: Callable[[Any], Any] | None = None,
+) -> Policy:
+    """Build a :class:`Policy` from a per-observation and/or a batched function.
+
+    ``rlmesh_trio.policy(fn)`` is a single-observation policy;
+    ``rlmesh_trio.policy(fn, batched=fn_batch)`` adds the batched form that
+    model servers fuse across routes; ``rlmesh_trio.policy(batched=fn_batch)``
+    is batched only.
+    """
+    return Policy(predict=predict, predict_batch=batched)
+
+
+def as_policy(obj: Any) -> Policy:
+    """Normalise anything we accept as a policy.
+
+    A :class:`Policy` is returned as is; an object with a callable ``predict``
+    attribute contributes ``predict`` and, if present, ``predict_batch``; any
+    other callable is a per-observation ``predict``.
+    """
+    if isinstance(obj, Policy):
+        return obj
+    predict = getattr(obj, "predict", None)
+    if callable(predict):
+        batch = getattr(obj, "predict_batch", None)
+        return Policy(predict=predict, predict_batch=batch if callable(batch) else None)
+    if callable(obj):
+        return Policy(predict=obj)
+    raise TypeError(
+        f"cannot serve {type(obj).__name__!r} as a policy: pass a callable predict(obs), "
+        "an object with predict(obs) (and optionally predict_batch(obs_batch)), "
+        "or rlmesh_trio.policy(...)"
+    )
