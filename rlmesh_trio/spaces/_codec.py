@@ -7,9 +7,11 @@ object's identity), so a call does no spec inspection. Fixed-stride leaves
 work; only Text, Dict and Tuple loop over lanes, because their per-lane values
 are Python objects.
 
-Decoded arrays are fresh, writable copies (one memcpy per slab): envs and
-policies may write into what they receive, and a read-only view of the
-protobuf's ``bytes`` would surprise them.
+Decoded arrays are fresh, writable copies by default (one memcpy per slab):
+envs, hooks and policies may write into what they receive, and a read-only view
+of the protobuf's ``bytes`` would surprise them. ``copy=False`` skips that copy
+for callers that only read (the allocation, not the memcpy, dominates large
+slabs on small VMs: fresh pages fault in).
 
 Every malformed input, either direction, raises
 :class:`~rlmesh_trio.ProtocolError` naming the leaf path and what was expected.
@@ -17,6 +19,8 @@ Every malformed input, either direction, raises
 
 from __future__ import annotations
 
+import functools
+import struct
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -40,11 +44,24 @@ __all__ = [
 ]
 
 _U64 = np.dtype("<u8")
+_SMALL = 16  # lane counts up to which Discrete uses ``struct`` instead of numpy
 _U8 = np.dtype("u1")
 _NATIVE_I64 = np.dtype(np.int64)
 
 
 # --------------------------------------------------------------------------- helpers
+
+
+@functools.lru_cache(maxsize=512)
+def _struct_for(dt: np.dtype, n: int) -> struct.Struct:
+    """A little-endian ``struct`` packing ``n`` integers of ``dt`` (for small Discrete slabs)."""
+    return struct.Struct(f"<{n}{_STRUCT_CODES[dt.kind + str(dt.itemsize)]}")
+
+
+_STRUCT_CODES = {
+    "i1": "b", "i2": "h", "i4": "i", "i8": "q",
+    "u1": "B", "u2": "H", "u4": "I", "u8": "Q",
+}  # fmt: skip
 
 
 def _as_array(value: Any, path: str) -> np.ndarray:
@@ -129,10 +146,10 @@ class Node:
     def encode_stacked(self, stacked: Any, n: int, out: list[bytes]) -> None:
         raise NotImplementedError
 
-    def decode_lanes(self, leaves: Sequence[bytes], n: int) -> list[Any]:
+    def decode_lanes(self, leaves: Sequence[bytes], n: int, copy: bool) -> list[Any]:
         raise NotImplementedError
 
-    def decode_stacked(self, leaves: Sequence[bytes], n: int) -> Any:
+    def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> Any:
         raise NotImplementedError
 
 
@@ -173,15 +190,15 @@ class _FixedLeaf(Node):
             )
         return np.frombuffer(raw, dtype=dtype).reshape((n, *self.shape))
 
-    def _finish(self, arr: np.ndarray) -> np.ndarray:
-        """Validate a raw ``(n, *shape)`` view and return a fresh decoded array."""
-        return arr.astype(self.native)
+    def _finish(self, arr: np.ndarray, copy: bool) -> np.ndarray:
+        """Validate a raw ``(n, *shape)`` view and return the decoded array."""
+        return arr.astype(self.native, copy=copy)
 
-    def decode_stacked(self, leaves: Sequence[bytes], n: int) -> np.ndarray:
-        return self._finish(self._slab(leaves, n, self.wire))
+    def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> np.ndarray:
+        return self._finish(self._slab(leaves, n, self.wire), copy)
 
-    def decode_lanes(self, leaves: Sequence[bytes], n: int) -> list[Any]:
-        return list(self.decode_stacked(leaves, n))
+    def decode_lanes(self, leaves: Sequence[bytes], n: int, copy: bool) -> list[Any]:
+        return list(self.decode_stacked(leaves, n, copy))
 
 
 class _BoxLeaf(_FixedLeaf):
@@ -211,11 +228,11 @@ class _BoxLeaf(_FixedLeaf):
             )
         return arr.astype(wire)
 
-    def decode_stacked(self, leaves: Sequence[bytes], n: int) -> np.ndarray:
+    def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> np.ndarray:
         if self.wire.kind == "b":
             # Read bytes, not numpy bools: a peer's 0x02 must still decode as True.
             return self._slab(leaves, n, _U8) != 0
-        return self._slab(leaves, n, self.wire).astype(self.native)
+        return self._slab(leaves, n, self.wire).astype(self.native, copy=copy)
 
 
 class _DiscreteLeaf(_FixedLeaf):
@@ -229,8 +246,8 @@ class _DiscreteLeaf(_FixedLeaf):
     def _cast(self, arr: np.ndarray) -> np.ndarray:
         return _to_integer(arr, self.wire, self.path)
 
-    def _finish(self, arr: np.ndarray) -> np.ndarray:
-        out = arr.astype(_NATIVE_I64)
+    def _finish(self, arr: np.ndarray, copy: bool) -> np.ndarray:
+        out = arr.astype(_NATIVE_I64, copy=copy)
         if out.size:
             lo, hi = int(out.min()), int(out.max())
             if lo < self.low or hi >= self.high:
@@ -242,10 +259,27 @@ class _DiscreteLeaf(_FixedLeaf):
                 )
         return out
 
-    def decode_lanes(self, leaves: Sequence[bytes], n: int) -> list[Any]:
+    def decode_lanes(self, leaves: Sequence[bytes], n: int, copy: bool) -> list[Any]:
         # Python ints: gymnasium's Discrete.contains and every env accept them.
-        result: list[Any] = self.decode_stacked(leaves, n).tolist()
+        if n <= _SMALL:
+            # struct beats three numpy calls for the common one-lane action.
+            raw = leaves[self.index]
+            if len(raw) == n * self.stride:
+                ints = list(_struct_for(self.wire, n).unpack(raw))
+                lo, hi = self.low, self.high
+                if all(lo <= v < hi for v in ints):
+                    return ints
+        result: list[Any] = self.decode_stacked(leaves, n, copy).tolist()
         return result
+
+    def encode_lanes(self, values: Sequence[Any], n: int, out: list[bytes]) -> None:
+        if n <= _SMALL and len(values) == n:
+            try:
+                out.append(_struct_for(self.wire, n).pack(*values))
+                return
+            except (struct.error, TypeError):
+                pass  # floats, out-of-range values, arrays: the checked path says why
+        self.encode_stacked(values, n, out)
 
 
 class _MultiBinaryLeaf(_FixedLeaf):
@@ -257,7 +291,7 @@ class _MultiBinaryLeaf(_FixedLeaf):
         # One byte per element whatever the dtype; any non-zero is 1 (as readers do).
         return (arr != 0).astype(_U8)
 
-    def decode_stacked(self, leaves: Sequence[bytes], n: int) -> np.ndarray:
+    def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> np.ndarray:
         # gymnasium's MultiBinary values are int8.
         return (self._slab(leaves, n, _U8) != 0).astype(np.int8)
 
@@ -274,8 +308,8 @@ class _MultiDiscreteLeaf(_FixedLeaf):
     def _cast(self, arr: np.ndarray) -> np.ndarray:
         return _to_integer(arr, self.wire, self.path)
 
-    def _finish(self, arr: np.ndarray) -> np.ndarray:
-        out = arr.astype(_NATIVE_I64)
+    def _finish(self, arr: np.ndarray, copy: bool) -> np.ndarray:
+        out = arr.astype(_NATIVE_I64, copy=copy)
         bad = (out < 0) | (out >= self.nvec)
         if bool(np.any(bad)):
             lane, elem = _first_lane(bad)
@@ -321,7 +355,7 @@ class _TextLeaf(Node):
             stacked = stacked.tolist()
         self.encode_lanes(stacked, n, out)
 
-    def decode_lanes(self, leaves: Sequence[bytes], n: int) -> list[Any]:
+    def decode_lanes(self, leaves: Sequence[bytes], n: int, copy: bool) -> list[Any]:
         raw = leaves[self.index]
         size = len(raw)
         header_len = 8 * (n + 1)
@@ -367,8 +401,8 @@ class _TextLeaf(Node):
             pos = end
         return texts
 
-    def decode_stacked(self, leaves: Sequence[bytes], n: int) -> list[str]:
-        return self.decode_lanes(leaves, n)
+    def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> list[str]:
+        return self.decode_lanes(leaves, n, copy)
 
 
 class _DictNode(Node):
@@ -418,17 +452,17 @@ class _DictNode(Node):
                 raise self._missing(stacked, None) from None
             child.encode_stacked(column, n, out)
 
-    def decode_lanes(self, leaves: Sequence[bytes], n: int) -> list[Any]:
+    def decode_lanes(self, leaves: Sequence[bytes], n: int, copy: bool) -> list[Any]:
         columns = {
-            key: child.decode_lanes(leaves, n)
+            key: child.decode_lanes(leaves, n, copy)
             for key, child in zip(self.keys, self.children, strict=True)
         }
         ordered = [(key, columns[key]) for key in self.order]
         return [{key: col[lane] for key, col in ordered} for lane in range(n)]
 
-    def decode_stacked(self, leaves: Sequence[bytes], n: int) -> dict[str, Any]:
+    def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> dict[str, Any]:
         columns = {
-            key: child.decode_stacked(leaves, n)
+            key: child.decode_stacked(leaves, n, copy)
             for key, child in zip(self.keys, self.children, strict=True)
         }
         return {key: columns[key] for key in self.order}
@@ -472,14 +506,14 @@ class _TupleNode(Node):
         for item, child in zip(stacked, self.children, strict=True):
             child.encode_stacked(item, n, out)
 
-    def decode_lanes(self, leaves: Sequence[bytes], n: int) -> list[Any]:
-        columns = [child.decode_lanes(leaves, n) for child in self.children]
+    def decode_lanes(self, leaves: Sequence[bytes], n: int, copy: bool) -> list[Any]:
+        columns = [child.decode_lanes(leaves, n, copy) for child in self.children]
         if not columns:
             return [() for _ in range(n)]
         return list(zip(*columns, strict=True))
 
-    def decode_stacked(self, leaves: Sequence[bytes], n: int) -> tuple[Any, ...]:
-        return tuple(child.decode_stacked(leaves, n) for child in self.children)
+    def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> tuple[Any, ...]:
+        return tuple(child.decode_stacked(leaves, n, copy) for child in self.children)
 
 
 # --------------------------------------------------------------------------- compile
@@ -612,14 +646,21 @@ def encode_batch(spec: spaces_pb.SpaceSpec, values: Sequence[Any]) -> spaces_pb.
     return spaces_pb.SpaceValue(leaves=out)
 
 
-def decode_batch(spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue, n: int) -> list[Any]:
+def decode_batch(
+    spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue, n: int, *, copy: bool = True
+) -> list[Any]:
     """Decode an ``n``-lane ``SpaceValue`` into a list of ``n`` per-lane values.
 
     Box -> ``np.ndarray``; Discrete -> ``int``; MultiBinary -> ``int8`` array;
-    MultiDiscrete -> ``int64`` array; Text -> ``str``; Dict -> ``dict``; Tuple -> ``tuple``.
+    MultiDiscrete -> ``int64`` array; Text -> ``str``; Dict -> ``dict`` (in the
+    gymnasium key order when the spec came from :func:`from_gymnasium`, else wire
+    order); Tuple -> ``tuple``.
+
+    With ``copy=False``, Box and MultiDiscrete arrays are read-only views of the
+    message's bytes (no copy, no allocation); by default they are writable copies.
     """
     codec = compile_spec(spec)
-    return codec.root.decode_lanes(_leaves(codec, value, n), n)
+    return codec.root.decode_lanes(_leaves(codec, value, n), n, copy)
 
 
 def encode(spec: spaces_pb.SpaceSpec, value: Any) -> spaces_pb.SpaceValue:
@@ -630,10 +671,10 @@ def encode(spec: spaces_pb.SpaceSpec, value: Any) -> spaces_pb.SpaceValue:
     return spaces_pb.SpaceValue(leaves=out)
 
 
-def decode(spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue) -> Any:
-    """Decode a one-lane ``SpaceValue`` into one value."""
+def decode(spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue, *, copy: bool = True) -> Any:
+    """Decode a one-lane ``SpaceValue`` into one value (see :func:`decode_batch`)."""
     codec = compile_spec(spec)
-    return codec.root.decode_lanes(_leaves(codec, value, 1), 1)[0]
+    return codec.root.decode_lanes(_leaves(codec, value, 1), 1, copy)[0]
 
 
 def encode_stacked(spec: spaces_pb.SpaceSpec, stacked: Any, n: int) -> spaces_pb.SpaceValue:
@@ -650,10 +691,15 @@ def encode_stacked(spec: spaces_pb.SpaceSpec, stacked: Any, n: int) -> spaces_pb
     return spaces_pb.SpaceValue(leaves=out)
 
 
-def decode_stacked(spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue, n: int) -> Any:
+def decode_stacked(
+    spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue, n: int, *, copy: bool = True
+) -> Any:
     """Decode an ``n``-lane ``SpaceValue`` into leaves with a leading batch axis.
 
-    The inverse of :func:`encode_stacked`; Discrete leaves come back as ``int64`` arrays.
+    The inverse of :func:`encode_stacked`: Box/MultiBinary/MultiDiscrete arrays of
+    shape ``(n, *shape)``, Discrete ``int64`` arrays of shape ``(n,)``, Text
+    ``list[str]``, Dict a dict of stacked children, Tuple a tuple of them.
+    ``copy=False`` returns read-only views where possible (see :func:`decode_batch`).
     """
     codec = compile_spec(spec)
-    return codec.root.decode_stacked(_leaves(codec, value, n), n)
+    return codec.root.decode_stacked(_leaves(codec, value, n), n, copy)
