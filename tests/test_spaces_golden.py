@@ -235,6 +235,7 @@ def test_tuple_example() -> None:
     spec = from_gymnasium(space)
     assert spec.tuple is not None
     md, mb, f16, i8, b = spec.tuple.spaces
+    assert i8.dtype == spaces_pb.DataType.INT8 and b.dtype == spaces_pb.DataType.BOOL
     assert md.multi_discrete is not None and list(md.multi_discrete.nvec) == [2, 3, 4, 5]
     assert list(md.shape) == [2, 2] and md.dtype == spaces_pb.DataType.INT64
     assert list(mb.shape) == [2, 2] and mb.dtype == spaces_pb.DataType.UINT8

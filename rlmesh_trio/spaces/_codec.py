@@ -177,6 +177,9 @@ class _FixedLeaf(Node):
         out.append(self._cast(arr).tobytes())
 
     def encode_lanes(self, values: Sequence[Any], n: int, out: list[bytes]) -> None:
+        if n == 0:
+            out.append(b"")  # np.asarray([]) has no per-lane shape to check
+            return
         # np.asarray over a list of per-lane arrays stacks them in one C call.
         self.encode_stacked(values, n, out)
 
