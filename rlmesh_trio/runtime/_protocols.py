@@ -13,7 +13,7 @@ good for ``close``/``release_adapter`` (which the driver calls shielded).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
@@ -25,6 +25,11 @@ __all__ = ["EndpointInfo", "Reply", "RuntimeEnv", "RuntimeModel"]
 T = TypeVar("T")
 
 
+def _str_tuple(values: Iterable[str]) -> tuple[str, ...]:
+    # A typed converter: mypy's attrs plugin cannot solve a bare ``converter=tuple``.
+    return tuple(values)
+
+
 @attrs.frozen
 class EndpointInfo:
     """What a handshake (or an in-process endpoint) tells the runtime about a peer.
@@ -34,7 +39,7 @@ class EndpointInfo:
     """
 
     label: str
-    editions: tuple[str, ...] = attrs.field(converter=tuple)
+    editions: tuple[str, ...] = attrs.field(converter=_str_tuple)
     preferred_edition: str | None = None
     capabilities: Mapping[str, str] = attrs.field(factory=dict)
     contract: core_pb.EnvContract | None = None
@@ -95,7 +100,9 @@ class RuntimeModel(Protocol):
 
     async def resolve_adapter(self, request: model_pb.ResolveAdapterRequest) -> None: ...
 
-    async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]: ...
+    async def predict(
+        self, request: model_pb.PredictRequest
+    ) -> Reply[model_pb.PredictResponse]: ...
 
     async def reset_adapter(self, request: model_pb.ResetAdapterRequest) -> None:
         """Garbage-collect per-episode state; best-effort."""

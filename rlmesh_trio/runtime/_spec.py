@@ -1,0 +1,194 @@
+"""Route spec and limits: what one route is asked to do, and how long each step may take."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import attrs
+import uuid_utils
+
+from .._errors import InvalidSpec
+from .._wire import core_pb
+
+__all__ = ["DEFAULT_MAX_EPISODE_STEPS", "Limits", "RouteSpec", "mint_uuid7"]
+
+#: The per-episode step bound rlmesh 0.1.0 applies when no ``max_episode_steps`` is given.
+DEFAULT_MAX_EPISODE_STEPS = 100_000
+
+
+def mint_uuid7() -> str:
+    """A fresh UUIDv7 string: the runtime is the only authority for env and episode ids."""
+    return str(uuid_utils.uuid7())
+
+
+def _seconds(value: Any) -> float:
+    return float(value)
+
+
+def _finite_number(instance: Any, attribute: attrs.Attribute[float], value: float) -> None:
+    # Validation is done by ``Limits.validate`` so a bad value can still be loaded and reported
+    # with every other problem; attrs only insists on a number here.
+    if not isinstance(value, float) or math.isnan(value):
+        raise InvalidSpec(f"limits.{attribute.name} must be a number of seconds, got {value!r}")
+
+
+@attrs.frozen
+class Limits:
+    """Per-operation time limits of one route, in seconds (floats).
+
+    The eight limits and their defaults mirror the reference runtime. In JSON
+    they travel as integer milliseconds under camelCase names
+    (``envResetTimeoutMs`` ...); see :meth:`to_json` / :meth:`from_json`.
+    """
+
+    env_connect_timeout: float = attrs.field(
+        default=60.0, converter=_seconds, validator=_finite_number
+    )
+    model_connect_timeout: float = attrs.field(
+        default=600.0, converter=_seconds, validator=_finite_number
+    )
+    configure_route_timeout: float = attrs.field(
+        default=600.0, converter=_seconds, validator=_finite_number
+    )
+    env_reset_timeout: float = attrs.field(
+        default=300.0, converter=_seconds, validator=_finite_number
+    )
+    model_predict_timeout: float = attrs.field(
+        default=300.0, converter=_seconds, validator=_finite_number
+    )
+    env_step_timeout: float = attrs.field(
+        default=300.0, converter=_seconds, validator=_finite_number
+    )
+    service_close_timeout: float = attrs.field(
+        default=5.0, converter=_seconds, validator=_finite_number
+    )
+    telemetry_window: float = attrs.field(default=1.0, converter=_seconds, validator=_finite_number)
+
+    JSON_NAMES: ClassVar[Mapping[str, str]] = {
+        "env_connect_timeout": "envConnectTimeoutMs",
+        "model_connect_timeout": "modelConnectTimeoutMs",
+        "configure_route_timeout": "configureRouteTimeoutMs",
+        "env_reset_timeout": "envResetTimeoutMs",
+        "model_predict_timeout": "modelPredictTimeoutMs",
+        "env_step_timeout": "envStepTimeoutMs",
+        "service_close_timeout": "serviceCloseTimeoutMs",
+        "telemetry_window": "telemetryWindowMs",
+    }
+
+    def validate(self) -> None:
+        """Raise :class:`InvalidSpec` naming the first limit that is not a positive finite time."""
+        for name in self.JSON_NAMES:
+            value = getattr(self, name)
+            if not (value > 0):
+                raise InvalidSpec(f"limits.{name} must be positive, got {value}s")
+            if math.isinf(value):
+                raise InvalidSpec(f"limits.{name} must be finite, got {value}s")
+
+    def timeout_ms(self, name: str) -> int:
+        """A limit in whole milliseconds, as sent in ``ResetRequest/StepRequest.timeout_ms``."""
+        return round(getattr(self, name) * 1000)
+
+    def to_json(self) -> dict[str, int]:
+        """The limits as ``{"envResetTimeoutMs": 300000, ...}`` (integer milliseconds)."""
+        return {json: self.timeout_ms(name) for name, json in self.JSON_NAMES.items()}
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Limits:
+        """Read the camelCase millisecond form; missing names keep their defaults.
+
+        Unknown names are rejected with :class:`InvalidSpec` naming every one of
+        them, so a typo never silently becomes a default.
+        """
+        if not isinstance(data, Mapping):
+            raise InvalidSpec(f"limits must be a JSON object, got {type(data).__name__}")
+        by_json = {json: name for name, json in cls.JSON_NAMES.items()}
+        unknown = sorted(key for key in data if key not in by_json)
+        if unknown:
+            raise InvalidSpec(
+                "unknown field(s) in limits: "
+                + ", ".join(unknown)
+                + " (known: "
+                + ", ".join(by_json)
+                + ")"
+            )
+        kwargs: dict[str, float] = {}
+        for key, value in data.items():
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise InvalidSpec(f"limits.{key} must be a number of milliseconds, got {value!r}")
+            kwargs[by_json[key]] = value / 1000.0
+        limits = cls(**kwargs)
+        limits.validate()
+        return limits
+
+
+def _opt_int_tuple(value: Any) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    return tuple(int(v) for v in value)
+
+
+@attrs.frozen
+class RouteSpec:
+    """One route: an env endpoint paired with a model endpoint, and its episode budget.
+
+    ``env_id`` is the route's routing key on the model (``AdapterContext.env_id``)
+    and its request-id prefix; a UUIDv7 is minted when not given. ``contract``
+    and ``num_envs`` default to what the env's handshake reports. ``seeds`` are
+    claimed one per episode in start order (only with driver-owned resets);
+    when ``max_episodes`` is not given it defaults to ``len(seeds)``.
+    ``max_episode_steps`` truncates episodes on the runtime side (driver-owned
+    resets only; the built-in bound is 100000). ``execution_horizon`` is sent
+    to the model in ResolveAdapter; extra action frames are replayed whatever
+    its value.
+    """
+
+    route_id: str
+    session_id: str
+    env_component_id: str = "env"
+    model_component_id: str = "model"
+    env_id: str = attrs.field(factory=mint_uuid7)
+    contract: core_pb.EnvContract | None = None
+    num_envs: int | None = None
+    max_episodes: int | None = None
+    close_env_on_end: bool = False
+    limits: Limits = attrs.field(factory=Limits)
+    seeds: tuple[int, ...] | None = attrs.field(default=None, converter=_opt_int_tuple)
+    max_episode_steps: int | None = None
+    execution_horizon: int = 1
+
+    def validate(self) -> None:
+        """Raise :class:`InvalidSpec` for the first problem found; nothing is sent before this."""
+        for name in ("route_id", "session_id", "env_component_id", "model_component_id", "env_id"):
+            value = getattr(self, name)
+            if not isinstance(value, str) or not value.strip():
+                raise InvalidSpec(f"{name} must be a non-empty string")
+        if self.num_envs is not None and self.num_envs < 1:
+            raise InvalidSpec(f"num_envs must be >= 1, got {self.num_envs}")
+        if self.max_episodes is not None and self.max_episodes < 1:
+            raise InvalidSpec(f"max_episodes must be >= 1, got {self.max_episodes}")
+        if self.seeds is not None:
+            if not self.seeds:
+                raise InvalidSpec("seeds must not be empty when given")
+            if self.max_episodes is not None and self.max_episodes != len(self.seeds):
+                raise InvalidSpec(
+                    f"max_episodes ({self.max_episodes}) must equal the number of seeds "
+                    f"({len(self.seeds)}) when both are given"
+                )
+        if self.max_episode_steps is not None and self.max_episode_steps < 1:
+            raise InvalidSpec(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
+        if not 1 <= self.execution_horizon <= 1024:
+            raise InvalidSpec(f"execution_horizon must be in 1..1024, got {self.execution_horizon}")
+        if self.contract is not None and self.contract.spec is None:
+            raise InvalidSpec("contract has no EnvSpec")
+        self.limits.validate()
+
+    @property
+    def episode_budget(self) -> int | None:
+        """Completed episodes after which the route ends (``None``: run until cancelled)."""
+        if self.max_episodes is not None:
+            return self.max_episodes
+        if self.seeds is not None:
+            return len(self.seeds)
+        return None

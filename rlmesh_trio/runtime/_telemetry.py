@@ -1,0 +1,190 @@
+"""Per-operation timing samples, telemetry windows and the summary.
+
+Samples are kept per ``(op, component, metric)`` in a bounded reservoir
+(Vitter's algorithm R), so memory stays flat on long runs; counts and
+averages are exact, percentiles are nearest-rank over the reservoir
+(index ``ceil((len - 1) * p)``).
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Iterable, Mapping
+
+from ._results import RouteReport, SeriesSnapshot, TelemetryRow
+
+__all__ = [
+    "RESERVOIR_SIZE",
+    "RouteTelemetry",
+    "Series",
+    "merge_telemetry",
+    "metric_unit",
+    "percentile",
+]
+
+RESERVOIR_SIZE = 2048
+
+_COUNT_METRICS = frozenset({"held.episodes", "predict.in_flight", "group.size"})
+
+
+def metric_unit(metric: str) -> str:
+    """``bytes`` for ``*.bytes``, ``count`` for counters, else ``ms``."""
+    if metric.endswith(".bytes"):
+        return "bytes"
+    if metric in _COUNT_METRICS:
+        return "count"
+    return "ms"
+
+
+def percentile(ordered: list[float], p: float) -> float:
+    """Nearest-rank percentile of an already sorted list (0.0 when empty)."""
+    if not ordered:
+        return 0.0
+    return ordered[math.ceil((len(ordered) - 1) * p)]
+
+
+class Series:
+    """Count, sum and a bounded reservoir of one metric's samples."""
+
+    __slots__ = ("cap", "count", "rng", "samples", "total")
+
+    def __init__(self, cap: int = RESERVOIR_SIZE, rng: random.Random | None = None) -> None:
+        self.cap = cap
+        self.count = 0
+        self.total = 0.0
+        self.samples: list[float] = []
+        self.rng = rng
+
+    def add(self, value: float) -> None:
+        self.count += 1
+        self.total += value
+        if len(self.samples) < self.cap:
+            self.samples.append(value)
+        else:
+            # Algorithm R: keep each of the n samples seen so far with probability cap/n.
+            j = (self.rng or random).randrange(self.count)
+            if j < self.cap:
+                self.samples[j] = value
+
+    def row(self, op: str, component: str, metric: str) -> TelemetryRow:
+        ordered = sorted(self.samples)
+        return TelemetryRow(
+            op=op,
+            component=component,
+            metric=metric,
+            unit=metric_unit(metric),
+            count=self.count,
+            avg=self.total / self.count if self.count else 0.0,
+            p50=percentile(ordered, 0.50),
+            p95=percentile(ordered, 0.95),
+            p99=percentile(ordered, 0.99),
+        )
+
+
+_Key = tuple[str, str, str]
+
+
+def _rows(series: Mapping[_Key, Series]) -> tuple[TelemetryRow, ...]:
+    return tuple(s.row(*key) for key, s in series.items() if s.count)
+
+
+class RouteTelemetry:
+    """The telemetry of one route: totals for the summary, plus the current window.
+
+    Times are in the caller's clock (the driver uses ``trio.current_time()``,
+    so windows follow a ``MockClock`` in tests).
+    """
+
+    def __init__(self, window: float, now: float, reservoir: int = RESERVOIR_SIZE) -> None:
+        self._reservoir = reservoir
+        self._rng = random.Random(0x5EED)
+        self.window = window
+        self.totals: dict[_Key, Series] = {}
+        self.current: dict[_Key, Series] = {}
+        self.window_start = now
+        self.window_deadline = now + window
+        self.window_steps = 0
+
+    def _series(self, table: dict[_Key, Series], key: _Key) -> Series:
+        series = table.get(key)
+        if series is None:
+            series = table[key] = Series(self._reservoir, self._rng)
+        return series
+
+    def add(self, op: str, component: str, metric: str, value: float) -> None:
+        key = (op, component, metric)
+        self._series(self.totals, key).add(value)
+        self._series(self.current, key).add(value)
+
+    def add_operation(
+        self, op: str, component: str, rpc_ms: float, extra: Mapping[str, float]
+    ) -> None:
+        """One finished remote operation: its round trip plus whatever the reply measured."""
+        self.add(op, component, "rpc.total", rpc_ms)
+        if extra:
+            for metric, value in extra.items():
+                if metric != "rpc.total":
+                    self.add(op, component, metric, float(value))
+
+    def window_due(self, now: float) -> bool:
+        return now >= self.window_deadline
+
+    def take_window(self, now: float) -> tuple[float, float, int, tuple[TelemetryRow, ...]] | None:
+        """Close the current window: ``(start, end, steps, rows)``, or ``None`` if it is empty."""
+        start, steps, current = self.window_start, self.window_steps, self.current
+        self.current = {}
+        self.window_start = now
+        self.window_deadline = now + self.window
+        self.window_steps = 0
+        if not current and not steps:
+            return None
+        return start, now, steps, _rows(current)
+
+    def summary(self) -> tuple[TelemetryRow, ...]:
+        return _rows(self.totals)
+
+    def snapshot(self) -> dict[_Key, SeriesSnapshot]:
+        """The totals' raw state, for :attr:`RouteReport.samples`."""
+        return {
+            key: (s.count, s.total, tuple(s.samples)) for key, s in self.totals.items() if s.count
+        }
+
+
+def _row_from(key: _Key, count: int, total: float, samples: list[float]) -> TelemetryRow:
+    op, component, metric = key
+    samples.sort()
+    return TelemetryRow(
+        op=op,
+        component=component,
+        metric=metric,
+        unit=metric_unit(metric),
+        count=count,
+        avg=total / count if count else 0.0,
+        p50=percentile(samples, 0.50),
+        p95=percentile(samples, 0.95),
+        p99=percentile(samples, 0.99),
+    )
+
+
+def merge_telemetry(reports: Iterable[RouteReport]) -> list[TelemetryRow]:
+    """One summary over many routes: exact counts and averages, pooled-sample percentiles.
+
+    Rows keep first-seen order of ``(op, component, metric)``. Reports built
+    without ``samples`` contribute their rows' counts and averages only.
+    """
+    merged: dict[_Key, tuple[int, float, list[float]]] = {}
+    for report in reports:
+        seen: set[_Key] = set()
+        for key, (count, total, samples) in report.samples.items():
+            seen.add(key)
+            c, t, pool = merged.get(key, (0, 0.0, []))
+            pool.extend(samples)
+            merged[key] = (c + count, t + total, pool)
+        for row in report.telemetry:
+            key = (row.op, row.component, row.metric)
+            if key in seen:
+                continue
+            c, t, pool = merged.get(key, (0, 0.0, []))
+            merged[key] = (c + row.count, t + row.avg * row.count, pool)
+    return [_row_from(key, c, t, pool) for key, (c, t, pool) in merged.items() if c]
