@@ -1,0 +1,108 @@
+"""Endpoint addresses: parse the spellings rlmesh-wire-v1 peers accept.
+
+Accepted forms (protocol notes §8): ``host:port``, ``tcp://host:port``,
+``http://host:port``, ``unix:///abs/path``, a bare ``port`` or ``:port``
+(meaning 127.0.0.1), and bracketed IPv6 hosts (``[::1]:5555``). ``https://``
+is refused: TLS is chosen with an explicit ``ssl`` context, not by scheme.
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from .._errors import InvalidSpec
+
+__all__ = ["DEFAULT_HOST", "Address", "parse_address"]
+
+DEFAULT_HOST = "127.0.0.1"
+
+
+def _check_port(port: int | None, _attr: object = None, _value: object = None) -> None:
+    if port is not None and not 0 <= port <= 65535:
+        raise ValueError(f"port {port} out of range 0..65535")
+
+
+@attrs.frozen
+class Address:
+    """A parsed endpoint address: either ``host``/``port`` (TCP) or ``path`` (unix socket)."""
+
+    host: str | None = None
+    port: int | None = None
+    path: str | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if (self.path is None) == (self.host is None):
+            raise ValueError("an address is either host:port or a unix socket path")
+        if self.host is not None and self.port is None:
+            raise ValueError("a TCP address needs a port")
+        _check_port(self.port)
+
+    @property
+    def is_unix(self) -> bool:
+        return self.path is not None
+
+    def with_port(self, port: int) -> Address:
+        """The same TCP address with another port (a server reports its bound port this way)."""
+        return attrs.evolve(self, port=port)
+
+    def __str__(self) -> str:
+        if self.path is not None:
+            return f"unix://{self.path}"
+        host = self.host or DEFAULT_HOST
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        return f"{host}:{self.port}"
+
+
+def _fail(text: str, why: str) -> InvalidSpec:
+    return InvalidSpec(f"invalid endpoint address {text!r}: {why}")
+
+
+def _parse_port(text: str, raw: str) -> int:
+    if not raw.isdigit():
+        raise _fail(text, f"port {raw!r} is not a number")
+    port = int(raw)
+    if port > 65535:
+        raise _fail(text, f"port {port} out of range 0..65535")
+    return port
+
+
+def parse_address(text: str) -> Address:
+    """Parse an endpoint address; raise :class:`InvalidSpec` naming ``text`` when it is malformed."""
+    if not isinstance(text, str):
+        raise _fail(repr(text), "an address must be a string")
+    raw = text.strip()
+    if not raw:
+        raise _fail(text, "empty address")
+    lowered = raw.lower()
+    if lowered.startswith("https://"):
+        raise _fail(text, "https:// is not supported; pass an ssl context to use TLS")
+    if lowered.startswith("unix://"):
+        path = raw[len("unix://") :]
+        if not path.startswith("/"):
+            raise _fail(text, "a unix socket address needs an absolute path (unix:///abs/path)")
+        return Address(path=path)
+    for scheme in ("tcp://", "http://"):
+        if lowered.startswith(scheme):
+            raw = raw[len(scheme) :]
+            break
+    else:
+        if "://" in raw:
+            scheme = raw.split("://", 1)[0]
+            raise _fail(text, f"unsupported scheme {scheme!r} (use tcp://, http:// or unix://)")
+    raw = raw.rstrip("/")
+    if "/" in raw:
+        raise _fail(text, "an address has no path part")
+    if raw.isdigit():
+        return Address(host=DEFAULT_HOST, port=_parse_port(text, raw))
+    if raw.startswith("["):
+        host, sep, rest = raw[1:].partition("]")
+        if not sep or not rest.startswith(":"):
+            raise _fail(text, "expected [ipv6]:port")
+        return Address(host=host, port=_parse_port(text, rest[1:]))
+    host, sep, port_text = raw.rpartition(":")
+    if not sep:
+        raise _fail(text, "expected host:port")
+    if ":" in host:
+        raise _fail(text, "IPv6 hosts must be bracketed ([::1]:port)")
+    return Address(host=host or DEFAULT_HOST, port=_parse_port(text, port_text))

@@ -1,0 +1,120 @@
+"""Client handshakes: what we tell a peer about ourselves, and what we make of its reply.
+
+The handshake decides only protocol compatibility (the generation). Editions
+are reconciled by the runtime across env, model and runtime (protocol notes
+§2.2), so here we only report the peer's CAN/WANT in the ``EndpointInfo``.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib.metadata
+import platform
+import sys
+
+from .._errors import HandshakeError
+from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
+from ..runtime._protocols import EndpointInfo
+
+__all__ = [
+    "ENV_COMPONENT",
+    "MODEL_COMPONENT",
+    "endpoint_info",
+    "handshake_request",
+    "local_peer_info",
+]
+
+ENV_COMPONENT = "rlmesh-env"
+MODEL_COMPONENT = "rlmesh-model"
+
+_FRAMEWORKS = ("numpy", "torch", "jax", "jaxlib", "gymnasium")
+
+
+@functools.cache
+def _framework_versions() -> tuple[tuple[str, str], ...]:
+    found = []
+    for name in _FRAMEWORKS:
+        try:
+            found.append((name, importlib.metadata.version(name)))
+        except importlib.metadata.PackageNotFoundError:
+            continue
+    return tuple(found)
+
+
+def _package_version() -> str:
+    # Imported late: the package root may import transport while it initialises.
+    import rlmesh_trio
+
+    return str(getattr(rlmesh_trio, "__version__", "0"))
+
+
+def local_peer_info(component: str) -> core_pb.PeerInfo:
+    """Our advisory PeerInfo, shaped like the one 0.1.0 Python peers send (§2.3)."""
+    return core_pb.PeerInfo(
+        component=component,
+        package_version=_package_version(),
+        language="python",
+        language_version=platform.python_version(),
+        os=sys.platform if sys.platform != "darwin" else "macos",
+        os_version=platform.release(),
+        arch=platform.machine(),
+        framework_versions=dict(_framework_versions()),
+        extra={
+            "rlmesh.workflow.base": WORKFLOW_EDITION,
+            "rlmesh.workflow.edition": WORKFLOW_EDITION,
+            "rlmesh_trio.version": _package_version(),
+        },
+    )
+
+
+def handshake_request(component: str) -> core_pb.HandshakeRequest:
+    """The base handshake we send: wire-v1, CAN ``["2026.06"]``, WANT ``"2026.06"``, no capabilities."""
+    return core_pb.HandshakeRequest(
+        protocol_generation=PROTOCOL_GENERATION,
+        peer_info=local_peer_info(component),
+        capabilities={},
+        supported_workflow_editions=[WORKFLOW_EDITION],
+        preferred_workflow_edition=WORKFLOW_EDITION,
+    )
+
+
+def endpoint_info(
+    label: str,
+    base: core_pb.HandshakeResponse | None,
+    *,
+    contract: core_pb.EnvContract | None = None,
+    require_contract: bool = False,
+) -> EndpointInfo:
+    """Check a handshake reply and turn it into an :class:`EndpointInfo`.
+
+    Raises :class:`HandshakeError` naming ``label`` when the peer declared the
+    connection incompatible, or (for env peers) sent no usable contract.
+    """
+    if base is None:
+        raise HandshakeError(label, "the handshake reply has no base message")
+    if not base.compatible:
+        said = base.error_message or "no reason given"
+        raise HandshakeError(label, f"the endpoint refused protocol {PROTOCOL_GENERATION}: {said}")
+    if require_contract:
+        if contract is None:
+            raise HandshakeError(label, "the env endpoint sent no env_contract")
+        spec = contract.spec
+        if spec is None:
+            raise HandshakeError(label, "the env contract has no EnvSpec")
+        if spec.action_space is None:
+            raise HandshakeError(label, "the env contract has no action_space")
+        if spec.observation_space is None:
+            raise HandshakeError(label, "the env contract has no observation_space")
+    return EndpointInfo(
+        label=label,
+        editions=tuple(base.supported_workflow_editions),
+        preferred_edition=base.preferred_workflow_edition or None,
+        capabilities=dict(base.capabilities),
+        contract=contract,
+        peer=base.peer_info,
+    )
+
+
+def parse_env_handshake(label: str, data: bytes) -> EndpointInfo:
+    reply = env_pb.HandshakeResponse.parse(data)
+    return endpoint_info(label, reply.base, contract=reply.env_contract, require_contract=True)

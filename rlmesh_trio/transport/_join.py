@@ -1,0 +1,295 @@
+"""One bidirectional Join stream, multiplexed by ``request_id``.
+
+Asyncio side: one session task owns the grpclib stream; it runs a writer
+(draining an outbox queue, so sends never interleave on the wire) and the
+reader (parsing each response and resolving the waiting :class:`Slot` by the
+response's ``request_id``). Trio side: :meth:`JoinSession.request` queues the
+encoded request and waits on its slot -- one bridge crossing each way and no
+asyncio task per request.
+
+A session ends when the server ends the stream (status OK or not), the
+connection drops, or the owner kills it; every waiter still pending then
+fails with :class:`SessionClosed`, and later requests fail at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+import attrs
+import grpclib.client
+import grpclib.const
+import trio
+from grpclib.exceptions import GRPCError, StreamTerminatedError
+from grpclib.metadata import decode_grpc_message
+
+from . import _bridge as bridge
+from ._channel import check_size
+
+__all__ = ["JoinSession", "SessionClosed"]
+
+log = logging.getLogger(__name__)
+
+R = TypeVar("R")
+
+_CLOSED = "connection closed"
+_END = object()  # outbox sentinel: half-close the stream
+
+
+@attrs.frozen
+class _Ending:
+    """Why a session ended: a transport detail plus the gRPC status when one was received."""
+
+    detail: str
+    status: grpclib.const.Status | None = None
+    status_message: str | None = None
+
+
+class SessionClosed(Exception):
+    """The Join stream is gone. ``detail`` reads like ``transport error: connection closed``."""
+
+    def __init__(
+        self,
+        detail: str,
+        status: grpclib.const.Status | None = None,
+        status_message: str | None = None,
+    ) -> None:
+        self.detail = detail
+        self.status = status
+        self.status_message = status_message
+        super().__init__(detail)
+
+
+def _ending_from(exc: BaseException) -> _Ending:
+    if isinstance(exc, GRPCError):
+        if exc.status is grpclib.const.Status.OK:
+            return _Ending(_CLOSED)
+        name = exc.status.name
+        text = f"{name}: {exc.message}" if exc.message else name
+        return _Ending(f"status {text}", exc.status, exc.message)
+    return _Ending(_CLOSED)
+
+
+class JoinSession(Generic[R]):
+    """A Join stream shared by every request of one client (or of several routes).
+
+    ``parse`` turns response bytes into the response envelope; ``request_id_of``
+    reads its ``request_id``. Create it from Trio, then :meth:`start` it.
+    """
+
+    def __init__(
+        self,
+        channel: grpclib.client.Channel,
+        path: str,
+        parse: Callable[[bytes], R],
+        request_id_of: Callable[[R], str],
+        *,
+        metadata: dict[str, str] | None,
+    ) -> None:
+        self._channel = channel
+        self._path = path
+        self._parse = parse
+        self._request_id_of = request_id_of
+        self._metadata = metadata
+        self._pending: dict[str, bridge.Slot[tuple[R, int]]] = {}
+        self._outbox: bridge.AsyncioQueue[Any] = bridge.AsyncioQueue()
+        self._ending: _Ending | None = None
+        self._task: bridge.AsyncioTask[None] | None = None
+        self._finished = trio.Event()
+        self._half_closed = False
+
+    # ---- Trio side -------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the stream (asynchronously; the first request's wait covers the opening)."""
+        bridge.require_loop("a Join stream")
+        bridge.post(self._spawn)
+
+    @property
+    def alive(self) -> bool:
+        return self._ending is None
+
+    def has_pending(self, request_id: str) -> bool:
+        return request_id in self._pending
+
+    async def request(
+        self, request_id: str, payload: bytes, *, kill_on_cancel: bool
+    ) -> tuple[R, int]:
+        """Send one encoded request and wait for the response carrying ``request_id``.
+
+        Returns the parsed response and its encoded size. Raises
+        :class:`SessionClosed` when the stream ends first.
+
+        Cancellation: with ``kill_on_cancel`` a cancelled wait tears the
+        stream down (the endpoint's state is unknown afterwards); without it
+        the request is abandoned and a late response is dropped.
+        """
+        if self._ending is not None:
+            raise self._closed_error()
+        if request_id in self._pending:
+            raise ValueError(f"request id {request_id!r} is already in flight")
+        check_size(payload, "a Join request")
+        slot: bridge.Slot[tuple[R, int]] = bridge.Slot()
+        self._pending[request_id] = slot
+        self._outbox.put_nowait(payload)
+        try:
+            return await slot.wait()
+        except trio.Cancelled:
+            self._pending.pop(request_id, None)
+            if kill_on_cancel:
+                self.kill()
+            raise
+
+    def half_close(self) -> None:
+        """End our side of the stream after everything queued so far is sent. Never blocks."""
+        if not self._half_closed and self._ending is None:
+            self._half_closed = True
+            self._outbox.put_nowait(_END)
+
+    async def wait_finished(self) -> None:
+        """Wait until the session task has ended (after the server ends the stream)."""
+        await self._finished.wait()
+
+    def kill(self) -> None:
+        """Tear the stream down now (RST_STREAM) and fail every pending request. Never blocks."""
+        self._finish(_Ending(_CLOSED))
+        task = self._task
+        if task is not None and not task.done():
+            bridge.post(task.cancel)
+        elif task is None:
+            self._finished.set()
+
+    def _closed_error(self) -> SessionClosed:
+        ending = self._ending or _Ending(_CLOSED)
+        return SessionClosed(
+            f"transport error: {ending.detail}", ending.status, ending.status_message
+        )
+
+    def _finish(self, ending: _Ending) -> None:
+        if self._ending is None:
+            self._ending = ending
+        pending, self._pending = self._pending, {}
+        for slot in pending.values():
+            slot.fail(self._closed_error())
+
+    # ---- asyncio side ----------------------------------------------------
+
+    def _spawn(self) -> None:
+        if self._ending is not None:
+            self._finished.set()
+            return
+        self._task = bridge.spawn_asyncio(self._run())
+
+    async def _run(self) -> None:
+        ending = _Ending(_CLOSED)
+        stream = self._channel.request(
+            self._path,
+            grpclib.const.Cardinality.STREAM_STREAM,
+            bytes,
+            bytes,
+            metadata=self._metadata,
+        )
+        await stream.__aenter__()
+        writer: bridge.AsyncioTask[None] | None = None
+        try:
+            await stream.send_request()
+            writer = bridge.spawn_asyncio(self._write(stream))
+            try:
+                await self._read(stream)
+            except StreamTerminatedError:
+                # tonic servers end a stream with trailers and then RST_STREAM(NO_ERROR)
+                # while our side is still open; grpclib then aborts the read even
+                # though complete responses sit in the buffer. Deliver them.
+                if _trailers(stream) is None:
+                    raise
+                await self._salvage(stream)
+            ending = _ending_from_trailers(_trailers(stream))
+        except bridge.AsyncioCancelledError:
+            ending = _Ending(_CLOSED)
+        except Exception as exc:
+            ending = _ending_from(exc)
+            log.debug("Join stream %s ended: %r", self._path, exc)
+        finally:
+            if writer is not None:
+                writer.cancel()
+            self._finish(ending)
+            self._finished.set()
+            # Passing an exception skips grpclib's own end-of-call handshake (we
+            # already have the status); it resets the stream if still open and
+            # releases it.
+            with contextlib.suppress(Exception):
+                await stream.__aexit__(_StreamDone, _StreamDone(), None)
+
+    async def _write(self, stream: grpclib.client.Stream[Any, Any]) -> None:
+        try:
+            while True:
+                payload = await self._outbox.get()
+                if payload is _END:
+                    await stream.end()
+                    return
+                await stream.send_message(payload)
+        except bridge.AsyncioCancelledError:
+            raise
+        except Exception as exc:
+            # A failed send means the stream is broken; fail the waiters now in
+            # case the peer never answers, and stop the reader.
+            log.debug("Join stream %s send failed: %r", self._path, exc)
+            self._finish(_ending_from(exc))
+            task = self._task
+            if task is not None:
+                task.cancel()
+
+    async def _read(self, stream: grpclib.client.Stream[Any, Any]) -> None:
+        await stream.recv_initial_metadata()
+        while True:
+            data = await stream.recv_message()
+            if data is None:
+                return
+            self._deliver(data)
+
+    async def _salvage(self, stream: grpclib.client.Stream[Any, Any]) -> None:
+        # Reads grpclib's per-stream buffer directly (outside the cancelled
+        # wrapper). The stream has ended, so every read returns at once.
+        buffer = stream._stream.buffer
+        while True:
+            header = await buffer.read(5)
+            if len(header) < 5:
+                return
+            data = await buffer.read(int.from_bytes(header[1:5], "big"))
+            self._deliver(bytes(data))
+
+    def _deliver(self, data: bytes) -> None:
+        response = self._parse(data)
+        slot = self._pending.pop(self._request_id_of(response), None)
+        if slot is None:
+            log.debug("dropping a Join response for no waiting request")
+            return
+        slot.resolve((response, len(data)))
+
+
+class _StreamDone(Exception):
+    """Marker passed to grpclib's stream exit: the session handled the stream's end itself."""
+
+
+def _trailers(stream: grpclib.client.Stream[Any, Any]) -> Any:
+    return getattr(getattr(stream, "_stream", None), "trailers", None)
+
+
+def _ending_from_trailers(trailers: Any) -> _Ending:
+    if trailers is None:
+        return _Ending(_CLOSED)
+    headers = dict(trailers)
+    raw = headers.get("grpc-status", "0")
+    try:
+        status = grpclib.const.Status(int(raw))
+    except ValueError:
+        return _Ending(f"invalid grpc-status {raw!r}")
+    if status is grpclib.const.Status.OK:
+        return _Ending(_CLOSED)
+    message = headers.get("grpc-message")
+    if message is not None:
+        message = decode_grpc_message(message)
+    return _ending_from(GRPCError(status, message))

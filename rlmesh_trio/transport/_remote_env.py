@@ -1,0 +1,323 @@
+"""``RemoteEnv``: a wire-v1 env endpoint reached over gRPC, as a ``RuntimeEnv``.
+
+One client holds one Join session (env servers admit one at a time). Requests
+carry ids ``grpc-req-<n>`` (configure is ``grpc-req-1``) and responses are
+matched by id, so a lane endpoint can have one request per lane in flight
+from several Trio tasks at once.
+
+Errors: an ``EnvError`` reply raises :class:`EnvRpcError` with the env's code
+and recoverability; a stream that ends or a connection that drops raises
+:class:`EnvRpcError` with message ``transport error: connection closed``. The
+client does not know the runtime step, so these carry ``step=0``; the driver
+re-raises with the real step (``message``, ``code`` and ``recoverable`` are
+attributes for that).
+
+Every method must run inside the transport's asyncio loop
+(``async with rlmesh_trio.transport.asyncio_loop():``, which ``run_routes``
+opens); ``async with RemoteEnv(...)`` opens one when needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl as _ssl
+from types import TracebackType
+
+import trio
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from .._errors import (
+    ConnectError,
+    EnvRpcError,
+    HandshakeError,
+    ProtocolError,
+    format_duration,
+)
+from .._wire import core_pb, env_pb
+from ..runtime._protocols import EndpointInfo, Reply
+from . import _bridge as bridge
+from ._channel import ClientConnection
+from ._handshake import ENV_COMPONENT, handshake_request, parse_env_handshake
+from ._join import JoinSession, SessionClosed
+from ._replies import code_label, reply_telemetry
+
+__all__ = ["RemoteEnv"]
+
+_SERVICE = "/rlmesh.env.v1.EnvService"
+_HANDSHAKE = f"{_SERVICE}/Handshake"
+_JOIN = f"{_SERVICE}/Join"
+_SHUTDOWN = f"{_SERVICE}/Shutdown"
+
+_CLOSE_GRACE = 1.0  # seconds aclose waits for the server to end a half-closed stream
+
+
+def _request_id_of(response: env_pb.JoinResponse) -> str:
+    return response.request_id
+
+
+def handshake_failure(label: str, exc: GRPCError, service: str) -> Exception:
+    """Map a gRPC status on a handshake to our error kinds."""
+    if exc.status is Status.UNIMPLEMENTED:
+        return HandshakeError(label, f"the endpoint does not serve {service} (UNIMPLEMENTED)")
+    detail = f"{exc.status.name}: {exc.message}" if exc.message else exc.status.name
+    if exc.status in (Status.UNAUTHENTICATED, Status.PERMISSION_DENIED, Status.UNAVAILABLE):
+        return ConnectError(label, detail)
+    return HandshakeError(label, detail)
+
+
+class RemoteEnv:
+    """A remote env endpoint (``host:port``, ``tcp://``, ``http://`` or ``unix:///path``).
+
+    ``token`` is sent verbatim as ``authorization`` metadata; ``ssl`` turns on TLS.
+    The address is parsed at once: a malformed one raises :class:`InvalidSpec`.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        connect_timeout: float = 10.0,
+        token: str | None = None,
+        ssl: _ssl.SSLContext | None = None,
+    ) -> None:
+        self._conn = ClientConnection(
+            address, connect_timeout=connect_timeout, token=token, ssl=ssl
+        )
+        self._info: EndpointInfo | None = None
+        self._session: JoinSession[env_pb.JoinResponse] | None = None
+        self._last_id = 0
+        self._closed = False
+        self._exit_stack: contextlib.AsyncExitStack | None = None
+
+    def __repr__(self) -> str:
+        return f"RemoteEnv({self._conn.label!r})"
+
+    @property
+    def address(self) -> str:
+        return self._conn.label
+
+    @property
+    def info(self) -> EndpointInfo | None:
+        """The last handshake's result (``None`` before :meth:`connect`)."""
+        return self._info
+
+    # ---- lifecycle -------------------------------------------------------
+
+    async def connect(self) -> EndpointInfo:
+        """Handshake: learn the contract, editions and capabilities. Takes no session slot.
+
+        Raises :class:`ConnectError` (unreachable, refused, timed out) or
+        :class:`HandshakeError` (incompatible generation, no usable contract),
+        both naming the address. Bounded by ``connect_timeout`` for the connect
+        and again for the handshake. Cancellation: nothing is left half-open.
+        """
+        await self._conn.connect()
+        payload = bytes(env_pb.HandshakeRequest(base=handshake_request(ENV_COMPONENT)))
+        try:
+            data = await self._conn.unary(_HANDSHAKE, payload, timeout=self._conn.connect_timeout)
+        except GRPCError as exc:
+            raise handshake_failure(self.address, exc, "rlmesh.env.v1.EnvService") from None
+        self._info = parse_env_handshake(self.address, data)
+        return self._info
+
+    async def configure(self, edition: str) -> None:
+        """Open the Join session and pin the workflow edition (the first Join message).
+
+        Raises :class:`ConnectError` when another client holds the env's
+        single Join slot, or the stream cannot be opened; :class:`HandshakeError`
+        when the env refuses the edition. Cancellation: tears the stream down.
+        """
+        if self._session is not None:
+            raise RuntimeError(f"{self!r} is already configured")
+        if self._closed:
+            raise ConnectError(self.address, "the client was closed")
+        await self._conn.connect()
+        session: JoinSession[env_pb.JoinResponse] = JoinSession(
+            self._conn.channel,
+            _JOIN,
+            env_pb.JoinResponse.parse,
+            _request_id_of,
+            metadata=self._conn.metadata,
+        )
+        self._session = session
+        session.start()
+        envelope = env_pb.JoinRequest(
+            configure=env_pb.ConfigureEnvRequest(selected_workflow_edition=edition)
+        )
+        try:
+            response, _req, _resp = await self._roundtrip(envelope)
+        except SessionClosed as exc:
+            if exc.status is Status.FAILED_PRECONDITION:
+                raise ConnectError(
+                    self.address,
+                    f"the env endpoint is in use by another client ({exc.status_message})",
+                ) from None
+            raise ConnectError(
+                self.address, f"could not open the Join session: {exc.detail}"
+            ) from None
+        if response.error is not None:
+            raise HandshakeError(self.address, f"configure refused: {response.error.message}")
+        if response.configure is None:
+            raise self._unexpected("env.configure", response)
+
+    async def aclose(self) -> None:
+        """Half-close the Join stream, then drop the connection. Idempotent.
+
+        Safe in a cancelled scope when shielded (callers shield it); unshielded
+        it still tears everything down without waiting.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        session = self._session
+        try:
+            if session is not None and session.alive:
+                session.half_close()
+                with trio.move_on_after(_CLOSE_GRACE):
+                    await session.wait_finished()
+        finally:
+            if session is not None:
+                session.kill()
+            self._conn.close()
+
+    async def __aenter__(self) -> RemoteEnv:
+        stack = contextlib.AsyncExitStack()
+        await stack.enter_async_context(bridge.asyncio_loop())
+        self._exit_stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            with trio.CancelScope(shield=True):
+                await self.aclose()
+        finally:
+            stack, self._exit_stack = self._exit_stack, None
+            if stack is not None:
+                await stack.aclose()
+
+    # ---- operations ------------------------------------------------------
+
+    async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
+        """Reset (all lanes, or ``env_indices``). Cancellation tears the stream down."""
+        response, req_bytes, resp_bytes = await self._call(
+            "env.reset", env_pb.JoinRequest(reset=request)
+        )
+        reply = response.reset
+        if reply is None:
+            raise self._unexpected("env.reset", response)
+        return Reply(reply, reply_telemetry(response, req_bytes, resp_bytes))
+
+    async def step(self, request: env_pb.StepRequest) -> Reply[env_pb.StepResponse]:
+        """Step (all lanes, or ``env_indices``). Safe to call concurrently for different lanes.
+
+        Cancellation tears the stream down.
+        """
+        response, req_bytes, resp_bytes = await self._call(
+            "env.step", env_pb.JoinRequest(step=request)
+        )
+        reply = response.step
+        if reply is None:
+            raise self._unexpected("env.step", response)
+        return Reply(reply, reply_telemetry(response, req_bytes, resp_bytes))
+
+    async def render(self, env_index: int = 0, *, timeout_ms: int = 0) -> bytes | None:
+        """One lane's frame as PNG bytes, or ``None`` when the env has none (or an unknown format)."""
+        request = env_pb.RenderRequest(env_indices=[env_index], timeout_ms=timeout_ms)
+        response, _req, _resp = await self._call("env.render", env_pb.JoinRequest(render=request))
+        reply = response.render
+        if reply is None:
+            raise self._unexpected("env.render", response)
+        if reply.frame is None:
+            return None
+        if reply.format not in (env_pb.RenderFormat.UNSPECIFIED, env_pb.RenderFormat.PNG):
+            return None
+        return reply.frame
+
+    async def close(self, timeout: float) -> list[env_pb.EpisodeMetadata]:
+        """Send Close (reason ``client close``) and return the final episodes.
+
+        The server ends the stream after replying. Bounded by ``timeout``
+        seconds: raises :class:`EnvRpcError` (operation ``env.close``) when it
+        runs out. Returns ``[]`` when no session was opened or it already ended.
+        """
+        session = self._session
+        if session is None or not session.alive:
+            return []
+        envelope = env_pb.JoinRequest(close=env_pb.CloseEnvsRequest(reason="client close"))
+        try:
+            with trio.fail_after(timeout):
+                response, _req, _resp = await self._call("env.close", envelope)
+        except trio.TooSlowError:
+            raise EnvRpcError(
+                "env.close", 0, f"close timed out after {format_duration(timeout)}"
+            ) from None
+        reply = response.close
+        if reply is None:
+            raise self._unexpected("env.close", response)
+        return list(reply.final_episodes)
+
+    async def shutdown(
+        self, reason: str = "owner shutdown", *, timeout: float = 10.0
+    ) -> tuple[bool, str]:
+        """Ask the server process to shut down (the Shutdown RPC). Returns ``(accepted, message)``.
+
+        0.1.0 servers refuse unless started with remote shutdown allowed.
+        """
+        payload = bytes(env_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason)))
+        try:
+            data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
+        except GRPCError as exc:
+            raise ConnectError(
+                self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
+            ) from None
+        base = env_pb.ShutdownResponse.parse(data).base
+        if base is None:
+            raise ProtocolError(f"env endpoint {self.address} sent a shutdown reply with no base")
+        return base.accepted, base.message
+
+    # ---- internals -------------------------------------------------------
+
+    async def _roundtrip(
+        self, envelope: env_pb.JoinRequest
+    ) -> tuple[env_pb.JoinResponse, int, int]:
+        session = self._session
+        if session is None:
+            raise RuntimeError(f"{self!r} is not configured: call configure() first")
+        self._last_id += 1
+        request_id = f"grpc-req-{self._last_id}"
+        envelope.request_id = request_id
+        payload = bytes(envelope)
+        response, size = await session.request(request_id, payload, kill_on_cancel=True)
+        return response, len(payload), size
+
+    async def _call(
+        self, operation: str, envelope: env_pb.JoinRequest
+    ) -> tuple[env_pb.JoinResponse, int, int]:
+        try:
+            response, req_bytes, resp_bytes = await self._roundtrip(envelope)
+        except SessionClosed as exc:
+            raise EnvRpcError(operation, 0, exc.detail) from None
+        error = response.error
+        if error is not None:
+            raise EnvRpcError(
+                operation,
+                0,
+                f"environment error: [{code_label(error.code)}] {error.message}",
+                code=int(error.code),
+                recoverable=error.is_recoverable,
+            )
+        return response, req_bytes, resp_bytes
+
+    def _unexpected(self, operation: str, response: env_pb.JoinResponse) -> ProtocolError:
+        kinds = ("reset", "step", "render", "close", "configure")
+        got = next((k for k in kinds if getattr(response, k) is not None), None)
+        return ProtocolError(
+            f"env endpoint {self.address} answered {operation} with "
+            f"{got + ' response' if got else 'an empty response'}"
+        )

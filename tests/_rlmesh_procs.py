@@ -1,0 +1,180 @@
+"""Real rlmesh 0.1.0 servers as subprocesses on loopback, for interop tests.
+
+Usage in a test module::
+
+    from tests._rlmesh_procs import rlmesh_env, rlmesh_model   # context managers
+    pytest_plugins = ()  # nothing else needed
+
+    def test_x(rlmesh_servers):            # fixture: a factory, torn down after the test
+        env = rlmesh_servers.env()          # CartPole via `python -m rlmesh._cli.serve_env`
+        lanes = rlmesh_servers.env(lanes=3)
+        model = rlmesh_servers.model()      # rlmesh.numpy.Model(cartpole_policy).serve
+        env.address                         # "tcp://127.0.0.1:<port>"
+
+Each server binds 127.0.0.1 port 0 and reports its bound address through a
+``--ready-fd`` pipe; startup is bounded (``STARTUP_TIMEOUT``) and teardown
+terminates, then kills, the process. Skips the test when rlmesh is missing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+__all__ = [
+    "STARTUP_TIMEOUT",
+    "RlmeshProc",
+    "RlmeshServers",
+    "rlmesh_env",
+    "rlmesh_model",
+    "rlmesh_servers",
+]
+
+STARTUP_TIMEOUT = 30.0
+_SERVE_SCRIPT = Path(__file__).with_name("_rlmesh_serve.py")
+
+
+def _require_rlmesh() -> None:
+    try:
+        import rlmesh  # noqa: F401
+    except ImportError:
+        pytest.skip("rlmesh 0.1.0 is not installed (interop extra)")
+
+
+class RlmeshProc:
+    """A running rlmesh server process and the address it bound."""
+
+    def __init__(self, process: subprocess.Popen[bytes], address: str, what: str) -> None:
+        self.process = process
+        self.address = address
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"RlmeshProc({self.what!r}, {self.address!r}, pid={self.process.pid})"
+
+    @property
+    def port(self) -> int:
+        return int(self.address.rsplit(":", 1)[1])
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        """Hard-kill the server (SIGKILL): for connection-loss tests."""
+        if self.alive():
+            self.process.kill()
+            self.process.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def _start(argv: list[str], what: str) -> RlmeshProc:
+    _require_rlmesh()
+    read_fd, write_fd = os.pipe()
+    argv = [a.replace("{READY_FD}", str(write_fd)) for a in argv]
+    env = dict(os.environ, PYTHONWARNINGS="ignore", RLMESH_WORKFLOW_EDITION="2026.06")
+    process = subprocess.Popen(
+        argv,
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    os.close(write_fd)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    line = b""
+    try:
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(f"{what} did not become ready in {STARTUP_TIMEOUT}s")
+            ready, _, _ = select.select([read_fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(read_fd, 256)
+            if not chunk:
+                err = process.stderr.read().decode(errors="replace") if process.stderr else ""
+                raise RuntimeError(f"{what} exited before it was ready:\n{err[-2000:]}")
+            line += chunk
+    except BaseException:
+        process.kill()
+        process.wait(timeout=10)
+        raise
+    finally:
+        os.close(read_fd)
+    return RlmeshProc(process, line.decode().strip(), what)
+
+
+@contextlib.contextmanager
+def rlmesh_env(
+    env_id: str = "CartPole-v1",
+    *,
+    lanes: int = 0,
+    vector: int = 0,
+    allow_shutdown: bool = False,
+) -> Iterator[RlmeshProc]:
+    """Serve an env with rlmesh. A plain gymnasium id uses rlmesh's own CLI
+    (``python -m rlmesh._cli.serve_env``); lanes, vector envs, the ``failing``
+    env and remote shutdown go through ``_rlmesh_serve.py``."""
+    if not (lanes or vector or allow_shutdown or env_id == "failing"):
+        argv = [sys.executable, "-m", "rlmesh._cli.serve_env", "--env", env_id]
+        argv += ["--address", "127.0.0.1:0", "--ready-fd", "{READY_FD}"]
+    else:
+        argv = [sys.executable, str(_SERVE_SCRIPT), "env", "--ready-fd", "{READY_FD}"]
+        argv += ["--env-id", env_id, "--lanes", str(lanes), "--vector", str(vector)]
+        if allow_shutdown:
+            argv.append("--allow-shutdown")
+    proc = _start(argv, f"rlmesh env {env_id} lanes={lanes} vector={vector}")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+@contextlib.contextmanager
+def rlmesh_model(policy: str = "cartpole", *, allow_shutdown: bool = False) -> Iterator[RlmeshProc]:
+    """Serve ``rlmesh.numpy.Model(<policy>)`` (policies: ``cartpole``, ``failing``)."""
+    argv = [sys.executable, str(_SERVE_SCRIPT), "model", "--ready-fd", "{READY_FD}"]
+    argv += ["--policy", policy]
+    if allow_shutdown:
+        argv.append("--allow-shutdown")
+    proc = _start(argv, f"rlmesh model {policy}")
+    try:
+        yield proc
+    finally:
+        proc.stop()
+
+
+class RlmeshServers:
+    """Factory handed out by the ``rlmesh_servers`` fixture; stops everything at teardown."""
+
+    def __init__(self, stack: contextlib.ExitStack) -> None:
+        self._stack = stack
+
+    def env(self, env_id: str = "CartPole-v1", **kwargs: object) -> RlmeshProc:
+        return self._stack.enter_context(rlmesh_env(env_id, **kwargs))  # type: ignore[arg-type]
+
+    def model(self, policy: str = "cartpole", **kwargs: object) -> RlmeshProc:
+        return self._stack.enter_context(rlmesh_model(policy, **kwargs))  # type: ignore[arg-type]
+
+
+@pytest.fixture
+def rlmesh_servers() -> Iterator[RlmeshServers]:
+    """Start rlmesh servers on demand within a test; all are stopped when it ends."""
+    with contextlib.ExitStack() as stack:
+        yield RlmeshServers(stack)
