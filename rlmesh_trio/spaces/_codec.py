@@ -79,6 +79,12 @@ def _first_lane(mask: np.ndarray) -> tuple[int, int]:
     return flat // per_lane, flat % per_lane
 
 
+def _exact_int(v: Any) -> int:
+    if isinstance(v, float) and not v.is_integer():
+        raise ValueError(f"{v!r} is not an integer")
+    return int(v)
+
+
 def _to_integer(arr: np.ndarray, dt: np.dtype, path: str) -> np.ndarray:
     """Cast ``arr`` to integer dtype ``dt``, refusing values the dtype cannot hold."""
     src = arr.dtype
@@ -90,12 +96,18 @@ def _to_integer(arr: np.ndarray, dt: np.dtype, path: str) -> np.ndarray:
             return arr.astype(dt, copy=False)
         bad = (arr < info.min) | (arr > info.max)
     elif src.kind == "f":
-        bad = ~np.isfinite(arr) | (arr < info.min) | (arr > info.max) | (arr != np.floor(arr))
+        # Compare against exact powers of two: float(2**63 - 1) rounds up to 2**63.
+        bad = (
+            ~np.isfinite(arr)
+            | (arr < float(info.min))
+            | (arr >= float(int(info.max) + 1))
+            | (arr != np.floor(arr))
+        )
     elif src.kind == "O":
         # Python ints beyond int64 land here; check them one by one (rare path).
         try:
-            items = [int(v) for v in arr.reshape(-1).tolist()]
-        except (TypeError, ValueError) as exc:
+            items = [_exact_int(v) for v in arr.reshape(-1).tolist()]
+        except (TypeError, ValueError, OverflowError) as exc:
             raise ProtocolError(f"expected integers for {dt.name}: {exc}", path=path) from None
         for i, v in enumerate(items):
             if not info.min <= v <= info.max:
@@ -110,7 +122,7 @@ def _to_integer(arr: np.ndarray, dt: np.dtype, path: str) -> np.ndarray:
         raise ProtocolError(f"expected integers for {dt.name}, got dtype {src}", path=path)
     if bool(np.any(bad)):
         lane, elem = _first_lane(bad)
-        v = arr.reshape(arr.shape[0] if arr.ndim else 1, -1)[lane, elem]
+        v = arr.reshape(arr.shape[0] if arr.ndim else 1, -1)[lane, elem].item()
         raise ProtocolError(
             f"lane {lane}: value {v!r} out of range for {dt.name} [{info.min}, {info.max}]"
             + (" or not an integer" if src.kind == "f" else ""),
@@ -173,6 +185,10 @@ class _FixedLeaf(Node):
 
     def encode_stacked(self, stacked: Any, n: int, out: list[bytes]) -> None:
         arr = _as_array(stacked, self.path)
+        if arr.dtype.kind == "f" and self.wire.kind in INT_KINDS and self.wire.itemsize == 8:
+            if not isinstance(stacked, np.ndarray):
+                # Python ints >= 2**63 make numpy pick float64 and lose digits: keep them exact.
+                arr = np.array(stacked, dtype=object)
         _check_shape(arr, n, self.shape, self.path)
         out.append(self._cast(arr).tobytes())
 
