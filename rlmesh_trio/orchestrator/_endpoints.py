@@ -1,0 +1,103 @@
+"""Turning what a user put in a :class:`Route` into runtime endpoints, and labelling them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import attrs
+
+from .._errors import InvalidSpec
+from ..runtime import RuntimeEnv, RuntimeModel
+
+__all__ = ["EndpointPool", "ResolvedEnv", "ResolvedModel"]
+
+
+@attrs.frozen
+class ResolvedEnv:
+    env: RuntimeEnv
+    label: str
+    owned: bool  # we made it, so we close it
+
+
+@attrs.frozen
+class ResolvedModel:
+    model: RuntimeModel
+    label: str
+    owned: bool
+
+
+def _is_gym_env(value: Any) -> bool:
+    import gymnasium
+
+    if isinstance(value, gymnasium.Env | gymnasium.vector.VectorEnv):
+        return True
+    return (
+        isinstance(value, list | tuple)
+        and bool(value)
+        and all(isinstance(item, gymnasium.Env) for item in value)
+    )
+
+
+def _env_label(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return f"{_env_label(value[0])}x{len(value)}"
+    spec = getattr(value, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    label = getattr(value, "label", None)
+    if isinstance(label, str):
+        return label
+    name = getattr(value, "__qualname__", None) or type(value).__qualname__
+    return str(name)
+
+
+class EndpointPool:
+    """Resolves route endpoints for one run.
+
+    Model addresses are shared: every route naming the same model address uses
+    one client (one connection, one Join stream), demultiplexed by request id.
+    """
+
+    def __init__(self) -> None:
+        self._models: dict[str, ResolvedModel] = {}
+        self.owned_models: list[RuntimeModel] = []
+
+    def env(self, value: Any, where: str) -> ResolvedEnv:
+        if isinstance(value, str):
+            from ..transport import RemoteEnv
+
+            return ResolvedEnv(RemoteEnv(value), value, owned=True)
+        if isinstance(value, RuntimeEnv):
+            return ResolvedEnv(value, _env_label(value), owned=False)
+        if _is_gym_env(value) or callable(value):
+            from .._local_env import LocalEnv
+
+            local = LocalEnv(value)
+            return ResolvedEnv(local, _env_label(value), owned=True)
+        raise InvalidSpec(
+            f"{where}: env must be an address, a gymnasium env or env factory, or a RuntimeEnv; "
+            f"got {type(value).__name__}"
+        )
+
+    def model(self, value: Any, where: str) -> ResolvedModel:
+        if isinstance(value, str):
+            shared = self._models.get(value)
+            if shared is None:
+                from ..transport import RemoteModel
+
+                remote = RemoteModel(value)
+                shared = ResolvedModel(remote, value, owned=False)
+                self._models[value] = shared
+                self.owned_models.append(remote)
+            return shared
+        if isinstance(value, RuntimeModel):
+            return ResolvedModel(value, _env_label(value), owned=False)
+        if callable(value) or hasattr(value, "predict"):
+            from .._local_model import LocalModel
+
+            name = getattr(value, "__name__", None) or type(value).__name__
+            return ResolvedModel(LocalModel(value), str(name), owned=True)
+        raise InvalidSpec(
+            f"{where}: model must be an address, a policy callable or object with predict(), "
+            f"or a RuntimeModel; got {type(value).__name__}"
+        )

@@ -1,0 +1,156 @@
+"""The outcome of a multi-route run: per-route status, every episode, totals, telemetry."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any, Literal
+
+import attrs
+
+from ..runtime import EpisodeResult, RouteReport, TelemetryRow, merge_telemetry
+
+__all__ = ["RouteOutcome", "RouteStatus", "RunReport"]
+
+RouteStatus = Literal["completed", "failed", "cancelled"]
+
+
+@attrs.frozen
+class RouteOutcome:
+    """How one route ended. ``report`` holds its episodes even when it failed."""
+
+    route_id: str
+    env: str
+    model: str
+    status: RouteStatus
+    error: BaseException | None
+    report: RouteReport | None
+
+    @property
+    def episodes(self) -> Sequence[EpisodeResult]:
+        return self.report.episodes if self.report is not None else ()
+
+    @property
+    def total_steps(self) -> int:
+        return self.report.total_steps if self.report is not None else 0
+
+    @property
+    def total_episodes(self) -> int:
+        return len(self.episodes)
+
+    def to_dict(self) -> dict[str, Any]:
+        error = None
+        if self.error is not None:
+            error = {"type": type(self.error).__name__, "message": str(self.error)}
+        return {
+            "route_id": self.route_id,
+            "env": self.env,
+            "model": self.model,
+            "status": self.status,
+            "error": error,
+            "total_steps": self.total_steps,
+            "total_episodes": self.total_episodes,
+            "episodes": [_episode_dict(ep) for ep in self.episodes],
+        }
+
+
+def _episode_dict(ep: EpisodeResult) -> dict[str, Any]:
+    return {
+        "index": ep.index,
+        "episode_id": ep.episode_id,
+        "env_index": ep.env_index,
+        "seed": ep.seed,
+        "steps": ep.steps,
+        "reward": ep.reward,
+        "terminated": ep.terminated,
+        "truncated": ep.truncated,
+        "success": ep.success,
+        "duration_s": ep.duration_s,
+    }
+
+
+@attrs.frozen
+class RunReport:
+    """Everything a run produced, in route order.
+
+    ``success_rate`` is ``None`` unless every episode reported success, as in
+    rlmesh 0.1.0. ``steps_per_s`` is total steps over the run's wall time.
+    """
+
+    routes: tuple[RouteOutcome, ...] = attrs.field(converter=tuple)
+    wall_s: float
+
+    @property
+    def episodes(self) -> list[EpisodeResult]:
+        return [ep for outcome in self.routes for ep in outcome.episodes]
+
+    @property
+    def total_steps(self) -> int:
+        return sum(outcome.total_steps for outcome in self.routes)
+
+    @property
+    def total_episodes(self) -> int:
+        return sum(outcome.total_episodes for outcome in self.routes)
+
+    @property
+    def steps_per_s(self) -> float:
+        return self.total_steps / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def mean_reward(self) -> float | None:
+        episodes = self.episodes
+        if not episodes:
+            return None
+        return sum(ep.reward for ep in episodes) / len(episodes)
+
+    @property
+    def success_rate(self) -> float | None:
+        episodes = self.episodes
+        if not episodes or any(ep.success is None for ep in episodes):
+            return None
+        return sum(1 for ep in episodes if ep.success) / len(episodes)
+
+    @property
+    def telemetry(self) -> list[TelemetryRow]:
+        return merge_telemetry([o.report for o in self.routes if o.report is not None])
+
+    @property
+    def ok(self) -> bool:
+        return all(outcome.status == "completed" for outcome in self.routes)
+
+    def __iter__(self) -> Iterator[RouteOutcome]:
+        return iter(self.routes)
+
+    def outcome(self, route_id: str) -> RouteOutcome:
+        for outcome in self.routes:
+            if outcome.route_id == route_id:
+                return outcome
+        raise KeyError(route_id)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "routes": [outcome.to_dict() for outcome in self.routes],
+            "total_steps": self.total_steps,
+            "total_episodes": self.total_episodes,
+            "mean_reward": self.mean_reward,
+            "success_rate": self.success_rate,
+            "wall_s": self.wall_s,
+            "steps_per_s": self.steps_per_s,
+            "telemetry": [
+                {
+                    "op": row.op,
+                    "component": row.component,
+                    "metric": row.metric,
+                    "unit": row.unit,
+                    "count": row.count,
+                    "avg": row.avg,
+                    "p50": row.p50,
+                    "p95": row.p95,
+                    "p99": row.p99,
+                }
+                for row in self.telemetry
+            ],
+        }
+
+    def to_json(self, *, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)

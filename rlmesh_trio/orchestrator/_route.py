@@ -1,0 +1,148 @@
+"""What one route is made of, and how seeds are dealt across routes."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import attrs
+
+from .._errors import InvalidSpec
+from ..runtime import Limits
+
+__all__ = ["Route", "shard"]
+
+MAX_EXECUTION_HORIZON = 1024
+
+
+def _seeds(value: Iterable[int] | None) -> tuple[int, ...] | None:
+    if value is None:
+        return None
+    seeds = tuple(value)
+    for seed in seeds:
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise InvalidSpec(f"seeds must be integers, got {seed!r}")
+    return seeds
+
+
+def _check_route(route: Route) -> None:
+    if route.episodes is not None and route.episodes < 1:
+        raise InvalidSpec(
+            f"route {route.route_id or '?'}: episodes must be >= 1, got {route.episodes}"
+        )
+    if route.seeds is not None:
+        if not route.seeds:
+            raise InvalidSpec(f"route {route.route_id or '?'}: seeds is empty")
+        if route.episodes is not None and route.episodes != len(route.seeds):
+            raise InvalidSpec(
+                f"route {route.route_id or '?'}: episodes={route.episodes} does not match "
+                f"len(seeds)={len(route.seeds)}"
+            )
+    if not 1 <= route.execution_horizon <= MAX_EXECUTION_HORIZON:
+        raise InvalidSpec(
+            f"route {route.route_id or '?'}: execution_horizon must be in "
+            f"1..{MAX_EXECUTION_HORIZON}, got {route.execution_horizon}"
+        )
+    if route.max_episode_steps is not None and route.max_episode_steps < 1:
+        raise InvalidSpec(
+            f"route {route.route_id or '?'}: max_episode_steps must be >= 1, "
+            f"got {route.max_episode_steps}"
+        )
+
+
+@attrs.frozen(eq=False)
+class Route:
+    """One environment endpoint paired with one model endpoint.
+
+    ``env`` is an address (``host:port``, ``tcp://host:port``, ``unix:///path``),
+    a gymnasium env, a list of envs (served as lanes), a zero-argument env
+    factory, or any :class:`~rlmesh_trio.runtime.RuntimeEnv`. ``model`` is an
+    address, a policy (a callable ``obs -> action`` or an object with
+    ``predict``/``predict_batch``), or any :class:`~rlmesh_trio.runtime.RuntimeModel`.
+
+    ``seeds`` gives one seed per episode and sets the episode count unless
+    ``episodes`` is also given, in which case the two must agree. With
+    neither, the route runs until cancelled.
+    """
+
+    env: Any
+    model: Any
+    seeds: tuple[int, ...] | None = attrs.field(default=None, converter=_seeds)
+    episodes: int | None = None
+    route_id: str | None = None
+    limits: Limits | None = None
+    close_env_on_end: bool = False
+    max_episode_steps: int | None = None
+    execution_horizon: int = 1
+
+    def __attrs_post_init__(self) -> None:
+        _check_route(self)
+
+    @property
+    def episode_budget(self) -> int | None:
+        """How many episodes this route runs (``None``: until cancelled)."""
+        if self.episodes is not None:
+            return self.episodes
+        if self.seeds is not None:
+            return len(self.seeds)
+        return None
+
+
+def shard(
+    envs: Sequence[Any],
+    model: Any,
+    seeds: Iterable[int] | None = None,
+    *,
+    episodes: int | None = None,
+    route_id_prefix: str = "route",
+    **route_options: Any,
+) -> list[Route]:
+    """One route per env, sharing ``model``, with seeds or episodes dealt out deterministically.
+
+    Seeds are dealt round-robin: with three envs, env 0 gets seeds 0, 3, 6, ...,
+    env 1 gets 1, 4, 7, ... . An episode count is split as evenly as possible,
+    earlier routes taking the remainder. Envs that would get nothing are left out.
+    ``route_options`` go to every :class:`Route` (limits, close_env_on_end, ...).
+    """
+    if not envs:
+        raise InvalidSpec("shard needs at least one env")
+    if seeds is not None and episodes is not None:
+        raise InvalidSpec("shard takes seeds or episodes, not both")
+    count = len(envs)
+    routes: list[Route] = []
+    factory: Callable[..., Route] = Route
+    if seeds is not None:
+        seed_list = _seeds(seeds) or ()
+        if not seed_list:
+            raise InvalidSpec("shard got an empty seed list")
+        for i, env in enumerate(envs):
+            dealt = seed_list[i::count]
+            if dealt:
+                routes.append(
+                    factory(
+                        env=env,
+                        model=model,
+                        seeds=dealt,
+                        route_id=f"{route_id_prefix}-{i}",
+                        **route_options,
+                    )
+                )
+        return routes
+    if episodes is None:
+        raise InvalidSpec("shard needs seeds or episodes")
+    if episodes < 1:
+        raise InvalidSpec(f"shard: episodes must be >= 1, got {episodes}")
+    base, extra = divmod(episodes, count)
+    for i, env in enumerate(envs):
+        n = base + (1 if i < extra else 0)
+        if n:
+            routes.append(
+                factory(
+                    env=env,
+                    model=model,
+                    episodes=n,
+                    route_id=f"{route_id_prefix}-{i}",
+                    **route_options,
+                )
+            )
+    return routes
