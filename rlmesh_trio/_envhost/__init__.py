@@ -1,0 +1,53 @@
+"""The env host: rlmesh 0.1.0's env-server semantics, independent of any transport.
+
+:func:`make_host` picks the flavour for what it is given (protocol notes
+§3.0): a gymnasium ``Env`` or a list of them becomes a lane endpoint
+(``subset_step``, DISABLED autoreset); a ``VectorEnv`` with two or more lanes
+becomes a vector endpoint (NEXT_STEP or DISABLED); a one-lane ``VectorEnv`` is
+served as a single lane. The gRPC :class:`~rlmesh_trio.transport.EnvServer`
+and the in-process :class:`~rlmesh_trio.LocalEnv` both drive an :class:`EnvHost`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+
+from ._contract import UNKNOWN_ENV_ID, build_contract
+from ._episodes import INTERRUPTED_BUFFER, EpisodeBook
+from ._host import SUPPORTED_EDITIONS, EnvFailure, EnvHost, HostReply
+from ._lanes import LaneHost
+from ._schedule import Ticket
+from ._single import SingleLane
+from ._vector import VectorHost
+
+__all__ = [
+    "INTERRUPTED_BUFFER",
+    "SUPPORTED_EDITIONS",
+    "UNKNOWN_ENV_ID",
+    "EnvFailure",
+    "EnvHost",
+    "EpisodeBook",
+    "HostReply",
+    "LaneHost",
+    "Ticket",
+    "VectorHost",
+    "build_contract",
+    "make_host",
+]
+
+
+def make_host(env: Any, *, close_env: bool = False) -> EnvHost:
+    """Build the host for a gymnasium Env, a list of Envs (lanes), or a VectorEnv.
+
+    ``close_env`` makes :meth:`EnvHost.close` close the env(s) too.
+    Raises ``ValueError`` for an empty list or a SAME_STEP vector env.
+    """
+    if isinstance(env, gym.vector.VectorEnv):
+        if env.num_envs == 1:
+            return LaneHost([SingleLane(env)], close_envs=close_env)
+        return VectorHost(env, close_env=close_env)
+    if isinstance(env, list | tuple):
+        return LaneHost(list(env), close_envs=close_env)
+    return LaneHost([env], close_envs=close_env)

@@ -1,0 +1,286 @@
+"""The transport-independent env host: one Join session's semantics, minus the wire.
+
+An :class:`EnvHost` takes ``env_pb.JoinRequest`` messages and answers each with
+an ``env_pb.JoinResponse`` (its oneof arm always set; ``request_id`` and
+``endpoint_total_ns`` are the transport's business). It calls the gymnasium
+env synchronously, so transports run :meth:`EnvHost.run` in a worker thread:
+
+    ticket = host.admit(request)          # on the event loop, in arrival order
+    reply = run_in_thread(host.run, ticket)
+
+``admit`` fixes the request's place in line; ``run`` waits for earlier
+requests on the same lanes, then executes. Requests on different lanes of a
+lane endpoint run concurrently; everything else runs in arrival order.
+
+Errors follow 0.1.0 (protocol notes §3.5): bad actions are INVALID_ACTION and
+recoverable; an exception from the env is INTERNAL, non-recoverable, and
+:attr:`HostReply.end_stream` tells the transport to end the session.
+"""
+
+from __future__ import annotations
+
+import abc
+import json
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any, TypeVar
+
+import attrs
+import betterproto2
+
+from .._errors import format_duration
+from .._wire import WORKFLOW_EDITION, core_pb, env_pb
+from ._episodes import EpisodeBook
+from ._schedule import Scheduler, Ticket
+
+__all__ = ["SUPPORTED_EDITIONS", "EnvFailure", "EnvHost", "HostReply"]
+
+T = TypeVar("T")
+
+SUPPORTED_EDITIONS: tuple[str, ...] = (WORKFLOW_EDITION,)
+
+UNKNOWN_KIND = (
+    "empty or unrecognized Join request (a newer-edition arm this build does not implement?)"
+)
+
+
+class EnvFailure(Exception):
+    """An operation's answer is an ``EnvError``. ``end_stream`` defaults to ``not recoverable``."""
+
+    def __init__(
+        self,
+        code: env_pb.EnvErrorCode,
+        message: str,
+        *,
+        recoverable: bool,
+        end_stream: bool | None = None,
+        debug_info: str = "",
+    ) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+        self.recoverable = recoverable
+        self.end_stream = (not recoverable) if end_stream is None else end_stream
+        self.debug_info = debug_info
+
+    def to_error(self) -> env_pb.EnvError:
+        return env_pb.EnvError(
+            code=self.code,
+            message=self.message,
+            is_recoverable=self.recoverable,
+            debug_info=self.debug_info,
+        )
+
+
+def invalid_action(message: str) -> EnvFailure:
+    return EnvFailure(env_pb.EnvErrorCode.INVALID_ACTION, message, recoverable=True)
+
+
+def unsupported(message: str) -> EnvFailure:
+    return EnvFailure(env_pb.EnvErrorCode.UNSUPPORTED, message, recoverable=True)
+
+
+def internal(message: str) -> EnvFailure:
+    return EnvFailure(env_pb.EnvErrorCode.INTERNAL, message, recoverable=False)
+
+
+@attrs.frozen
+class HostReply:
+    """One answer. ``user_ns`` is the time spent inside env calls (telemetry ``endpoint.user``)."""
+
+    response: env_pb.JoinResponse
+    end_stream: bool = False
+    user_ns: int = 0
+
+    @property
+    def error(self) -> env_pb.EnvError | None:
+        return (
+            self.response.error
+            if betterproto2.which_one_of(self.response, "kind")[0] == "error"
+            else None
+        )
+
+
+class Call:
+    """Per-request context: the deadline and the time spent in user code."""
+
+    __slots__ = ("_deadline_ns", "op", "timeout_ms", "user_ns")
+
+    def __init__(self, op: str, timeout_ms: int, admitted_ns: int) -> None:
+        self.op = op
+        self.timeout_ms = timeout_ms
+        self._deadline_ns = admitted_ns + timeout_ms * 1_000_000 if timeout_ms else None
+        self.user_ns = 0
+
+    def env(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+        """Call into the env; any exception becomes INTERNAL ``"<what> failed: Type: msg"``."""
+        start = time.perf_counter_ns()
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:
+            raise internal(f"{what} failed: {type(exc).__name__}: {exc}") from exc
+        finally:
+            self.user_ns += time.perf_counter_ns() - start
+
+    def check_deadline(self) -> None:
+        """After the env call returned: past ``timeout_ms``, the result is discarded (TIMEOUT).
+
+        0.1.0 drains a slow call rather than abandoning it (the env is not
+        re-entrant), so the error goes out only once the call has finished,
+        and the episode bookkeeping is left as if the call never happened.
+        """
+        if self._deadline_ns is not None and time.monotonic_ns() > self._deadline_ns:
+            raise EnvFailure(
+                env_pb.EnvErrorCode.TIMEOUT,
+                f"{self.op} timed out after {format_duration(self.timeout_ms / 1000)}",
+                recoverable=True,
+            )
+
+
+class EnvHost(abc.ABC):
+    """Serves one gymnasium env (or lanes, or a vector env) to one Join session at a time."""
+
+    def __init__(
+        self,
+        *,
+        contract: core_pb.EnvContract,
+        capabilities: Mapping[str, str],
+        closers: Sequence[Callable[[], Any]] = (),
+    ) -> None:
+        self._contract = contract
+        self._capabilities = dict(capabilities)
+        self._closers = list(closers)
+        self._sched = Scheduler()
+        self.book = EpisodeBook(contract.num_envs)
+        self.selected_edition: str | None = None
+        self._closed = False
+
+    # -- what the handshake advertises -------------------------------------------------
+
+    @property
+    def contract(self) -> core_pb.EnvContract:
+        return self._contract
+
+    @property
+    def capabilities(self) -> dict[str, str]:
+        return dict(self._capabilities)
+
+    @property
+    def num_envs(self) -> int:
+        return self._contract.num_envs
+
+    # -- the request path ----------------------------------------------------------------
+
+    def admit(self, request: env_pb.JoinRequest) -> Ticket:
+        """Take ``request``'s place in line. Non-blocking; call in arrival order."""
+        return self._sched.admit(request, self._lanes_of(request), time.monotonic_ns())
+
+    def run(self, ticket: Ticket) -> HostReply | None:
+        """Execute an admitted request (blocking: call from a worker thread).
+
+        Returns None for a ticket discarded before it started.
+        """
+        if not self._sched.wait_turn(ticket):
+            return None
+        try:
+            request = ticket.request
+            assert isinstance(request, env_pb.JoinRequest)
+            return self._dispatch(request, ticket.admitted_ns)
+        finally:
+            self._sched.finish(ticket)
+
+    def discard(self, ticket: Ticket) -> None:
+        """Give up a ticket whose ``run`` will never be called (a no-op once it started)."""
+        self._sched.discard(ticket)
+
+    def handle(self, request: env_pb.JoinRequest) -> HostReply:
+        """Admit and run in one go (blocking)."""
+        reply = self.run(self.admit(request))
+        assert reply is not None
+        return reply
+
+    def end_session(self) -> None:
+        """The Join ended without Close (half-close, cancel, disconnect): drop leftover episodes."""
+        self.book.clear()
+        self.selected_edition = None
+        self._on_session_end()
+
+    def close(self) -> None:
+        """Close the gymnasium env(s) this host owns. Idempotent; errors are swallowed."""
+        if self._closed:
+            return
+        self._closed = True
+        for closer in self._closers:
+            try:
+                closer()
+            except Exception:
+                continue
+
+    # -- dispatch ------------------------------------------------------------------------
+
+    def _dispatch(self, request: env_pb.JoinRequest, admitted_ns: int) -> HostReply:
+        kind, arm = betterproto2.which_one_of(request, "kind")
+        body: Any = arm
+        call: Call | None = None
+        try:
+            if kind == "configure":
+                return HostReply(env_pb.JoinResponse(configure=self._configure(body)))
+            if kind == "reset":
+                call = Call("env.reset", body.timeout_ms, admitted_ns)
+                reset = self._reset(body, call)
+                return HostReply(env_pb.JoinResponse(reset=reset), user_ns=call.user_ns)
+            if kind == "step":
+                call = Call("env.step", body.timeout_ms, admitted_ns)
+                step = self._step(body, call)
+                return HostReply(env_pb.JoinResponse(step=step), user_ns=call.user_ns)
+            if kind == "render":
+                call = Call("env.render", body.timeout_ms, admitted_ns)
+                render = self._render(body, call)
+                return HostReply(env_pb.JoinResponse(render=render), user_ns=call.user_ns)
+            if kind == "close":
+                final = self.book.close_all()
+                self._on_session_end()
+                return HostReply(
+                    env_pb.JoinResponse(close=env_pb.CloseEnvsResponse(final_episodes=final)),
+                    end_stream=True,
+                )
+            raise unsupported(UNKNOWN_KIND)
+        except EnvFailure as failure:
+            return HostReply(
+                env_pb.JoinResponse(error=failure.to_error()),
+                end_stream=failure.end_stream,
+                user_ns=call.user_ns if call is not None else 0,
+            )
+
+    def _configure(self, body: env_pb.ConfigureEnvRequest) -> env_pb.ConfigureEnvResponse:
+        edition = body.selected_workflow_edition
+        # An empty pin is a no-op (0.1.0 accepts it); repeated configures are acknowledged.
+        if edition and edition not in SUPPORTED_EDITIONS:
+            implements = "[" + ", ".join(json.dumps(e) for e in SUPPORTED_EDITIONS) + "]"
+            raise EnvFailure(
+                env_pb.EnvErrorCode.INVALID_ACTION,
+                f"runtime pinned this env to workflow edition {json.dumps(edition)}, "
+                f"which this env build does not implement (implements {implements})",
+                recoverable=False,
+            )
+        if edition:
+            self.selected_edition = edition
+        return env_pb.ConfigureEnvResponse()
+
+    # -- flavour-specific parts ----------------------------------------------------------
+
+    def _lanes_of(self, request: env_pb.JoinRequest) -> Iterable[int] | None:
+        """Lanes a request touches (None: the whole endpoint, strictly in order)."""
+        return None
+
+    def _on_session_end(self) -> None:  # noqa: B027 - optional hook
+        """Reset flavour-specific per-session state."""
+
+    @abc.abstractmethod
+    def _reset(self, body: env_pb.ResetRequest, call: Call) -> env_pb.ResetResponse: ...
+
+    @abc.abstractmethod
+    def _step(self, body: env_pb.StepRequest, call: Call) -> env_pb.StepResponse: ...
+
+    @abc.abstractmethod
+    def _render(self, body: env_pb.RenderRequest, call: Call) -> env_pb.RenderResponse: ...

@@ -1,0 +1,212 @@
+"""The lane flavour: one gymnasium env, or a list of them served as lanes (``subset_step``).
+
+Each lane is a separate single env. A request may name lanes with
+``env_indices`` (one per request in 0.1.0 runtimes, several accepted); lanes
+of different requests run concurrently, each in its own worker thread. With
+no ``env_indices`` a request covers every lane. Autoreset is DISABLED: the
+runtime resets a finished lane itself (protocol notes §4.2, §4.5).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import betterproto2
+import gymnasium as gym
+
+from .. import spaces
+from .._errors import ProtocolError
+from .._wire import CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
+from ._checks import action_error_text, find_nan
+from ._contract import build_contract, env_id_of
+from ._host import Call, EnvHost, invalid_action, unsupported
+from ._values import encode_observations, info_map, lanes_info_map, options_of, render_response
+
+__all__ = ["LaneHost"]
+
+
+def _reset_lane(env: Any, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, Any]:
+    obs, info = env.reset(seed=seed, options=options)
+    return obs, info
+
+
+def _step_lane(env: Any, action: Any) -> tuple[Any, float, bool, bool, Any]:
+    obs, reward, terminated, truncated, info = env.step(action)
+    return obs, float(reward), bool(terminated), bool(truncated), info
+
+
+class LaneHost(EnvHost):
+    """Serves N single envs as the N lanes of one endpoint (N=1 for a plain env)."""
+
+    def __init__(self, lanes: Sequence[Any], *, close_envs: bool = False) -> None:
+        if not lanes:
+            raise ValueError("a lane endpoint needs at least one env")
+        self._lanes = list(lanes)
+        first = self._lanes[0]
+        self._action_space: gym.Space[Any] = first.action_space
+        self._observation_space: gym.Space[Any] = first.observation_space
+        contract = build_contract(
+            env_id=env_id_of(first),
+            action_space=self._action_space,
+            observation_space=self._observation_space,
+            metadata=getattr(first, "metadata", None),
+            num_envs=len(self._lanes),
+            render_mode=getattr(first, "render_mode", None),
+            autoreset=core_pb.AutoresetMode.DISABLED,
+        )
+        assert contract.spec is not None
+        assert contract.spec.action_space is not None
+        assert contract.spec.observation_space is not None
+        self._action_spec: spaces_pb.SpaceSpec = contract.spec.action_space
+        self._observation_spec: spaces_pb.SpaceSpec = contract.spec.observation_space
+        # The same object listed twice is one env: its lanes must never run at once.
+        by_object: dict[int, set[int]] = {}
+        for lane, env in enumerate(self._lanes):
+            by_object.setdefault(id(env), set()).add(lane)
+        self._groups = [frozenset(by_object[id(env)]) for env in self._lanes]
+        unique = list({id(env): env for env in self._lanes}.values())
+        super().__init__(
+            contract=contract,
+            capabilities={CAP_SUBSET_STEP: "true"},
+            closers=[env.close for env in unique] if close_envs else [],
+        )
+
+    # -- ordering ------------------------------------------------------------------------
+
+    def _lanes_of(self, request: env_pb.JoinRequest) -> Iterable[int] | None:
+        kind, arm = betterproto2.which_one_of(request, "kind")
+        body: Any = arm
+        if kind in ("reset", "step"):
+            chosen = list(body.env_indices)
+        elif kind == "render":
+            chosen = list(body.env_indices) or [0]
+        else:
+            return None
+        if not chosen or any(i >= self.num_envs for i in chosen):
+            return None  # whole width, or invalid (answered in order)
+        touched: set[int] = set()
+        for lane in chosen:
+            touched |= self._groups[lane]
+        return touched
+
+    # -- lane selection ------------------------------------------------------------------
+
+    def _subset(self, what: str, indices: Sequence[int]) -> list[int]:
+        n = self.num_envs
+        seen: set[int] = set()
+        for lane in indices:
+            if lane >= n:
+                raise invalid_action(f"{what}: env_index {lane} out of range for num_envs {n}")
+            if lane in seen:
+                raise invalid_action(f"{what}: duplicate env_index {lane}")
+            seen.add(lane)
+        return list(indices)
+
+    # -- operations ----------------------------------------------------------------------
+
+    def _reset(self, body: env_pb.ResetRequest, call: Call) -> env_pb.ResetResponse:
+        seeds_in = list(body.seeds)
+        ids_in = list(body.episode_ids)
+        if body.env_indices:
+            lanes = self._subset("partial reset", body.env_indices)
+            count = len(lanes)
+            if seeds_in and len(seeds_in) != count:
+                raise invalid_action(
+                    f"partial reset: seeds length {len(seeds_in)} does not match env_indices "
+                    f"length {count} (provide one seed per reset lane, or none)"
+                )
+            if ids_in and len(ids_in) != count:
+                raise invalid_action(
+                    f"partial reset: episode_ids length {len(ids_in)} does not match env_indices "
+                    f"length {count} (provide one episode id per reset lane, or none)"
+                )
+        else:
+            lanes = list(range(self.num_envs))
+        # Whole width: seeds and ids align by position; extra entries are ignored and
+        # missing ones leave the lane unseeded / with the empty id (as 0.1.0 does).
+        seeds: list[int | None] = [
+            seeds_in[k] if k < len(seeds_in) else None for k in range(len(lanes))
+        ]
+        ids = [ids_in[k] if k < len(ids_in) else "" for k in range(len(lanes))]
+        options = options_of(body.options)
+
+        results = [
+            call.env("reset", _reset_lane, self._lanes[lane], seed, options)
+            for lane, seed in zip(lanes, seeds, strict=True)
+        ]
+        observation = encode_observations(
+            "reset", self._observation_spec, [obs for obs, _ in results]
+        )
+        infos = [info for _, info in results]
+        if len(lanes) == 1:
+            info_msg = info_map("reset", infos[0])
+        else:
+            info_msg = lanes_info_map("reset", infos, [True] * len(lanes))
+        call.check_deadline()
+        for lane, episode_id, seed in zip(lanes, ids, seeds, strict=True):
+            self.book.start(lane, episode_id, seed)
+        return env_pb.ResetResponse(observation=observation, infos=info_msg)
+
+    def _step(self, body: env_pb.StepRequest, call: Call) -> env_pb.StepResponse:
+        subset = bool(body.env_indices)
+        lanes = (
+            self._subset("subset step", body.env_indices) if subset else list(range(self.num_envs))
+        )
+        count = len(lanes)
+        if body.action is None:
+            raise invalid_action(f"expected {count} actions, got 0")
+        try:
+            actions = spaces.decode_batch(self._action_spec, body.action, count)
+        except ProtocolError as exc:
+            raise invalid_action(action_error_text(exc)) from exc
+        for action in actions:
+            nan = find_nan(self._action_space, action)
+            if nan:
+                raise invalid_action(nan)
+
+        results = [
+            call.env("step", _step_lane, self._lanes[lane], action)
+            for lane, action in zip(lanes, actions, strict=True)
+        ]
+        observation = encode_observations("step", self._observation_spec, [r[0] for r in results])
+        lane_infos = [info_map("step", r[4]) for r in results]
+        if count == 1:
+            info_msg = lane_infos[0]
+        else:
+            info_msg = lanes_info_map(
+                "step", [r[4] for r in results], [r[2] or r[3] for r in results]
+            )
+        call.check_deadline()
+
+        completed = self.book.drain_interrupted()
+        for lane, (_, reward, terminated, truncated, _), final in zip(
+            lanes, results, lane_infos, strict=True
+        ):
+            record = self.book.step(
+                lane, reward, terminated=terminated, truncated=truncated, final_info=final
+            )
+            if record is not None:
+                completed.append(record)
+        return env_pb.StepResponse(
+            observation=observation,
+            rewards=[r[1] for r in results],
+            terminated_mask=bytes(int(r[2]) for r in results),
+            truncated_mask=bytes(int(r[3]) for r in results),
+            infos=info_msg,
+            completed_episodes=completed,
+            env_indices=lanes if subset else [],
+        )
+
+    def _render(self, body: env_pb.RenderRequest, call: Call) -> env_pb.RenderResponse:
+        if len(body.env_indices) > 1:
+            raise unsupported("render requests support at most one env_index")
+        lane = body.env_indices[0] if body.env_indices else 0
+        if lane >= self.num_envs:
+            raise invalid_action(
+                f"render: env_index {lane} out of range for num_envs {self.num_envs}"
+            )
+        frame = call.env("render", self._lanes[lane].render)
+        response = render_response(frame)
+        call.check_deadline()
+        return response

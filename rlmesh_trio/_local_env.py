@@ -1,0 +1,230 @@
+"""``LocalEnv``: a gymnasium env driven in-process, with no network, as a ``RuntimeEnv``.
+
+It wraps the same :class:`~rlmesh_trio._envhost.EnvHost` the gRPC env server
+uses, so a route sees exactly the semantics of a 0.1.0 env server: the
+contract, episode ids, completed and interrupted episodes, NEXT_STEP rolls,
+lanes, action checks and error codes. Requests and responses are the wire
+protobuf messages; nothing is serialised.
+
+Every env call runs in a worker thread (``trio.to_thread``), so a blocking
+``step`` never stalls other routes. Each LocalEnv has its own thread limiter
+(one thread per lane, plus one), so many routes do not starve each other of
+Trio's shared thread pool.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import betterproto2
+import trio
+
+from ._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
+from ._errors import EnvRpcError, format_duration
+from ._wire import WORKFLOW_EDITION, env_pb
+from .runtime._protocols import EndpointInfo, Reply
+
+__all__ = ["LocalEnv"]
+
+_SESSION_ENDED = "transport error: connection closed (the local env session ended)"
+
+
+def _code_label(code: Any) -> str:
+    # INVALID_ACTION -> InvalidAction, the way 0.1.0 prints error codes in messages.
+    name = getattr(code, "name", None) or str(code)
+    return "".join(part.capitalize() for part in name.split("_"))
+
+
+def _is_env_like(value: Any) -> bool:
+    # A class has reset/step too, but it is a factory.
+    return not isinstance(value, type) and hasattr(value, "reset") and hasattr(value, "step")
+
+
+class LocalEnv:
+    """An in-process env endpoint: a gymnasium ``Env``, a list of them (lanes), a ``VectorEnv``,
+    or a zero-argument factory returning one of those.
+
+    ``close_env`` (default: True for a factory, False for an env you passed in)
+    decides whether :meth:`aclose` closes the gymnasium env.
+    """
+
+    def __init__(
+        self,
+        env_or_factory: Any,
+        *,
+        label: str | None = None,
+        close_env: bool | None = None,
+    ) -> None:
+        given_env = _is_env_like(env_or_factory) or isinstance(env_or_factory, list | tuple)
+        if not given_env and not callable(env_or_factory):
+            raise TypeError(
+                "LocalEnv needs a gymnasium env, a list of envs, a VectorEnv or an env factory; "
+                f"got {type(env_or_factory).__name__}"
+            )
+        self._env: Any = env_or_factory if given_env else None
+        self._factory: Callable[[], Any] | None = None if given_env else env_or_factory
+        self._close_env = (not given_env) if close_env is None else close_env
+        self._label = label
+        self._host: EnvHost | None = None
+        self._limiter: trio.CapacityLimiter | None = None
+        self._session_open = False
+        self._session_ended = False
+        self._aclosed = False
+
+    def __repr__(self) -> str:
+        return f"LocalEnv({self.label!r})"
+
+    @property
+    def label(self) -> str:
+        if self._label is not None:
+            return self._label
+        if self._host is not None and self._host.contract.spec is not None:
+            return self._host.contract.spec.id
+        return "local-env"
+
+    @property
+    def host(self) -> EnvHost | None:
+        """The env host (None before :meth:`connect`)."""
+        return self._host
+
+    # -- RuntimeEnv ----------------------------------------------------------------------
+
+    async def connect(self) -> EndpointInfo:
+        """Build the env (a factory runs in a worker thread) and report its contract.
+
+        Cancellation: a cancelled factory call is abandoned; its env, if it is
+        ever built, is not used.
+        """
+        host = await self._ensure_host()
+        return EndpointInfo(
+            label=self.label,
+            editions=SUPPORTED_EDITIONS,
+            preferred_edition=WORKFLOW_EDITION,
+            capabilities=host.capabilities,
+            contract=host.contract,
+        )
+
+    async def configure(self, edition: str) -> None:
+        """Open a session and pin ``edition``; raises :class:`EnvRpcError` for an edition
+        this env does not implement."""
+        await self._ensure_host()
+        self._session_open = True
+        self._session_ended = False
+        request = env_pb.JoinRequest(
+            configure=env_pb.ConfigureEnvRequest(selected_workflow_edition=edition)
+        )
+        await self._call("env.configure", request)
+
+    async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
+        """Reset (all lanes, or ``env_indices``). Cancellation: the env call is abandoned
+        to finish in its thread; the env is then only good for close/aclose."""
+        reply, telemetry = await self._call("env.reset", env_pb.JoinRequest(reset=request))
+        assert reply.response.reset is not None
+        return Reply(reply.response.reset, telemetry)
+
+    async def step(self, request: env_pb.StepRequest) -> Reply[env_pb.StepResponse]:
+        """Step (all lanes, or ``env_indices``). Cancellation as for :meth:`reset`."""
+        reply, telemetry = await self._call("env.step", env_pb.JoinRequest(step=request))
+        assert reply.response.step is not None
+        return Reply(reply.response.step, telemetry)
+
+    async def render(self, request: env_pb.RenderRequest | None = None) -> env_pb.RenderResponse:
+        """Render one lane (PNG bytes in ``frame``, or an empty response for no frame)."""
+        body = request if request is not None else env_pb.RenderRequest()
+        reply, _ = await self._call("env.render", env_pb.JoinRequest(render=body))
+        assert reply.response.render is not None
+        return reply.response.render
+
+    async def close(self, timeout: float) -> list[env_pb.EpisodeMetadata]:
+        """Close the session's episodes and return them (the final episodes of a Close).
+
+        Bounded by ``timeout`` seconds (raises :class:`EnvRpcError` ``env.close``
+        when a slow env call holds it up). Returns ``[]`` if no session is open.
+        """
+        if self._host is None or not self._session_open or self._session_ended:
+            return []
+        try:
+            with trio.fail_after(timeout):
+                reply, _ = await self._call(
+                    "env.close",
+                    env_pb.JoinRequest(close=env_pb.CloseEnvsRequest(reason="client close")),
+                )
+        except trio.TooSlowError:
+            raise EnvRpcError(
+                "env.close", 0, f"close timed out after {format_duration(timeout)}"
+            ) from None
+        assert reply.response.close is not None
+        return list(reply.response.close.final_episodes)
+
+    async def aclose(self) -> None:
+        """End the session (leftover episodes are dropped, like a half-close) and, if this
+        LocalEnv owns the env, close it in a worker thread. Idempotent.
+
+        Cancellation: shielded, so the env is closed even from a cancelled scope;
+        an env call still running in its thread is not waited for.
+        """
+        if self._aclosed:
+            return
+        self._aclosed = True
+        host = self._host
+        if host is None:
+            return
+        with trio.CancelScope(shield=True):
+            if self._session_open and not self._session_ended:
+                host.end_session()
+            self._session_ended = True
+            if self._close_env:
+                await trio.to_thread.run_sync(host.close, abandon_on_cancel=True)
+
+    # -- internals -----------------------------------------------------------------------
+
+    async def _ensure_host(self) -> EnvHost:
+        if self._host is None:
+            env = self._env
+            if env is None:
+                assert self._factory is not None
+                env = await trio.to_thread.run_sync(self._factory, abandon_on_cancel=True)
+                self._env = env
+            host = make_host(env, close_env=self._close_env)
+            self._limiter = trio.CapacityLimiter(host.num_envs + 1)
+            self._host = host
+        return self._host
+
+    async def _call(
+        self, operation: str, request: env_pb.JoinRequest
+    ) -> tuple[HostReply, dict[str, float]]:
+        host = await self._ensure_host()
+        if self._aclosed or self._session_ended:
+            raise EnvRpcError(operation, 0, _SESSION_ENDED)
+        self._session_open = True
+        start = time.perf_counter_ns()
+        ticket = host.admit(request)
+        reply: HostReply | None = None
+        try:
+            reply = await trio.to_thread.run_sync(
+                host.run, ticket, abandon_on_cancel=True, limiter=self._limiter
+            )
+        finally:
+            if reply is None:
+                host.discard(ticket)
+        assert reply is not None
+        total_ns = time.perf_counter_ns() - start
+        telemetry = {"endpoint.total": total_ns / 1e6, "endpoint.user": reply.user_ns / 1e6}
+        if reply.end_stream:
+            # Close, or a non-recoverable error: 0.1.0 ends the Join stream here.
+            self._session_ended = True
+            kind, _ = betterproto2.which_one_of(reply.response, "kind")
+            if kind != "close":
+                host.end_session()
+        error = reply.error
+        if error is not None:
+            raise EnvRpcError(
+                operation,
+                0,
+                f"environment error: [{_code_label(error.code)}] {error.message}",
+                code=int(error.code),
+                recoverable=error.is_recoverable,
+            )
+        return reply, telemetry

@@ -1,0 +1,143 @@
+"""LocalEnv: the env host as an in-process RuntimeEnv, env calls in worker threads."""
+
+from __future__ import annotations
+
+import struct
+import time
+
+import gymnasium as gym
+import pytest
+import trio
+from _envhost_envs import CountingEnv
+
+from rlmesh_trio._errors import EnvRpcError
+from rlmesh_trio._local_env import LocalEnv
+from rlmesh_trio._wire import env_pb, spaces_pb
+from rlmesh_trio.runtime import RuntimeEnv
+
+
+def act(*values: int) -> spaces_pb.SpaceValue:
+    return spaces_pb.SpaceValue(leaves=[b"".join(struct.pack("<q", v) for v in values)])
+
+
+async def test_cartpole_session_end_to_end() -> None:
+    env = LocalEnv(lambda: gym.make("CartPole-v1"))
+    assert isinstance(env, RuntimeEnv)
+    info = await env.connect()
+    assert info.contract is not None and info.contract.spec.id == "CartPole-v1"
+    assert info.editions == ("2026.06",) and info.has_capability("subset_step")
+    await env.configure("2026.06")
+    reply = await env.reset(env_pb.ResetRequest(seeds=[1], episode_ids=["e0"]))
+    assert len(reply.response.observation.leaves[0]) == 16
+    assert reply.telemetry["endpoint.total"] >= reply.telemetry["endpoint.user"] > 0
+    completed: list[env_pb.EpisodeMetadata] = []
+    while not completed:
+        step = await env.step(env_pb.StepRequest(action=act(1), episode_ids=["e0"]))
+        completed = step.response.completed_episodes
+    assert completed[0].episode_id == "e0" and completed[0].step_count == 9
+    await env.reset(env_pb.ResetRequest(episode_ids=["e1"]))
+    final = await env.close(timeout=5)
+    assert [e.episode_id for e in final] == ["e1"]
+    host = env.host
+    await env.aclose()
+    await env.aclose()
+    assert host is not None and host._closed
+
+
+async def test_errors_map_to_env_rpc_error_and_session_ends_when_fatal() -> None:
+    inner = CountingEnv()
+    env = LocalEnv(inner)
+    await env.connect()
+    await env.configure("2026.06")
+    with pytest.raises(EnvRpcError) as bad:
+        await env.step(env_pb.StepRequest(action=act(7)))
+    assert bad.value.recoverable and bad.value.code == int(env_pb.EnvErrorCode.INVALID_ACTION)
+    assert "[InvalidAction] $: value 7 not in range [0, 3)" in bad.value.message
+    inner.fail_with = RuntimeError("kaput")
+    with pytest.raises(EnvRpcError) as fatal:
+        await env.step(env_pb.StepRequest(action=act(1)))
+    assert not fatal.value.recoverable
+    assert "step failed: RuntimeError: kaput" in fatal.value.message
+    with pytest.raises(EnvRpcError, match="session ended"):
+        await env.reset(env_pb.ResetRequest())
+    assert await env.close(timeout=1) == []
+    await env.aclose()
+    assert not inner.closed  # we did not create it, so we do not close it
+
+
+async def test_bad_edition_is_refused() -> None:
+    env = LocalEnv(CountingEnv())
+    await env.connect()
+    with pytest.raises(EnvRpcError, match="does not implement"):
+        await env.configure("2099.01")
+
+
+async def test_blocking_step_does_not_stall_other_tasks() -> None:
+    slow = CountingEnv(done_at=99)
+    slow.step_delay = 0.3
+    env = LocalEnv(slow)
+    await env.connect()
+    await env.reset(env_pb.ResetRequest())
+    ticks = 0
+
+    async def ticker() -> None:
+        nonlocal ticks
+        while True:
+            ticks += 1
+            await trio.sleep(0.01)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(ticker)
+        await env.step(env_pb.StepRequest(action=act(1)))
+        nursery.cancel_scope.cancel()
+    assert ticks >= 5
+
+
+async def test_cancelled_step_is_abandoned_and_close_still_works() -> None:
+    slow = CountingEnv(done_at=99)
+    env = LocalEnv(slow)
+    await env.connect()
+    await env.reset(env_pb.ResetRequest(episode_ids=["a"]))
+    slow.step_delay = 0.2
+    began = time.monotonic()
+    with trio.move_on_after(0.02):
+        await env.step(env_pb.StepRequest(action=act(1)))
+    assert time.monotonic() - began < 0.15
+    slow.step_delay = 0.0
+    final = await env.close(timeout=5)
+    assert [e.episode_id for e in final] == ["a"]
+    await env.aclose()
+
+
+async def test_factory_env_is_closed_by_aclose() -> None:
+    made: list[CountingEnv] = []
+
+    def factory() -> CountingEnv:
+        made.append(CountingEnv())
+        return made[-1]
+
+    env = LocalEnv(factory)
+    await env.connect()
+    await env.aclose()
+    assert made and made[0].closed
+
+
+async def test_lanes_served_concurrently() -> None:
+    slow, fast = CountingEnv(done_at=99), CountingEnv(done_at=99)
+    env = LocalEnv([slow, fast])
+    info = await env.connect()
+    assert info.contract.num_envs == 2
+    for lane in (0, 1):
+        await env.reset(env_pb.ResetRequest(env_indices=[lane], episode_ids=[f"l{lane}"]))
+    slow.step_delay = 0.3
+    order: list[int] = []
+
+    async def one(lane: int) -> None:
+        await env.step(env_pb.StepRequest(action=act(1), env_indices=[lane]))
+        order.append(lane)
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(one, 0)
+        await trio.sleep(0.01)
+        nursery.start_soon(one, 1)
+    assert order == [1, 0]
