@@ -76,7 +76,7 @@ def _make_env(env_id: str) -> Any:
 
 
 def _listening_tcp_ports() -> list[int]:
-    """TCP ports this process listens on (Linux /proc; the model server does not report its port)."""
+    """TCP ports this process listens on (Linux /proc: the model server does not report one)."""
     inodes = set()
     for fd in os.listdir("/proc/self/fd"):
         try:

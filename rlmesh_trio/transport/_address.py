@@ -68,7 +68,7 @@ def _parse_port(text: str, raw: str) -> int:
 
 
 def parse_address(text: str) -> Address:
-    """Parse an endpoint address; raise :class:`InvalidSpec` naming ``text`` when it is malformed."""
+    """Parse an endpoint address; raise :class:`InvalidSpec` naming a malformed ``text``."""
     if not isinstance(text, str):
         raise _fail(repr(text), "an address must be a string")
     raw = text.strip()

@@ -72,8 +72,30 @@ async def asyncio_loop() -> AsyncIterator[None]:
     if in_loop():
         yield
         return
-    async with trio_asyncio.open_loop():
-        yield
+    body_error: BaseException | None = None
+    try:
+        async with trio_asyncio.open_loop():
+            try:
+                yield
+            except BaseException as exc:
+                body_error = exc
+                raise
+    except BaseExceptionGroup as group:
+        # trio-asyncio's internal nurseries wrap whatever the body raised in
+        # exception groups; give the caller back the body's own exception.
+        if body_error is not None and _only_leaf(group, body_error):
+            raise body_error from None
+        raise
+
+
+def _only_leaf(group: BaseExceptionGroup[BaseException], leaf: BaseException) -> bool:
+    for exc in group.exceptions:
+        if isinstance(exc, BaseExceptionGroup):
+            if not _only_leaf(exc, leaf):
+                return False
+        elif exc is not leaf:
+            return False
+    return True
 
 
 def require_loop(what: str) -> None:

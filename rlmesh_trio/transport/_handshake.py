@@ -68,7 +68,7 @@ def local_peer_info(component: str) -> core_pb.PeerInfo:
 
 
 def handshake_request(component: str) -> core_pb.HandshakeRequest:
-    """The base handshake we send: wire-v1, CAN ``["2026.06"]``, WANT ``"2026.06"``, no capabilities."""
+    """Our base handshake: wire-v1, CAN ``["2026.06"]``, WANT ``"2026.06"``, no capabilities."""
     return core_pb.HandshakeRequest(
         protocol_generation=PROTOCOL_GENERATION,
         peer_info=local_peer_info(component),

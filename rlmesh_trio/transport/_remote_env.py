@@ -60,6 +60,12 @@ def handshake_failure(label: str, exc: GRPCError, service: str) -> Exception:
     """Map a gRPC status on a handshake to our error kinds."""
     if exc.status is Status.UNIMPLEMENTED:
         return HandshakeError(label, f"the endpoint does not serve {service} (UNIMPLEMENTED)")
+    if exc.status is Status.UNKNOWN and exc.message == "Missing content-type header":
+        # grpclib servers answer an unknown method without a content-type, which
+        # grpclib clients report this way instead of UNIMPLEMENTED.
+        return HandshakeError(
+            label, f"the endpoint does not serve {service} (UNIMPLEMENTED, no content-type)"
+        )
     detail = f"{exc.status.name}: {exc.message}" if exc.message else exc.status.name
     if exc.status in (Status.UNAUTHENTICATED, Status.PERMISSION_DENIED, Status.UNAVAILABLE):
         return ConnectError(label, detail)
@@ -227,7 +233,7 @@ class RemoteEnv:
         return Reply(reply, reply_telemetry(response, req_bytes, resp_bytes))
 
     async def render(self, env_index: int = 0, *, timeout_ms: int = 0) -> bytes | None:
-        """One lane's frame as PNG bytes, or ``None`` when the env has none (or an unknown format)."""
+        """One lane's frame as PNG bytes; ``None`` when the env has none (or an unknown format)."""
         request = env_pb.RenderRequest(env_indices=[env_index], timeout_ms=timeout_ms)
         response, _req, _resp = await self._call("env.render", env_pb.JoinRequest(render=request))
         reply = response.render

@@ -1,0 +1,370 @@
+"""``RemoteModel``: a wire-v1 model endpoint reached over gRPC, as a ``RuntimeModel``.
+
+One ``RemoteModel`` may serve several routes at once (the orchestrator makes
+one per model address): the handshake is done once, one Join stream is opened
+lazily and shared, and responses are demultiplexed by ``request_id``. The
+envelope id is the request's ``AdapterContext.request_id`` (the route's own id,
+e.g. ``<env_id>:predict:<n>``), made unique if a duplicate is in flight.
+
+Cancellation abandons the cancelled request only (a late response is
+dropped): the stream stays up for the other routes sharing it.
+
+Errors: a ``ModelError`` reply raises :class:`ModelRpcError` with the code and
+recoverability; a lost stream raises :class:`ModelRpcError` with message
+``transport error: connection closed``; a response whose context differs from
+the request's raises :class:`ModelRouteMismatch`.
+
+Every method must run inside the transport's asyncio loop
+(``async with rlmesh_trio.transport.asyncio_loop():``, which ``run_routes``
+opens); ``async with RemoteModel(...)`` opens one when needed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ssl as _ssl
+from collections.abc import Sequence
+from types import TracebackType
+
+import trio
+from grpclib.exceptions import GRPCError
+
+from .._errors import (
+    ConnectError,
+    ModelRouteMismatch,
+    ModelRpcError,
+    ProtocolError,
+    format_duration,
+)
+from .._wire import core_pb, model_pb
+from ..runtime._protocols import EndpointInfo, Reply
+from . import _bridge as bridge
+from ._channel import ClientConnection
+from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_request
+from ._join import JoinSession, SessionClosed
+from ._remote_env import handshake_failure
+from ._replies import code_label, reply_telemetry
+
+__all__ = ["RemoteModel"]
+
+_SERVICE = "/rlmesh.model.v1.ModelService"
+_HANDSHAKE = f"{_SERVICE}/Handshake"
+_JOIN = f"{_SERVICE}/Join"
+_SHUTDOWN = f"{_SERVICE}/Shutdown"
+
+_CLOSE_GRACE = 1.0
+
+_KINDS = (
+    "resolve_adapter",
+    "predict",
+    "release_adapter",
+    "close",
+    "grouped_predict",
+    "reset_adapter",
+)
+
+
+def _request_id_of(response: model_pb.JoinResponse) -> str:
+    return response.request_id
+
+
+class RemoteModel:
+    """A remote model endpoint (``host:port``, ``tcp://``, ``http://`` or ``unix:///path``).
+
+    ``token`` is sent verbatim as ``authorization`` metadata; ``ssl`` turns on TLS.
+    The address is parsed at once: a malformed one raises :class:`InvalidSpec`.
+    """
+
+    def __init__(
+        self,
+        address: str,
+        *,
+        connect_timeout: float = 10.0,
+        token: str | None = None,
+        ssl: _ssl.SSLContext | None = None,
+    ) -> None:
+        self._conn = ClientConnection(
+            address, connect_timeout=connect_timeout, token=token, ssl=ssl
+        )
+        self._info: EndpointInfo | None = None
+        self._connect_lock = trio.Lock()
+        self._session: JoinSession[model_pb.JoinResponse] | None = None
+        self._last_id = 0
+        self._closed = False
+        self._exit_stack: contextlib.AsyncExitStack | None = None
+
+    def __repr__(self) -> str:
+        return f"RemoteModel({self._conn.label!r})"
+
+    @property
+    def address(self) -> str:
+        return self._conn.label
+
+    @property
+    def info(self) -> EndpointInfo | None:
+        return self._info
+
+    # ---- lifecycle -------------------------------------------------------
+
+    async def connect(self) -> EndpointInfo:
+        """Handshake once (later calls return the first result; concurrent callers share it).
+
+        Raises :class:`ConnectError` or :class:`HandshakeError` naming the
+        address. Bounded by ``connect_timeout`` for the connect and the handshake.
+        """
+        async with self._connect_lock:
+            if self._info is not None:
+                return self._info
+            await self._conn.connect()
+            payload = bytes(model_pb.HandshakeRequest(base=handshake_request(MODEL_COMPONENT)))
+            try:
+                data = await self._conn.unary(
+                    _HANDSHAKE, payload, timeout=self._conn.connect_timeout
+                )
+            except GRPCError as exc:
+                raise handshake_failure(self.address, exc, "rlmesh.model.v1.ModelService") from None
+            reply = model_pb.HandshakeResponse.parse(data)
+            self._info = endpoint_info(self.address, reply.base)
+            return self._info
+
+    async def aclose(self) -> None:
+        """Half-close the shared Join stream and drop the connection. Idempotent.
+
+        A shared model is closed by its owner once every route is done. Safe
+        in a cancelled scope when shielded; unshielded it tears down without waiting.
+        """
+        if self._closed:
+            return
+        self._closed = True
+        session = self._session
+        try:
+            if session is not None and session.alive:
+                session.half_close()
+                with trio.move_on_after(_CLOSE_GRACE):
+                    await session.wait_finished()
+        finally:
+            if session is not None:
+                session.kill()
+            self._conn.close()
+
+    async def __aenter__(self) -> RemoteModel:
+        stack = contextlib.AsyncExitStack()
+        await stack.enter_async_context(bridge.asyncio_loop())
+        self._exit_stack = stack
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        try:
+            with trio.CancelScope(shield=True):
+                await self.aclose()
+        finally:
+            stack, self._exit_stack = self._exit_stack, None
+            if stack is not None:
+                await stack.aclose()
+
+    # ---- operations ------------------------------------------------------
+
+    async def resolve_adapter(self, request: model_pb.ResolveAdapterRequest) -> None:
+        """Create or update the route's adapter (idempotent upsert keyed by ``env_id``)."""
+        response, _req, _resp = await self._call(
+            "resolve_adapter", request.context, model_pb.JoinRequest(resolve_adapter=request)
+        )
+        if response.resolve_adapter is None:
+            raise self._unexpected("resolve_adapter", response)
+
+    async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
+        """One prediction for R rows. Checks the echoed context and that actions came back."""
+        response, req_bytes, resp_bytes = await self._call(
+            "predict", request.context, model_pb.JoinRequest(predict=request)
+        )
+        reply = response.predict
+        if reply is None:
+            raise self._unexpected("predict", response)
+        self._check_prediction(request, reply)
+        return Reply(reply, reply_telemetry(response, req_bytes, resp_bytes, model=True))
+
+    async def grouped_predict(
+        self, requests: Sequence[model_pb.PredictRequest]
+    ) -> list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch]:
+        """Several routes' predictions in one GroupedPredict round trip.
+
+        Returns one entry per request, in order: a :class:`Reply` (telemetry
+        shared by the group) or the error for that group alone. A failure of
+        the whole call (transport, or a top-level ``ModelError``) raises.
+        """
+        envelope = model_pb.JoinRequest(
+            grouped_predict=model_pb.GroupedPredictRequest(groups=list(requests))
+        )
+        response, req_bytes, resp_bytes = await self._call("grouped_predict", None, envelope)
+        reply = response.grouped_predict
+        if reply is None:
+            raise self._unexpected("grouped_predict", response)
+        if len(reply.results) != len(requests):
+            raise ProtocolError(
+                f"model endpoint {self.address} answered a grouped predict of "
+                f"{len(requests)} groups with {len(reply.results)} results"
+            )
+        telemetry = reply_telemetry(response, req_bytes, resp_bytes, model=True)
+        telemetry["group.size"] = float(len(requests))
+        out: list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch] = []
+        for request, result in zip(requests, reply.results, strict=True):
+            if result.error is not None:
+                out.append(self._model_error(result.error))
+            elif result.response is None:
+                out.append(ModelRpcError(self.address, "grouped predict result has no outcome"))
+            else:
+                try:
+                    self._check_prediction(request, result.response)
+                except ModelRouteMismatch as exc:
+                    out.append(exc)
+                    continue
+                out.append(Reply(result.response, telemetry))
+        return out
+
+    async def reset_adapter(self, request: model_pb.ResetAdapterRequest) -> None:
+        """Garbage-collect per-episode state (best-effort; errors raise for the caller to log)."""
+        response, _req, _resp = await self._call(
+            "reset_adapter", request.context, model_pb.JoinRequest(reset_adapter=request)
+        )
+        if response.reset_adapter is None:
+            raise self._unexpected("reset_adapter", response)
+
+    async def release_adapter(
+        self, request: model_pb.ReleaseAdapterRequest, timeout: float
+    ) -> None:
+        """Release the route's adapter, bounded by ``timeout`` seconds.
+
+        Raises :class:`ModelRpcError` when the time runs out (the request is
+        abandoned; the shared stream stays up).
+        """
+        envelope = model_pb.JoinRequest(release_adapter=request)
+        try:
+            with trio.fail_after(timeout):
+                response, _req, _resp = await self._call(
+                    "release_adapter", request.context, envelope
+                )
+        except trio.TooSlowError:
+            raise ModelRpcError(
+                self.address, f"release_adapter timed out after {format_duration(timeout)}"
+            ) from None
+        if response.release_adapter is None:
+            raise self._unexpected("release_adapter", response)
+
+    async def close(self, reason: str = "client close", *, timeout: float = 5.0) -> None:
+        """Send CloseParticipant: the server releases EVERY adapter (all routes), ends the stream.
+
+        Only for an owner that is done with the whole endpoint; routes use
+        :meth:`release_adapter`. Bounded by ``timeout`` seconds.
+        """
+        session = self._session
+        if session is None or not session.alive:
+            return
+        envelope = model_pb.JoinRequest(close=model_pb.CloseParticipantRequest(reason=reason))
+        try:
+            with trio.fail_after(timeout):
+                response, _req, _resp = await self._call("close", None, envelope)
+        except trio.TooSlowError:
+            raise ModelRpcError(
+                self.address, f"close timed out after {format_duration(timeout)}"
+            ) from None
+        if response.close is None:
+            raise self._unexpected("close", response)
+
+    async def shutdown(
+        self, reason: str = "owner shutdown", *, timeout: float = 10.0
+    ) -> tuple[bool, str]:
+        """Ask the model server process to shut down. Returns ``(accepted, message)``."""
+        payload = bytes(model_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason)))
+        try:
+            data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
+        except GRPCError as exc:
+            raise ConnectError(
+                self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
+            ) from None
+        base = model_pb.ShutdownResponse.parse(data).base
+        if base is None:
+            raise ProtocolError(f"model endpoint {self.address} sent a shutdown reply with no base")
+        return base.accepted, base.message
+
+    # ---- internals -------------------------------------------------------
+
+    async def _ensure_session(self) -> JoinSession[model_pb.JoinResponse]:
+        session = self._session
+        if session is not None:
+            return session
+        if self._closed:
+            raise ModelRpcError(self.address, "transport error: the client was closed")
+        try:
+            await self._conn.connect()
+        except ConnectError as exc:
+            raise ModelRpcError(self.address, f"transport error: {exc.detail}") from exc
+        if self._session is None:  # another route may have opened it meanwhile
+            session = JoinSession(
+                self._conn.channel,
+                _JOIN,
+                model_pb.JoinResponse.parse,
+                _request_id_of,
+                metadata=self._conn.metadata,
+            )
+            session.start()
+            self._session = session
+        return self._session
+
+    def _envelope_id(
+        self, session: JoinSession[model_pb.JoinResponse], kind: str, base: str
+    ) -> str:
+        self._last_id += 1
+        if not base:
+            return f"rlmesh-trio:{kind}:{self._last_id}"
+        if session.has_pending(base):
+            return f"{base}#{self._last_id}"
+        return base
+
+    async def _call(
+        self,
+        kind: str,
+        context: model_pb.AdapterContext | None,
+        envelope: model_pb.JoinRequest,
+    ) -> tuple[model_pb.JoinResponse, int, int]:
+        session = self._session or await self._ensure_session()
+        request_id = self._envelope_id(session, kind, context.request_id if context else "")
+        envelope.request_id = request_id
+        payload = bytes(envelope)
+        try:
+            response, size = await session.request(request_id, payload, kill_on_cancel=False)
+        except SessionClosed as exc:
+            raise ModelRpcError(self.address, exc.detail) from None
+        if response.error is not None:
+            raise self._model_error(response.error)
+        return response, len(payload), size
+
+    def _model_error(self, error: model_pb.ModelError) -> ModelRpcError:
+        return ModelRpcError(
+            self.address,
+            f"model error: [{code_label(error.code)}] {error.message}",
+            code=int(error.code),
+            recoverable=error.is_recoverable,
+        )
+
+    def _check_prediction(
+        self, request: model_pb.PredictRequest, reply: model_pb.PredictResponse
+    ) -> None:
+        if reply.context != request.context:
+            rid = request.context.request_id if request.context else ""
+            raise ModelRouteMismatch(self.address, rid)
+        if not reply.actions:
+            raise ProtocolError(
+                f"model endpoint {self.address} returned a predict response with no actions"
+            )
+
+    def _unexpected(self, kind: str, response: model_pb.JoinResponse) -> ProtocolError:
+        got = next((k for k in _KINDS if getattr(response, k) is not None), None)
+        return ProtocolError(
+            f"model endpoint {self.address} answered {kind} with "
+            f"{got + ' response' if got else 'an empty response'}"
+        )
