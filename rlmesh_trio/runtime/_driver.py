@@ -244,12 +244,13 @@ class RouteDriver:
                     await self._run_lanes()
                 else:
                     await self._run_whole()
-                await self._flush_telemetry()
                 # Pending best-effort ResetAdapters get the close timeout to finish.
                 close = self.spec.limits.service_close_timeout
                 bg.cancel_scope.deadline = min(
                     bg.cancel_scope.deadline, trio.current_time() + close
                 )
+            self._bg = None
+            await self._flush_telemetry()
         except BaseException as exc:
             error = _route_error(exc)
             if error is None:
@@ -261,7 +262,8 @@ class RouteDriver:
             await self._shutdown_after_failure(error)
             if error is exc:
                 raise
-            raise error from None
+            # Unwrapped from a nursery's group: keep the error's own cause, drop the group.
+            raise error from error.__cause__
         finally:
             self._bg = None
         await self._shutdown_terminal(END_REASON)
@@ -894,6 +896,11 @@ class RouteDriver:
     async def _run_lanes(self) -> None:
         """Lanes: one task per lane, one request per lane in flight, per-lane resets."""
         self._lanes = [_Lane(k) for k in range(self.num_envs)]
+        # Initial episodes are claimed in lane order, so lane k gets the k-th seed whatever
+        # order the lane tasks happen to run in; lanes beyond the budget stay idle.
+        for lane in self._lanes:
+            if self._budget is None or self._episodes_started < self._budget:
+                self._start(lane, auto=False)
         failures: list[BaseException] = []
         async with trio.open_nursery() as nursery:
 
@@ -906,7 +913,8 @@ class RouteDriver:
                     nursery.cancel_scope.cancel()
 
             for lane in self._lanes:
-                nursery.start_soon(lane_task, lane)
+                if lane.active:
+                    nursery.start_soon(lane_task, lane)
         if failures:
             raise failures[0]
 
@@ -915,10 +923,11 @@ class RouteDriver:
         rows = (lane,)
         indices = [lane.env_index]
         step_ms = self._step_ms
-        first = True
-        while budget is None or self._episodes_started < budget:
-            self._start(lane, auto=not first)
-            first = False
+        while True:
+            if not lane.active:  # the first episode was claimed by _run_lanes
+                if budget is not None and self._episodes_started >= budget:
+                    return
+                self._start(lane, auto=True)
             response = await self._env_reset(
                 env_pb.ResetRequest(
                     seeds=[lane.seed] if lane.seed is not None else [],
