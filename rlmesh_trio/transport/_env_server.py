@@ -1,0 +1,447 @@
+"""``EnvServer``: serve a gymnasium env over rlmesh-wire-v1 gRPC, as rlmesh 0.1.0 does.
+
+The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the
+transport-independent env host (:mod:`rlmesh_trio._envhost`); this module is
+the grpclib plumbing around it. grpclib runs on the transport's asyncio loop
+(hosted inside Trio by :mod:`._bridge`); the Join handler below is
+asyncio-side code.
+
+What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
+
+* Join sends its response headers at once (a tonic client waits for them
+  before its first request), and there is one Join at a time
+  (FAILED_PRECONDITION for a second, freed when the stream ends).
+* Every response echoes its request's id and carries ``endpoint_total_ns``.
+* Env calls run in worker threads: requests for different lanes run
+  concurrently, the rest in arrival order, and the event loop (which may be
+  the caller's Trio run) never blocks on the env.
+* The stream ends (status OK) after Close and after a non-recoverable error;
+  a half-close or a cancelled stream lets in-flight env calls finish, drops
+  the session's leftover episodes, then frees the slot.
+* Shutdown is refused unless ``allow_remote_shutdown`` (or the environment
+  variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``); the health service
+  answers SERVING for ``""``; messages up to 256 MiB; an optional bearer
+  token (metadata ``authorization`` equal to it) and TLS context.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import logging
+import os
+import signal
+import socket
+import ssl as ssl_module
+import threading
+import time
+from typing import Any
+
+import grpclib.config
+import grpclib.const
+import grpclib.server
+import trio
+from grpclib.const import Status
+from grpclib.encoding.proto import ProtoCodec
+from grpclib.events import RecvRequest, listen
+from grpclib.exceptions import GRPCError
+from grpclib.health.service import Health
+
+from .._envhost import SUPPORTED_EDITIONS, EnvHost, make_host
+from .._wire import MAX_MESSAGE_BYTES, PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
+from . import _bridge
+from ._address import parse_address
+from ._handshake import ENV_COMPONENT, local_peer_info
+
+__all__ = ["BUSY_MESSAGE", "EnvServer"]
+
+log = logging.getLogger("rlmesh_trio.transport.env_server")
+
+BUSY_MESSAGE = (
+    "environment already has an active Join session; only one client may be connected at a time"
+)
+SHUTDOWN_DISABLED = "remote shutdown is disabled for this environment endpoint"
+#: Bounds on stopping: in-flight env calls to drain, then the env's own close().
+DRAIN_TIMEOUT = 5.0
+CLOSE_TIMEOUT = 5.0
+# Let the Shutdown reply leave before the server starts closing connections.
+_SHUTDOWN_GRACE = 0.05
+
+_JOIN = "/rlmesh.env.v1.EnvService/Join"
+_HANDSHAKE = "/rlmesh.env.v1.EnvService/Handshake"
+_SHUTDOWN = "/rlmesh.env.v1.EnvService/Shutdown"
+
+
+def _remote_shutdown_from_env() -> bool:
+    return os.environ.get("RLMESH_ALLOW_REMOTE_SHUTDOWN", "").strip().lower() in ("1", "true")
+
+
+class _SizeLimitedCodec(ProtoCodec):
+    """grpclib caps no message size itself; apply wire-v1's 256 MiB in both directions."""
+
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        data = super().encode(message, message_type)
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise GRPCError(
+                Status.RESOURCE_EXHAUSTED,
+                f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
+            )
+        return data
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise GRPCError(
+                Status.RESOURCE_EXHAUSTED,
+                f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
+            )
+        return super().decode(data, message_type)
+
+
+class EnvServer:
+    """Serve a gymnasium ``Env``, a list of Envs (lanes) or a ``VectorEnv`` on ``address``.
+
+    Three ways to run it: ``async with serve_env(env, address) as server`` inside
+    Trio; ``await nursery.start(server.run)`` (with the transport's asyncio loop
+    open); or blocking :meth:`serve`. ``close_env`` (default True, as in 0.1.0)
+    closes the env when the server stops.
+    """
+
+    def __init__(
+        self,
+        env: Any,
+        address: str = "127.0.0.1:0",
+        *,
+        token: str | None = None,
+        ssl: ssl_module.SSLContext | None = None,
+        allow_remote_shutdown: bool | None = None,
+        close_env: bool = True,
+    ) -> None:
+        self.host: EnvHost = (
+            env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
+        )
+        self._bind = parse_address(address)
+        self._token = token
+        self._ssl = ssl
+        self.allow_remote_shutdown = (
+            _remote_shutdown_from_env() if allow_remote_shutdown is None else allow_remote_shutdown
+        )
+        self._address: str | None = None
+        self._grpc: grpclib.server.Server | None = None
+        self._stop: asyncio.Event | None = None
+        self._shutdown_reason: str | None = None
+        self._session_active = False
+        self._sessions_idle: asyncio.Event | None = None
+
+    # -- facts -----------------------------------------------------------------------------
+
+    @property
+    def address(self) -> str:
+        """The bound address (``127.0.0.1:54321`` or ``unix:///path``); set once running."""
+        if self._address is None:
+            raise RuntimeError("the env server is not running yet")
+        return self._address
+
+    @property
+    def url(self) -> str:
+        """The bound address with its scheme (``tcp://127.0.0.1:54321``), as a ready-fd line."""
+        address = self.address
+        return address if address.startswith("unix://") else f"tcp://{address}"
+
+    @property
+    def shutdown_reason(self) -> str | None:
+        """Set when a remote Shutdown was accepted."""
+        return self._shutdown_reason
+
+    @property
+    def contract(self) -> core_pb.EnvContract:
+        return self.host.contract
+
+    # -- Trio side -------------------------------------------------------------------------
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen, report ``task_status.started(self)``, serve until cancelled or shut down.
+
+        Needs the transport's asyncio loop (``serve_env`` and :meth:`serve` open
+        it). Cancellation: stops listening, ends open streams, waits (bounded) for
+        in-flight env calls, then closes the env if it owns it; all shielded and
+        bounded, so it cannot hang the caller.
+        """
+        if not _bridge.in_loop():
+            raise RuntimeError(
+                "EnvServer.run needs the transport's asyncio loop: use serve_env(), "
+                "EnvServer.serve(), or run it inside `async with asyncio_loop():`"
+            )
+        try:
+            await _bridge.call(self._start_asyncio)
+            task_status.started(self)
+            assert self._stop is not None
+            await _bridge.call(self._stop.wait)
+            log.info("env server %s stopping: %s", self._address, self._shutdown_reason)
+        finally:
+            with trio.CancelScope(shield=True):
+                with trio.move_on_after(DRAIN_TIMEOUT):
+                    await self._close_grpc()
+                with trio.move_on_after(CLOSE_TIMEOUT):
+                    await trio.to_thread.run_sync(self.host.close, abandon_on_cancel=True)
+
+    def request_shutdown(self, reason: str = "") -> None:
+        """Ask :meth:`run` to stop (from either side of the bridge; never blocks)."""
+        self._shutdown_reason = reason
+        if self._stop is not None:
+            self._stop.set()
+
+    def serve(self, ready_fd: int | None = None) -> None:
+        """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
+
+        With ``ready_fd``, writes one line with the bound address
+        (``tcp://127.0.0.1:54321``) to that file descriptor once listening, then
+        closes it, as ``python -m rlmesh._cli.serve_env --ready-fd N`` does.
+        """
+        trio.run(self._serve_main, ready_fd)
+
+    async def _serve_main(self, ready_fd: int | None) -> None:
+        async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
+            if threading.current_thread() is threading.main_thread():
+                nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
+            await nursery.start(self._run_then_stop, nursery.cancel_scope)
+            if ready_fd is not None:
+                with os.fdopen(ready_fd, "w") as ready:
+                    ready.write(self.url + "\n")
+
+    async def _run_then_stop(
+        self, scope: trio.CancelScope, *, task_status: Any = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        try:
+            await self.run(task_status=task_status)
+        finally:
+            scope.cancel()  # a remote Shutdown ends serve() too
+
+    async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
+        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
+            async for signum in signals:
+                log.info("env server %s got signal %s; stopping", self._address, signum)
+                scope.cancel()
+                return
+
+    async def _close_grpc(self) -> None:
+        grpc = self._grpc
+        if grpc is None:
+            return
+        self._grpc = None
+        await _bridge.call(self._aio_close, grpc)
+        if self._bind.path:
+            try:
+                os.unlink(self._bind.path)
+            except OSError:
+                pass
+
+    # -- asyncio side ----------------------------------------------------------------------
+
+    async def _start_asyncio(self) -> None:
+        self._stop = asyncio.Event()
+        self._sessions_idle = asyncio.Event()
+        self._sessions_idle.set()
+        server = grpclib.server.Server(
+            [_EnvService(self), Health()],
+            codec=_SizeLimitedCodec(),
+            config=grpclib.config.Configuration(
+                # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
+                http2_connection_window_size=16 * 1024 * 1024,
+                http2_stream_window_size=16 * 1024 * 1024,
+            ),
+        )
+        if self._token is not None:
+            listen(server, RecvRequest, self._check_token)
+        bind = self._bind
+        if bind.path is not None:
+            await server.start(path=bind.path, ssl=self._ssl)
+            self._address = f"unix://{bind.path}"
+        else:
+            # Bind the socket ourselves so the resolved port is known (port 0 allowed).
+            family = socket.AF_INET6 if ":" in (bind.host or "") else socket.AF_INET
+            sock = socket.socket(family, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.bind((bind.host, bind.port))
+                sock.setblocking(False)
+                await server.start(sock=sock, ssl=self._ssl)
+            except BaseException:
+                sock.close()
+                raise
+            host, port = sock.getsockname()[:2]
+            self._address = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
+        self._grpc = server
+        log.info("env server listening on %s", self._address)
+
+    async def _aio_close(self, grpc: grpclib.server.Server) -> None:
+        # Stop accepting; let an open session's in-flight env calls finish (bounded by
+        # the Trio-side timeout), then close connections.
+        grpc.close()
+        if self._sessions_idle is not None and self._stop is not None and self._stop.is_set():
+            await self._sessions_idle.wait()
+        await grpc.wait_closed()
+
+    async def _check_token(self, event: RecvRequest) -> None:
+        if event.method_name.startswith("/grpc.health."):
+            return  # health probes stay open, as orchestrators poll them unauthenticated
+        supplied = event.metadata.get("authorization")
+        expected = (self._token or "").encode()
+        if not isinstance(supplied, str) or not hmac.compare_digest(supplied.encode(), expected):
+            raise GRPCError(Status.UNAUTHENTICATED, "invalid env token")
+
+    def _claim_session(self) -> bool:
+        if self._session_active:
+            return False
+        self._session_active = True
+        if self._sessions_idle is not None:
+            self._sessions_idle.clear()
+        return True
+
+    def _release_session(self) -> None:
+        self._session_active = False
+        if self._sessions_idle is not None:
+            self._sessions_idle.set()
+
+
+class _EnvService(env_pb.EnvServiceBase):
+    """The generated EnvService, with Join taken over at the stream level."""
+
+    def __init__(self, server: EnvServer) -> None:
+        self._server = server
+
+    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
+        mapping = super().__mapping__()
+        mapping[_JOIN] = grpclib.const.Handler(
+            self._join,
+            grpclib.const.Cardinality.STREAM_STREAM,
+            env_pb.JoinRequest,
+            env_pb.JoinResponse,
+        )
+        return mapping
+
+    async def handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
+        base = message.base
+        if base is None:
+            raise GRPCError(Status.INVALID_ARGUMENT, "handshake request missing base")
+        host = self._server.host
+        # Only the generation decides compatibility; editions are the runtime's business.
+        compatible = base.protocol_generation.strip() == PROTOCOL_GENERATION
+        reply = core_pb.HandshakeResponse(
+            compatible=compatible,
+            peer_info=local_peer_info(ENV_COMPONENT),
+            capabilities=host.capabilities,
+            supported_workflow_editions=list(SUPPORTED_EDITIONS),
+            preferred_workflow_edition=WORKFLOW_EDITION,
+            error_message=None
+            if compatible
+            else (
+                f"protocol generation {base.protocol_generation} not compatible with server "
+                f"{PROTOCOL_GENERATION}"
+            ),
+        )
+        return env_pb.HandshakeResponse(
+            base=reply, env_contract=host.contract if compatible else None
+        )
+
+    async def shutdown(self, message: env_pb.ShutdownRequest) -> env_pb.ShutdownResponse:
+        base = message.base
+        if base is None:
+            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
+        server = self._server
+        if not server.allow_remote_shutdown:
+            return env_pb.ShutdownResponse(
+                base=core_pb.ShutdownResponse(accepted=False, message=SHUTDOWN_DISABLED)
+            )
+        reason = base.reason
+        text = f"shutdown accepted: {reason}" if reason else "shutdown accepted"
+        asyncio.get_running_loop().call_later(_SHUTDOWN_GRACE, server.request_shutdown, reason)
+        return env_pb.ShutdownResponse(base=core_pb.ShutdownResponse(accepted=True, message=text))
+
+    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        server = self._server
+        if not server._claim_session():
+            raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
+        try:
+            # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
+            await stream.send_initial_metadata()
+            await _JoinSession(server.host, stream).run()
+        finally:
+            server._release_session()
+
+
+class _JoinSession:
+    """One Join stream: read requests, run them through the host, answer by request id."""
+
+    def __init__(self, host: EnvHost, stream: grpclib.server.Stream[Any, Any]) -> None:
+        self._host = host
+        self._stream = stream
+        self._loop = asyncio.get_running_loop()
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._send_lock = asyncio.Lock()
+        self._finished = asyncio.Event()
+        self._ended = False  # a Close reply or a non-recoverable error went out
+        self._closed_by_request = False
+
+    async def run(self) -> None:
+        reader = self._loop.create_task(self._read())
+        try:
+            await self._finished.wait()
+        finally:
+            reader.cancel()
+            # In-flight env calls cannot be interrupted: let them finish (their
+            # results are discarded once the stream has ended), then free the slot.
+            pending = set(self._inflight)
+            if pending:
+                await asyncio.wait(pending)
+            await asyncio.wait({reader})
+            if not self._closed_by_request:
+                self._host.end_session()
+
+    async def _read(self) -> None:
+        try:
+            while not self._ended:
+                request = await self._stream.recv_message()
+                if request is None:
+                    break  # half-close: answer what is in flight, then end
+                self._spawn(request)
+        except (GRPCError, ConnectionError, OSError) as exc:
+            log.debug("env Join stream read ended: %r", exc)
+        finally:
+            if self._inflight:
+                await asyncio.wait(set(self._inflight))
+            self._finished.set()
+
+    def _spawn(self, request: env_pb.JoinRequest) -> None:
+        received = time.perf_counter_ns()
+        # Admission fixes the request's place in line, so it happens here, in arrival order.
+        ticket = self._host.admit(request)
+        task = self._loop.create_task(self._process(request, ticket, received))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _process(self, request: env_pb.JoinRequest, ticket: Any, received: int) -> None:
+        host = self._host
+        try:
+            reply = await self._loop.run_in_executor(None, host.run, ticket)
+        except BaseException:
+            host.discard(ticket)
+            raise
+        if reply is None or self._ended:
+            return
+        response = reply.response
+        response.request_id = request.request_id
+        response.user_ns = reply.user_ns
+        if reply.end_stream:
+            self._ended = True
+            self._closed_by_request = response.close is not None
+        response.endpoint_total_ns = time.perf_counter_ns() - received
+        try:
+            async with self._send_lock:
+                await self._stream.send_message(response)
+        except (GRPCError, ConnectionError, OSError) as exc:
+            log.debug("env Join stream send failed: %r", exc)
+            self._ended = True
+            self._finished.set()
+            return
+        if reply.end_stream:
+            self._finished.set()
