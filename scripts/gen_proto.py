@@ -44,7 +44,10 @@ def generate(out_dir: Path) -> None:
             f"--python_betterproto2_opt={PLUGIN_OPTIONS}",
             *[str(p.relative_to(PROTO_DIR)) for p in proto_files()],
         ]
-        subprocess.run(cmd, check=True)
+        # The plugin formats its output with `ruff format`, which reads the ruff
+        # config of its working directory; run it from the empty temporary folder
+        # so the output does not depend on where this script is started.
+        subprocess.run(cmd, check=True, cwd=tmp)
         if out_dir.exists():
             shutil.rmtree(out_dir)
         shutil.copytree(tmp, out_dir)
