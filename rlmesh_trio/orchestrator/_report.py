@@ -17,7 +17,11 @@ RouteStatus = Literal["completed", "failed", "cancelled"]
 
 @attrs.frozen
 class RouteOutcome:
-    """How one route ended. ``report`` holds its episodes even when it failed."""
+    """How one route ended. ``report`` holds its episodes even when it failed.
+
+    ``wall_s`` is the time from the route's start (after any wait for a
+    concurrency slot) to its end; 0 for a route that never started.
+    """
 
     route_id: str
     env: str
@@ -25,6 +29,7 @@ class RouteOutcome:
     status: RouteStatus
     error: BaseException | None
     report: RouteReport | None
+    wall_s: float = 0.0
 
     @property
     def episodes(self) -> Sequence[EpisodeResult]:
@@ -77,7 +82,7 @@ class RunReport:
     rlmesh 0.1.0. ``steps_per_s`` is total steps over the run's wall time.
     """
 
-    routes: tuple[RouteOutcome, ...] = attrs.field(converter=tuple)
+    routes: tuple[RouteOutcome, ...]
     wall_s: float
 
     @property

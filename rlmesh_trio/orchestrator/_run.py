@@ -49,7 +49,17 @@ class RunInterrupted(KeyboardInterrupt):
 class _Slot:
     """Mutable per-route state while the run is in flight."""
 
-    __slots__ = ("driver", "env_label", "error", "model_label", "report", "route_id", "status")
+    __slots__ = (
+        "driver",
+        "ended",
+        "env_label",
+        "error",
+        "model_label",
+        "report",
+        "route_id",
+        "started",
+        "status",
+    )
 
     def __init__(self, route_id: str) -> None:
         self.route_id = route_id
@@ -59,6 +69,8 @@ class _Slot:
         self.status: RouteStatus | None = None
         self.error: BaseException | None = None
         self.report: RouteReport | None = None
+        self.started: float | None = None
+        self.ended: float | None = None
 
     def outcome(self, pending_reason: str) -> RouteOutcome:
         status = self.status
@@ -78,7 +90,14 @@ class _Slot:
             status=status,
             error=error,
             report=report,
+            wall_s=self._wall(),
         )
+
+    def _wall(self) -> float:
+        if self.started is None:
+            return 0.0
+        end = self.ended if self.ended is not None else time.perf_counter()
+        return end - self.started
 
 
 class Orchestrator:
@@ -132,7 +151,7 @@ class Orchestrator:
         else:
             wall = 0.0
         return RunReport(
-            routes=[slot.outcome(self._cancel_reason) for slot in self._slots], wall_s=wall
+            routes=tuple(slot.outcome(self._cancel_reason) for slot in self._slots), wall_s=wall
         )
 
     def cancel(self, reason: str = CALLER_CANCELLED) -> None:
@@ -229,6 +248,7 @@ class Orchestrator:
             spec, env.env, model.model, hooks=self.hooks, cancel_reason=self._cancel_reason_now
         )
         slot.driver = driver
+        slot.started = time.perf_counter()
         try:
             slot.report = await driver.run()
             slot.status = "completed"
@@ -245,6 +265,7 @@ class Orchestrator:
             slot.report = driver.report()
             self._failed(slot.route_id, exc)
         finally:
+            slot.ended = time.perf_counter()
             if env.owned:
                 await _aclose(env.env, spec.limits.service_close_timeout)
             if model.owned:

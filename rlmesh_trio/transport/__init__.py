@@ -1,7 +1,26 @@
-"""gRPC transport (grpclib hosted inside Trio): clients and servers for rlmesh-wire-v1."""
+"""gRPC transport for rlmesh-wire-v1: clients and servers on grpclib, hosted inside Trio.
+
+grpclib is asyncio-only; it runs on a trio-asyncio loop behind one bridge
+module (``_bridge``), opened for you by ``run_routes``, ``serve_env`` and
+``serve_model`` (or explicitly with :func:`asyncio_loop`).
+"""
 
 from ._bridge import asyncio_loop
+from ._env_server import EnvServer
+from ._health import check_health
+from ._model_server import ModelServer
 from ._remote_env import RemoteEnv
 from ._remote_model import RemoteModel
+from ._serve import serve_env
+from ._serve_model import serve_model
 
-__all__ = ["RemoteEnv", "RemoteModel", "asyncio_loop"]
+__all__ = [
+    "EnvServer",
+    "ModelServer",
+    "RemoteEnv",
+    "RemoteModel",
+    "asyncio_loop",
+    "check_health",
+    "serve_env",
+    "serve_model",
+]

@@ -1,0 +1,5 @@
+"""The ``rlmesh-trio`` command line."""
+
+from ._main import main
+
+__all__ = ["main"]

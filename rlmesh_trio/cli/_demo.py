@@ -1,0 +1,40 @@
+"""The embedded demo: CartPole env servers and a built-in policy server, all on loopback."""
+
+from __future__ import annotations
+
+from contextlib import AsyncExitStack
+
+import gymnasium
+
+from .._demo_policy import CARTPOLE_POLICY
+from ..hooks import RichProgress
+from ..orchestrator import Route, RunReport, run_routes
+from ..transport import serve_env, serve_model
+
+__all__ = ["run_demo"]
+
+
+async def run_demo(n_routes: int, episodes: int, progress: bool) -> RunReport:
+    """Start ``n_routes`` env servers and one model server in this Trio run; evaluate; stop them."""
+    async with AsyncExitStack() as stack:
+        model = await stack.enter_async_context(serve_model(CARTPOLE_POLICY, "127.0.0.1:0"))
+        env_addresses = []
+        for _ in range(n_routes):
+            server = await stack.enter_async_context(
+                serve_env(gymnasium.make("CartPole-v1"), "127.0.0.1:0")
+            )
+            env_addresses.append(server.address)
+        routes = [
+            Route(
+                env=address,
+                model=model.address,
+                seeds=range(i * episodes, (i + 1) * episodes),
+                route_id=f"cartpole-{i}",
+            )
+            for i, address in enumerate(env_addresses)
+        ]
+        if not progress:
+            return await run_routes(routes)
+        with RichProgress(routes, transient=True) as bars:
+            return await run_routes(routes, hooks=bars)
+    raise AssertionError("unreachable")

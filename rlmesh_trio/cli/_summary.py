@@ -1,0 +1,66 @@
+"""The end-of-run table and the JSON report file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from ..orchestrator import RunReport
+
+__all__ = ["print_summary", "write_report"]
+
+
+def _fmt(value: float | None, digits: int = 1) -> str:
+    return "-" if value is None else f"{value:,.{digits}f}"
+
+
+def print_summary(report: RunReport, console: Console | None = None) -> None:
+    """Per route: status, episodes, steps, mean reward, steps/s; then the totals."""
+    console = console or Console()
+    table = Table(title="rlmesh-trio run", title_justify="left")
+    for name, justify in (
+        ("route", "left"),
+        ("env", "left"),
+        ("status", "left"),
+        ("episodes", "right"),
+        ("steps", "right"),
+        ("mean reward", "right"),
+        ("steps/s", "right"),
+    ):
+        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for outcome in report.routes:
+        episodes = outcome.episodes
+        mean = sum(ep.reward for ep in episodes) / len(episodes) if episodes else None
+        rate = outcome.total_steps / outcome.wall_s if outcome.wall_s else None
+        style = {"completed": "green", "failed": "red", "cancelled": "yellow"}[outcome.status]
+        table.add_row(
+            outcome.route_id,
+            outcome.env,
+            f"[{style}]{outcome.status}[/]",
+            str(len(episodes)),
+            f"{outcome.total_steps:,}",
+            _fmt(mean, 2),
+            _fmt(rate),
+        )
+    table.add_section()
+    table.add_row(
+        "total",
+        "",
+        "",
+        str(report.total_episodes),
+        f"{report.total_steps:,}",
+        _fmt(report.mean_reward, 2),
+        _fmt(report.steps_per_s),
+    )
+    console.print(table)
+    success = "-" if report.success_rate is None else f"{report.success_rate:.1%}"
+    console.print(f"wall time {report.wall_s:.2f}s, success rate {success}")
+    for outcome in report.routes:
+        if outcome.error is not None and outcome.status == "failed":
+            console.print(f"[red]{outcome.route_id}[/]: {outcome.error}", soft_wrap=True)
+
+
+def write_report(report: RunReport, path: Path) -> None:
+    path.write_text(report.to_json() + "\n", encoding="utf-8")

@@ -1,0 +1,13 @@
+"""Hooks: watch every route of a run (events) or rewrite its payloads (transforms).
+
+Events are best-effort: a failing event hook is logged and the route goes on.
+Transforms are fatal: a failing transform ends the route with ``HookError``.
+One hooks object can watch many routes; each event names its route in
+``event.route``.
+"""
+
+from ..runtime import HookChain, RuntimeHooks, events
+from ._logging import LoggingHooks
+from ._progress import RichProgress
+
+__all__ = ["HookChain", "LoggingHooks", "RichProgress", "RuntimeHooks", "events"]
