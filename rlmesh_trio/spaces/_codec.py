@@ -44,7 +44,8 @@ __all__ = [
 ]
 
 _U64 = np.dtype("<u8")
-_SMALL = 16  # lane counts up to which Discrete uses ``struct`` instead of numpy
+_SMALL = 16  # lane counts up to which Discrete and Text use ``struct`` instead of numpy
+_SMALL_ELEMS = 64  # element counts up to which range checks run in plain Python
 _U8 = np.dtype("u1")
 _NATIVE_I64 = np.dtype(np.int64)
 
@@ -308,27 +309,35 @@ class _MultiBinaryLeaf(_FixedLeaf):
         if arr.dtype.kind not in "biuf":
             raise ProtocolError(f"expected 0/1 values, got dtype {arr.dtype}", path=self.path)
         # One byte per element whatever the dtype; any non-zero is 1 (as readers do).
-        return (arr != 0).astype(_U8)
+        # A fresh bool array reinterpreted as bytes (0/1): no second copy.
+        return np.not_equal(arr, 0).view(_U8)
 
     def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> np.ndarray:
-        # gymnasium's MultiBinary values are int8.
-        return (self._slab(leaves, n, _U8) != 0).astype(np.int8)
+        # gymnasium's MultiBinary values are int8; the bool result is fresh, so view it.
+        return np.not_equal(self._slab(leaves, n, _U8), 0).view(np.int8)
 
 
 class _MultiDiscreteLeaf(_FixedLeaf):
-    __slots__ = ("nvec",)
+    __slots__ = ("nvec", "nvec_list")
 
     def __init__(
         self, path: str, index: int, wire: np.dtype, shape: tuple[int, ...], nvec: np.ndarray
     ) -> None:
         super().__init__(path, index, wire, shape)
         self.nvec = nvec
+        self.nvec_list: list[int] = nvec.reshape(-1).tolist()
 
     def _cast(self, arr: np.ndarray) -> np.ndarray:
         return _to_integer(arr, self.wire, self.path)
 
     def _finish(self, arr: np.ndarray, copy: bool) -> np.ndarray:
         out = arr.astype(_NATIVE_I64, copy=copy)
+        if out.size <= _SMALL_ELEMS:
+            # A Python pass beats four numpy calls on a handful of elements.
+            nvec = self.nvec_list
+            width = len(nvec)
+            if all(0 <= v < nvec[i % width] for i, v in enumerate(out.reshape(-1).tolist())):
+                return out
         bad = (out < 0) | (out >= self.nvec)
         if bool(np.any(bad)):
             lane, elem = _first_lane(bad)
@@ -396,19 +405,22 @@ class _TextLeaf(Node):
                 f"expected at least {header_len} for {n} lanes)",
                 path=self.path,
             )
-        lengths = np.frombuffer(raw, dtype=_U64, count=n, offset=8)
+        if n <= _SMALL:
+            lengths: list[int] = list(_struct_for(_U64, n).unpack_from(raw, 8))
+        else:
+            lengths = np.frombuffer(raw, dtype=_U64, count=n, offset=8).tolist()
         body = size - header_len
-        # Compare each length first, so a huge u64 cannot wrap the sum.
-        if (n and int(lengths.max()) > body) or int(lengths.sum()) != body:
+        # Python ints: a huge u64 length cannot wrap the sum.
+        if sum(lengths) != body:
             raise ProtocolError(
                 f"length mismatch: text bodies: got {body} bytes, header lengths "
-                f"{lengths.tolist()} need {sum(int(x) for x in lengths.tolist())}",
+                f"{lengths} need {sum(lengths)}",
                 path=self.path,
             )
         texts: list[Any] = []
         pos = header_len
         view = memoryview(raw)
-        for lane, length in enumerate(lengths.tolist()):
+        for lane, length in enumerate(lengths):
             end = pos + length
             try:
                 texts.append(str(view[pos:end], "utf-8"))
