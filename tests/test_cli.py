@@ -1,0 +1,218 @@
+"""The CLI, run as a subprocess the way a user runs it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from ._cli import CLI, run_cli, serving
+
+ROUTE_KEYS = {
+    "route_id",
+    "env",
+    "model",
+    "status",
+    "error",
+    "total_steps",
+    "total_episodes",
+    "episodes",
+}
+EPISODE_KEYS = {
+    "index",
+    "episode_id",
+    "env_index",
+    "seed",
+    "steps",
+    "reward",
+    "terminated",
+    "truncated",
+    "success",
+    "duration_s",
+}
+TOP_KEYS = {
+    "routes",
+    "total_steps",
+    "total_episodes",
+    "mean_reward",
+    "success_rate",
+    "wall_s",
+    "steps_per_s",
+    "telemetry",
+}
+TELEMETRY_KEYS = {"op", "component", "metric", "unit", "count", "avg", "p50", "p95", "p99"}
+
+
+def check_report_schema(data: dict) -> None:
+    assert set(data) == TOP_KEYS
+    for route in data["routes"]:
+        assert set(route) == ROUTE_KEYS
+        assert route["status"] in {"completed", "failed", "cancelled"}
+        if route["error"] is not None:
+            assert set(route["error"]) == {"type", "message"}
+        for episode in route["episodes"]:
+            assert set(episode) == EPISODE_KEYS
+    for row in data["telemetry"]:
+        assert set(row) == TELEMETRY_KEYS
+
+
+def test_every_command_has_help() -> None:
+    for command in ([], ["demo"], ["serve-env"], ["serve-model"], ["run"], ["check"]):
+        result = run_cli(*command, "--help")
+        assert result.returncode == 0, result.stderr
+        assert "Usage:" in result.stdout
+
+
+@pytest.mark.slow
+def test_demo_small(tmp_path: Path) -> None:
+    out = tmp_path / "demo.json"
+    result = run_cli(
+        "demo", "--routes", "2", "--episodes", "1", "--json", str(out), "--no-progress"
+    )
+    assert result.returncode == 0, result.stderr
+    assert "cartpole-0" in result.stdout and "total" in result.stdout
+    data = json.loads(out.read_text())
+    check_report_schema(data)
+    assert data["total_episodes"] == 2
+    assert [r["status"] for r in data["routes"]] == ["completed", "completed"]
+    assert [ep["seed"] for r in data["routes"] for ep in r["episodes"]] == [0, 1]
+    assert {row["op"] for row in data["telemetry"]} >= {"env.step", "model.predict"}
+
+
+@pytest.mark.slow
+def test_serve_env_serve_model_and_run(tmp_path: Path) -> None:
+    out = tmp_path / "run.json"
+    with (
+        serving("serve-env", "CartPole-v1") as env_a,
+        serving("serve-env", "CartPole-v1", "--lanes", "2") as env_b,
+        serving("serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY") as model,
+    ):
+        result = run_cli(
+            "run",
+            "--env",
+            env_a,
+            "--env",
+            env_b,
+            "--model",
+            model,
+            "--seeds",
+            "0:5",
+            "--json",
+            str(out),
+            "--no-progress",
+        )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    check_report_schema(data)
+    assert data["total_episodes"] == 5
+    seeds = sorted(ep["seed"] for r in data["routes"] for ep in r["episodes"])
+    assert seeds == [0, 1, 2, 3, 4]
+    assert [len(r["episodes"]) for r in data["routes"]] == [3, 2]
+
+
+def test_run_against_unreachable_address(tmp_path: Path) -> None:
+    out = tmp_path / "fail.json"
+    result = run_cli(
+        "run",
+        "--env",
+        "127.0.0.1:1",
+        "--model",
+        "rlmesh_trio._demo_policy:cartpole_policy",
+        "--episodes",
+        "1",
+        "--json",
+        str(out),
+        "--no-progress",
+    )
+    assert result.returncode == 1
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1
+    assert "127.0.0.1:1" in errors[0]
+    assert "Traceback" not in result.stderr
+    data = json.loads(out.read_text())
+    check_report_schema(data)
+    assert data["routes"][0]["status"] == "failed"
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (
+            ["run", "--env", "NoSuchEnv-v0", "--model", "127.0.0.1:1", "--episodes", "1"],
+            "NoSuchEnv-v0",
+        ),
+        (
+            ["run", "--env", "127.0.0.1:1", "--model", "no_such_module:fn", "--episodes", "1"],
+            "no_such_module",
+        ),
+        (["run", "--env", "127.0.0.1:1", "--model", "127.0.0.1:2", "--seeds", "x:y"], "x:y"),
+        (
+            [
+                "run",
+                "--env",
+                "127.0.0.1:1",
+                "--model",
+                "127.0.0.1:2",
+                "--episodes",
+                "1",
+                "--timeouts",
+                '{"bogusMs": 1}',
+            ],
+            "bogusMs",
+        ),
+        (["serve-env", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+    ],
+)
+def test_user_mistakes_are_one_line(args: list[str], needle: str) -> None:
+    result = run_cli(*args)
+    assert result.returncode == 2, result.stderr
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert needle in lines[0]
+
+
+@pytest.mark.slow
+def test_sigint_to_run_exits_130_with_partial_report(tmp_path: Path) -> None:
+    out = tmp_path / "partial.json"
+    with (
+        serving("serve-env", "CartPole-v1") as env,
+        serving("serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY") as model,
+    ):
+        proc = subprocess.Popen(
+            [
+                *CLI,
+                "run",
+                "--env",
+                env,
+                "--model",
+                model,
+                "--episodes",
+                "100000",
+                "--json",
+                str(out),
+                "--no-progress",
+                "--timeouts",
+                '{"serviceCloseTimeoutMs": 2000}',
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        time.sleep(4.0)  # let it finish a few episodes
+        sent = time.monotonic()
+        proc.send_signal(signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        elapsed = time.monotonic() - sent
+    assert proc.returncode == 130, err
+    assert elapsed < 2.0 + 1.0
+    data = json.loads(out.read_text())
+    check_report_schema(data)
+    route = data["routes"][0]
+    assert route["status"] == "cancelled"
+    assert "interrupted" in route["error"]["message"]
+    assert route["total_episodes"] >= 1
