@@ -156,3 +156,37 @@ def test_random_bytes_only_raise_protocol_error(space: gym.Space[Any], n: int, d
         decode_stacked(spec, spaces_pb.SpaceValue(leaves=mutated), lanes)
     except ProtocolError as exc:
         assert exc.path is not None and exc.path.startswith("$")
+
+
+garbage = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**70), 2**70),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=4),
+        st.binary(max_size=4),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(keys, inner, max_size=3),
+    ),
+    max_leaves=12,
+)
+
+
+@SETTINGS
+@given(space=spaces(2), values=st.lists(garbage, min_size=1, max_size=3), data=st.data())
+def test_garbage_values_only_raise_protocol_error(
+    space: gym.Space[Any], values: list[Any], data: Any
+) -> None:
+    spec = from_gymnasium(space)
+    try:
+        encode_batch(spec, values)
+    except ProtocolError as exc:
+        assert exc.path is not None and exc.path.startswith("$")
+    try:
+        encode_stacked(spec, data.draw(garbage), len(values))
+    except ProtocolError as exc:
+        assert exc.path is not None and exc.path.startswith("$")

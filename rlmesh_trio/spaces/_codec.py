@@ -246,7 +246,18 @@ class _BoxLeaf(_FixedLeaf):
             raise ProtocolError(
                 f"expected numbers for {wire.name}, got dtype {arr.dtype}", path=self.path
             )
-        return arr.astype(wire)
+        with np.errstate(over="ignore"):
+            out = arr.astype(wire)
+        if arr.dtype.kind != "f" or arr.dtype.itemsize > wire.itemsize:
+            # Narrowing (float64 -> float16, big ints -> float16): finite must stay finite.
+            overflow = np.isinf(out) & ~np.isinf(arr)
+            if bool(np.any(overflow)):
+                lane, elem = _first_lane(overflow)
+                v = arr.reshape(arr.shape[0], -1)[lane, elem].item()
+                raise ProtocolError(
+                    f"lane {lane}: value {v!r} out of range for {wire.name}", path=self.path
+                )
+        return out
 
     def decode_stacked(self, leaves: Sequence[bytes], n: int, copy: bool) -> np.ndarray:
         if self.wire.kind == "b":
@@ -381,6 +392,11 @@ class _TextLeaf(Node):
     def encode_stacked(self, stacked: Any, n: int, out: list[bytes]) -> None:
         if isinstance(stacked, np.ndarray):
             stacked = stacked.tolist()
+        if isinstance(stacked, str | bytes) or not isinstance(stacked, Sequence):
+            raise ProtocolError(
+                f"expected a list of {n} str (one per lane), got {type(stacked).__name__}",
+                path=self.path,
+            )
         self.encode_lanes(stacked, n, out)
 
     def decode_lanes(self, leaves: Sequence[bytes], n: int, copy: bool) -> list[Any]:
@@ -668,7 +684,11 @@ def _leaves(codec: Codec, value: spaces_pb.SpaceValue, n: int) -> list[bytes]:
 def encode_batch(spec: spaces_pb.SpaceSpec, values: Sequence[Any]) -> spaces_pb.SpaceValue:
     """Encode ``len(values)`` per-lane values into one lane-major ``SpaceValue``."""
     codec = compile_spec(spec)
-    if isinstance(values, Mapping) or not isinstance(values, Sequence | np.ndarray):
+    if (
+        isinstance(values, Mapping | str | bytes)
+        or not isinstance(values, Sequence | np.ndarray)
+        or (isinstance(values, np.ndarray) and values.ndim == 0)
+    ):
         raise ProtocolError(
             f"expected a list of per-lane values, got {type(values).__name__}", path="$"
         )
