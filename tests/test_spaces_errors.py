@@ -348,3 +348,23 @@ class _ComplexBox(gym.spaces.Box):
     def __init__(self) -> None:
         super().__init__(0, 1, (2,), np.float32)
         self.dtype = np.dtype(np.complex64)  # type: ignore[misc]
+
+
+def test_float_narrowing_overflow_on_encode() -> None:
+    spec = from_gymnasium(gym.spaces.Dict({"h": gym.spaces.Box(-1, 1, (2,), np.float16)}))
+    with raises("$.h", r"lane 0: value 1000000.0 out of range for float16"):
+        encode(spec, {"h": [1e6, 0.0]})
+    with raises("$.h", r"value 70000 out of range for float16"):
+        encode(spec, {"h": np.array([0, 70000])})
+    # Infinity itself is a float16 value, not an overflow.
+    assert encode(spec, {"h": [np.inf, 0.5]}).leaves == [bytes.fromhex("007c 0038")]
+
+
+def test_text_lane_list_must_not_be_a_string() -> None:
+    spec = from_gymnasium(gym.spaces.Text(4))
+    with raises("$", r"expected a list of 2 str \(one per lane\), got str"):
+        encode_stacked(spec, "ab", 2)
+    with raises("$", r"expected a list of per-lane values, got str"):
+        encode_batch(spec, "ab")  # type: ignore[arg-type]
+    with raises("$", r"expected a list of per-lane values, got ndarray"):
+        encode_batch(spec, np.array("ab"))  # type: ignore[arg-type]
