@@ -55,7 +55,7 @@ _NATIVE_I64 = np.dtype(np.int64)
 
 @functools.lru_cache(maxsize=512)
 def _struct_for(dt: np.dtype, n: int) -> struct.Struct:
-    """A little-endian ``struct`` packing ``n`` integers of ``dt`` (for small Discrete slabs)."""
+    """A little-endian ``struct`` packing ``n`` integers of ``dt`` (small slabs, text headers)."""
     return struct.Struct(f"<{n}{_STRUCT_CODES[dt.kind + str(dt.itemsize)]}")
 
 
@@ -384,10 +384,9 @@ class _TextLeaf(Node):
                 raise ProtocolError(
                     f"lane {lane}: text is not UTF-8 encodable: {exc.reason}", path=self.path
                 ) from None
-        header = np.empty(n + 1, dtype=_U64)
-        header[0] = n
-        header[1:] = [len(b) for b in bodies]
-        out.append(header.tobytes() + b"".join(bodies))
+        # Slab header: u64 count, then one u64 byte length per lane; then the bodies.
+        header = _struct_for(_U64, n + 1).pack(n, *[len(b) for b in bodies])
+        out.append(header + b"".join(bodies))
 
     def encode_stacked(self, stacked: Any, n: int, out: list[bytes]) -> None:
         if isinstance(stacked, np.ndarray):
@@ -428,9 +427,10 @@ class _TextLeaf(Node):
         body = size - header_len
         # Python ints: a huge u64 length cannot wrap the sum.
         if sum(lengths) != body:
+            shown = f"{lengths}" if n <= 8 else f"{lengths[:8]} (first 8 of {n})"
             raise ProtocolError(
                 f"length mismatch: text bodies: got {body} bytes, header lengths "
-                f"{lengths} need {sum(lengths)}",
+                f"{shown} need {sum(lengths)}",
                 path=self.path,
             )
         texts: list[Any] = []
