@@ -288,3 +288,11 @@ def test_spec_cache_follows_identity() -> None:
     # A different spec object with the same bytes compiles to the same codec behaviour.
     other = spaces_pb.SpaceSpec.parse(bytes(spec))
     assert encode(other, {"a": 1, "b": 0}).leaves == v1.leaves
+
+
+def test_dict_keys_sorted_bytewise() -> None:
+    space = gym.spaces.Dict([(k, gym.spaces.Discrete(2)) for k in ["é", "z", "Z", "a", "ab", "€"]])
+    spec = from_gymnasium(space)
+    assert spec.dict is not None
+    assert list(spec.dict.keys) == sorted(["é", "z", "Z", "a", "ab", "€"], key=str.encode)
+    assert list(spec.dict.keys) == ["Z", "a", "ab", "z", "é", "€"]
