@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import attrs
 
 from .._errors import InvalidSpec
 from ..runtime import RuntimeEnv, RuntimeModel
+from ._batching import PredictBatcher
 
 __all__ = ["EndpointPool", "ResolvedEnv", "ResolvedModel"]
 
@@ -58,9 +60,18 @@ class EndpointPool:
     one client (one connection, one Join stream), demultiplexed by request id.
     """
 
-    def __init__(self) -> None:
+    def __init__(
+        self,
+        *,
+        batch_predicts: bool = False,
+        start_service: Callable[[Callable[[], Awaitable[None]]], None] | None = None,
+    ) -> None:
+        if batch_predicts and start_service is None:
+            raise ValueError("batch_predicts needs start_service to run the batchers")
         self._models: dict[str, ResolvedModel] = {}
         self.owned_models: list[RuntimeModel] = []
+        self._batch = batch_predicts
+        self._start_service = start_service
 
     def env(self, value: Any, where: str) -> ResolvedEnv:
         if isinstance(value, str):
@@ -86,7 +97,13 @@ class EndpointPool:
                 from ..transport import RemoteModel
 
                 remote = RemoteModel(value)
-                shared = ResolvedModel(remote, value, owned=False)
+                endpoint: RuntimeModel = remote
+                if self._batch:
+                    batcher = PredictBatcher(remote)
+                    assert self._start_service is not None
+                    self._start_service(batcher.serve)
+                    endpoint = batcher
+                shared = ResolvedModel(endpoint, value, owned=False)
                 self._models[value] = shared
                 self.owned_models.append(remote)
             return shared

@@ -15,7 +15,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any, Literal
@@ -115,6 +115,7 @@ class Orchestrator:
         on_failure: OnFailure = "cancel_siblings",
         max_concurrency: int | None = None,
         handle_sigint: bool = True,
+        batch_predicts: bool = False,
     ) -> None:
         if on_failure not in _POLICIES:
             raise InvalidSpec(f"on_failure must be one of {_POLICIES}, got {on_failure!r}")
@@ -133,6 +134,7 @@ class Orchestrator:
         self.on_failure = on_failure
         self.max_concurrency = max_concurrency
         self.handle_sigint = handle_sigint
+        self.batch_predicts = batch_predicts
         self._slots = [_Slot(rid) for rid in ids]
         self._cancel_reason = CALLER_CANCELLED
         self._primary: tuple[str, BaseException] | None = None
@@ -168,23 +170,32 @@ class Orchestrator:
         from ..transport import asyncio_loop
 
         self._started_at = time.perf_counter()
-        pool = EndpointPool()
         limiter = trio.CapacityLimiter(self.max_concurrency or max(1, len(self.routes)))
+        services: list[trio.CancelScope] = []
         try:
             async with asyncio_loop(), AsyncExitStack() as stack:
-                stack.push_async_callback(self._close_shared, pool)
                 with self._scope:
                     async with trio.open_nursery() as outer:
-                        watcher = trio.CancelScope()
+
+                        def start_service(fn: Callable[[], Awaitable[None]]) -> None:
+                            scope = trio.CancelScope()
+                            services.append(scope)
+                            outer.start_soon(_service, scope, fn)
+
+                        pool = EndpointPool(
+                            batch_predicts=self.batch_predicts, start_service=start_service
+                        )
+                        stack.push_async_callback(self._close_shared, pool)
                         if self.handle_sigint and _in_main_thread():
-                            outer.start_soon(self._watch_sigint, watcher)
+                            start_service(self._watch_sigint)
                         async with trio.open_nursery() as nursery:
                             # Started one at a time, in order: a route waiting for a
                             # concurrency slot holds up the ones behind it, so queued
                             # routes start in route order and never after a cancel.
                             for index, route in enumerate(self.routes):
                                 await nursery.start(self._run_route, index, route, pool, limiter)
-                        watcher.cancel()
+                        for scope in services:
+                            scope.cancel()
         finally:
             self._wall = time.perf_counter() - self._started_at
         report = self.report()
@@ -195,8 +206,8 @@ class Orchestrator:
             raise RunFailed(report, error, route_id) from error
         return report
 
-    async def _watch_sigint(self, scope: trio.CancelScope) -> None:
-        with scope, trio.open_signal_receiver(signal.SIGINT) as signals:
+    async def _watch_sigint(self) -> None:
+        with trio.open_signal_receiver(signal.SIGINT) as signals:
             async for _ in signals:
                 self._interrupted = True
                 self.cancel(INTERRUPTED)
@@ -287,6 +298,11 @@ async def _aclose(endpoint: Any, timeout: float) -> None:
             log.warning("closing endpoint %r failed: %s", endpoint, exc)
 
 
+async def _service(scope: trio.CancelScope, fn: Callable[[], Awaitable[None]]) -> None:
+    with scope:
+        await fn()
+
+
 def _in_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
@@ -298,6 +314,7 @@ async def run_routes(
     max_concurrency: int | None = None,
     *,
     handle_sigint: bool = True,
+    batch_predicts: bool = False,
 ) -> RunReport:
     """Run ``routes`` concurrently and return a :class:`RunReport`.
 
@@ -315,6 +332,10 @@ async def run_routes(
     ``handle_sigint=False``) cancels every route the same way and then raises
     :class:`RunInterrupted` (a ``KeyboardInterrupt``) with the partial report.
 
+    ``batch_predicts=True`` coalesces the predicts of routes that share a model
+    address into ``GroupedPredict`` round trips (see ``_batching``); results
+    and per-route errors and timeouts are unchanged.
+
     No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
     this call when needed.
     """
@@ -324,6 +345,7 @@ async def run_routes(
         on_failure=on_failure,
         max_concurrency=max_concurrency,
         handle_sigint=handle_sigint,
+        batch_predicts=batch_predicts,
     )
     return await orchestrator.run()
 
@@ -333,10 +355,17 @@ def run(
     hooks: RuntimeHooks | None = None,
     on_failure: OnFailure = "cancel_siblings",
     max_concurrency: int | None = None,
+    *,
+    batch_predicts: bool = False,
 ) -> RunReport:
     """:func:`run_routes` from synchronous code (starts its own Trio run)."""
     return trio.run(
         partial(
-            run_routes, routes, hooks=hooks, on_failure=on_failure, max_concurrency=max_concurrency
+            run_routes,
+            routes,
+            hooks=hooks,
+            on_failure=on_failure,
+            max_concurrency=max_concurrency,
+            batch_predicts=batch_predicts,
         )
     )
