@@ -180,6 +180,7 @@ class RouteDriver:
         self._reset_ms = limits.timeout_ms("env_reset_timeout")
         self._step_ms = limits.timeout_ms("env_step_timeout")
         self._telemetry = RouteTelemetry(limits.telemetry_window, 0.0)
+        self._now: Callable[[], float] = trio.current_time
         self._bg: trio.Nursery | None = None
         self._model_touched = False
         self._env_touched = False
@@ -234,7 +235,9 @@ class RouteDriver:
         except InvalidSpec as exc:
             self.error = exc
             raise
-        self._telemetry = RouteTelemetry(self.spec.limits.telemetry_window, trio.current_time())
+        # The run's clock, read directly in the hot loop (a MockClock in tests).
+        self._now = trio.lowlevel.current_clock().current_time
+        self._telemetry = RouteTelemetry(self.spec.limits.telemetry_window, self._now())
         try:
             await self._emit("session_started", SessionStartedEvent(self.ctx))
             async with trio.open_nursery() as bg:
@@ -247,7 +250,7 @@ class RouteDriver:
                 # Pending best-effort ResetAdapters get the close timeout to finish.
                 close = self.spec.limits.service_close_timeout
                 bg.cancel_scope.deadline = min(
-                    bg.cancel_scope.deadline, trio.current_time() + close
+                    bg.cancel_scope.deadline, self._now() + close
                 )
             self._bg = None
             await self._flush_telemetry()
@@ -397,7 +400,7 @@ class RouteDriver:
         """
         if step is None:
             step = self.step
-        with trio.move_on_after(timeout):
+        with trio.CancelScope(deadline=self._now() + timeout):
             try:
                 return await fn(*args)
             except EnvRpcError as exc:
@@ -417,7 +420,7 @@ class RouteDriver:
     ) -> T:
         """One model operation in its own timeout scope; failures become route errors."""
         component = self.spec.model_component_id
-        with trio.move_on_after(timeout):
+        with trio.CancelScope(deadline=self._now() + timeout):
             try:
                 return await fn(*args)
             except ModelRpcError as exc:
@@ -462,18 +465,25 @@ class RouteDriver:
             observation=observation,
             episode_info=[model_pb.EpisodeInfo(episode_id=r.episode_id, seed=r.seed) for r in rows],
         )
-        started = trio.current_time()
+        started = self._now()
         reply: Reply[model_pb.PredictResponse] = await self._model_call(
             "model.predict", self.spec.limits.model_predict_timeout, self.model.predict, request
         )
         self._telemetry.add_operation(
             "model.predict",
             self.spec.model_component_id,
-            (trio.current_time() - started) * 1000.0,
+            (self._now() - started) * 1000.0,
             reply.telemetry,
         )
         response = reply.response
-        if response.context != ctx:
+        got = response.context
+        # The whole AdapterContext must come back (compared field by field, cheaply).
+        if got is not ctx and (
+            got is None
+            or got.request_id != ctx.request_id
+            or got.env_id != ctx.env_id
+            or got.session_id != ctx.session_id
+        ):
             raise ModelRouteMismatch(self.spec.model_component_id, ctx.request_id)
         if not response.actions:
             raise ProtocolError(
@@ -483,20 +493,20 @@ class RouteDriver:
         return response.actions
 
     async def _env_reset(self, request: env_pb.ResetRequest) -> env_pb.ResetResponse:
-        started = trio.current_time()
+        started = self._now()
         reply: Reply[env_pb.ResetResponse] = await self._env_call(
             "env.reset", self.spec.limits.env_reset_timeout, self.env.reset, request
         )
         self._telemetry.add_operation(
             "env.reset",
             self.spec.env_component_id,
-            (trio.current_time() - started) * 1000.0,
+            (self._now() - started) * 1000.0,
             reply.telemetry,
         )
         return reply.response
 
     async def _env_step(self, request: env_pb.StepRequest) -> env_pb.StepResponse:
-        started = trio.current_time()
+        started = self._now()
         # An env failure or timeout is reported at the step this action produces.
         reply: Reply[env_pb.StepResponse] = await self._env_call(
             "env.step",
@@ -509,7 +519,7 @@ class RouteDriver:
         self._telemetry.add_operation(
             "env.step",
             self.spec.env_component_id,
-            (trio.current_time() - started) * 1000.0,
+            (self._now() - started) * 1000.0,
             reply.telemetry,
         )
         self._telemetry.window_steps += 1
@@ -534,7 +544,7 @@ class RouteDriver:
         lane.reward = 0.0
         lane.active = True
         lane.rolling = False
-        lane.started_at = trio.current_time()
+        lane.started_at = self._now()
 
     async def _announce(self, lanes: Sequence[_Lane]) -> None:
         if not self._h_started:
@@ -561,7 +571,7 @@ class RouteDriver:
         assert record is not None
         lane.active = False
         lane.rolling = False
-        wall = trio.current_time() - lane.started_at
+        wall = self._now() - lane.started_at
         final_info = None
         if meta is not None:
             steps, reward = meta.step_count, meta.cumulative_reward
@@ -651,7 +661,7 @@ class RouteDriver:
             context=self._context("reset_adapter"), episode_ids=[episode_id]
         )
         timeout = self.spec.limits.model_predict_timeout
-        started = trio.current_time()
+        started = self._now()
         try:
             with trio.move_on_after(timeout) as scope:
                 await self.model.reset_adapter(request)
@@ -662,7 +672,7 @@ class RouteDriver:
                     "model.reset_adapter",
                     self.spec.model_component_id,
                     "rpc.total",
-                    (trio.current_time() - started) * 1000.0,
+                    (self._now() - started) * 1000.0,
                 )
         except Exception as exc:
             await self._log("warning", f"model reset_adapter failed (ignored): {exc}")
@@ -773,7 +783,7 @@ class RouteDriver:
         round_started: float,
     ) -> None:
         """Telemetry, step_completed, the telemetry window, observation_emitted."""
-        now = trio.current_time()
+        now = self._now()
         telemetry = self._telemetry
         telemetry.add("runner.round", "runner", "rpc.total", (now - round_started) * 1000.0)
         if self._h_step:
@@ -806,7 +816,7 @@ class RouteDriver:
             )
 
     async def _flush_telemetry(self) -> None:
-        await self._emit_window(trio.current_time())
+        await self._emit_window(self._now())
         await self._emit(
             "telemetry_summary",
             TelemetrySummaryEvent(
@@ -826,12 +836,12 @@ class RouteDriver:
             timeout_ms=self._reset_ms,
             episode_ids=[lane.episode_id for lane in lanes],
         )
-        started = trio.current_time()
+        started = self._now()
         response = await self._env_reset(request)
         if not auto:
             await self._log(
                 "info",
-                f"env reset complete in {(trio.current_time() - started) * 1000.0:.0f}ms "
+                f"env reset complete in {(self._now() - started) * 1000.0:.0f}ms "
                 f"({len(lanes)} episode(s) ready)",
             )
         await self._announce(lanes)
@@ -847,7 +857,7 @@ class RouteDriver:
         frame_pos = 0
         step_ms = self._step_ms
         while True:
-            round_started = trio.current_time()
+            round_started = self._now()
             outgoing = await self._outgoing_observation(lanes, observation, is_reset)
             if frame_pos < len(frames):
                 action = frames[frame_pos]
@@ -942,7 +952,7 @@ class RouteDriver:
             frames: list[spaces_pb.SpaceValue] = []
             frame_pos = 0
             while lane.active:
-                round_started = trio.current_time()
+                round_started = self._now()
                 outgoing = await self._outgoing_observation(rows, observation, is_reset)
                 if frame_pos < len(frames):
                     action = frames[frame_pos]

@@ -59,13 +59,14 @@ class Series:
     def add(self, value: float) -> None:
         self.count += 1
         self.total += value
-        if len(self.samples) < self.cap:
-            self.samples.append(value)
+        samples = self.samples
+        if len(samples) < self.cap:
+            samples.append(value)
         else:
             # Algorithm R: keep each of the n samples seen so far with probability cap/n.
-            j = (self.rng or random).randrange(self.count)
+            j = int((self.rng or random).random() * self.count)
             if j < self.cap:
-                self.samples[j] = value
+                samples[j] = value
 
     def row(self, op: str, component: str, metric: str) -> TelemetryRow:
         ordered = sorted(self.samples)
@@ -114,8 +115,14 @@ class RouteTelemetry:
 
     def add(self, op: str, component: str, metric: str, value: float) -> None:
         key = (op, component, metric)
-        self._series(self.totals, key).add(value)
-        self._series(self.current, key).add(value)
+        total = self.totals.get(key)
+        if total is None:
+            total = self._series(self.totals, key)
+        total.add(value)
+        window = self.current.get(key)
+        if window is None:
+            window = self._series(self.current, key)
+        window.add(value)
 
     def add_operation(
         self, op: str, component: str, rpc_ms: float, extra: Mapping[str, float]

@@ -111,7 +111,7 @@ class ScriptedModel:
     async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
         self.predicts.append(request)
         count = await self._enter("predict")
-        ctx = request.context or model_pb.AdapterContext()
+        ctx = request.context if request.context is not None else model_pb.AdapterContext()
         env_id = ctx.env_id
         if self.wrong_context_at == count:
             env_id = env_id + "-other"
