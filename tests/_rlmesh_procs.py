@@ -2,14 +2,21 @@
 
 Usage in a test module::
 
-    from tests._rlmesh_procs import rlmesh_env, rlmesh_model   # context managers
-    pytest_plugins = ()  # nothing else needed
+    from ._rlmesh_procs import RlmeshServers, open_rlmesh_servers
 
-    def test_x(rlmesh_servers):            # fixture: a factory, torn down after the test
+    @pytest.fixture
+    def rlmesh_servers() -> Iterator[RlmeshServers]:
+        with open_rlmesh_servers() as servers:
+            yield servers
+
+    def test_x(rlmesh_servers):
         env = rlmesh_servers.env()          # CartPole via `python -m rlmesh._cli.serve_env`
-        lanes = rlmesh_servers.env(lanes=3)
+        lanes = rlmesh_servers.env(lanes=3) # rlmesh.EnvServer([env] * 3)
+        vec = rlmesh_servers.env(vector=2)  # SyncVectorEnv, NEXT_STEP
         model = rlmesh_servers.model()      # rlmesh.numpy.Model(cartpole_policy).serve
         env.address                         # "tcp://127.0.0.1:<port>"
+
+(``rlmesh_env``/``rlmesh_model`` are the same as plain context managers.)
 
 Each server binds 127.0.0.1 port 0 and reports its bound address through a
 ``--ready-fd`` pipe; startup is bounded (``STARTUP_TIMEOUT``) and teardown
@@ -33,9 +40,9 @@ __all__ = [
     "STARTUP_TIMEOUT",
     "RlmeshProc",
     "RlmeshServers",
+    "open_rlmesh_servers",
     "rlmesh_env",
     "rlmesh_model",
-    "rlmesh_servers",
 ]
 
 STARTUP_TIMEOUT = 30.0
@@ -173,8 +180,8 @@ class RlmeshServers:
         return self._stack.enter_context(rlmesh_model(policy, **kwargs))  # type: ignore[arg-type]
 
 
-@pytest.fixture
-def rlmesh_servers() -> Iterator[RlmeshServers]:
-    """Start rlmesh servers on demand within a test; all are stopped when it ends."""
+@contextlib.contextmanager
+def open_rlmesh_servers() -> Iterator[RlmeshServers]:
+    """A server factory; every server it started is stopped on exit."""
     with contextlib.ExitStack() as stack:
         yield RlmeshServers(stack)

@@ -208,10 +208,16 @@ class JoinSession(Generic[R]):
                 await self._salvage(stream)
             ending = _ending_from_trailers(_trailers(stream))
         except bridge.AsyncioCancelledError:
-            ending = _Ending(_CLOSED)
+            # killed by the owner (its ending is already recorded) or by a failed send
+            ending = _ending_from_trailers(_trailers(stream))
         except Exception as exc:
-            ending = _ending_from(exc)
             log.debug("Join stream %s ended: %r", self._path, exc)
+            status_headers = _trailers(stream)
+            ending = (
+                _ending_from(exc)
+                if status_headers is None
+                else _ending_from_trailers(status_headers)
+            )
         finally:
             if writer is not None:
                 writer.cancel()
@@ -234,10 +240,9 @@ class JoinSession(Generic[R]):
         except bridge.AsyncioCancelledError:
             raise
         except Exception as exc:
-            # A failed send means the stream is broken; fail the waiters now in
-            # case the peer never answers, and stop the reader.
+            # A failed send means the stream is broken: stop the reader in case
+            # the peer never answers; the session task then records why it ended.
             log.debug("Join stream %s send failed: %r", self._path, exc)
-            self._finish(_ending_from(exc))
             task = self._task
             if task is not None:
                 task.cancel()
@@ -275,7 +280,19 @@ class _StreamDone(Exception):
 
 
 def _trailers(stream: grpclib.client.Stream[Any, Any]) -> Any:
-    return getattr(getattr(stream, "_stream", None), "trailers", None)
+    """The status-bearing headers the server ended the stream with, if it did.
+
+    Trailers normally; for a trailers-only response (an immediate error such
+    as FAILED_PRECONDITION for a second Join) the response headers themselves.
+    """
+    h2_stream = getattr(stream, "_stream", None)
+    trailers = getattr(h2_stream, "trailers", None)
+    if trailers is not None:
+        return trailers
+    headers = getattr(h2_stream, "headers", None)
+    if headers is not None and "grpc-status" in dict(headers):
+        return headers
+    return None
 
 
 def _ending_from_trailers(trailers: Any) -> _Ending:

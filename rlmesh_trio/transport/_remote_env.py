@@ -25,7 +25,7 @@ from types import TracebackType
 
 import trio
 from grpclib.const import Status
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from .._errors import (
     ConnectError,
@@ -50,6 +50,8 @@ _JOIN = f"{_SERVICE}/Join"
 _SHUTDOWN = f"{_SERVICE}/Shutdown"
 
 _CLOSE_GRACE = 1.0  # seconds aclose waits for the server to end a half-closed stream
+
+SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (shutting down)"
 
 
 def _request_id_of(response: env_pb.JoinResponse) -> str:
@@ -273,11 +275,20 @@ class RemoteEnv:
     ) -> tuple[bool, str]:
         """Ask the server process to shut down (the Shutdown RPC). Returns ``(accepted, message)``.
 
-        0.1.0 servers refuse unless started with remote shutdown allowed.
+        0.1.0 servers refuse unless started with remote shutdown allowed. When the
+        server drops the connection after receiving the request but before its
+        reply (0.1.0 sometimes does, as it exits), this returns ``(True,
+        SHUTDOWN_CONNECTION_LOST)``.
         """
         payload = bytes(env_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason)))
         try:
             data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
+        except ConnectError as exc:
+            if isinstance(exc.__cause__, StreamTerminatedError):
+                # 0.1.0 servers sometimes drop the connection right after accepting,
+                # before the reply is flushed; a refusal always gets its reply.
+                return True, SHUTDOWN_CONNECTION_LOST
+            raise
         except GRPCError as exc:
             raise ConnectError(
                 self.address, f"shutdown failed: {exc.status.name}: {exc.message}"

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from types import TracebackType
 
 import trio
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from .._errors import (
     ConnectError,
@@ -42,7 +42,7 @@ from . import _bridge as bridge
 from ._channel import ClientConnection
 from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_request
 from ._join import JoinSession, SessionClosed
-from ._remote_env import handshake_failure
+from ._remote_env import SHUTDOWN_CONNECTION_LOST, handshake_failure
 from ._replies import code_label, reply_telemetry
 
 __all__ = ["RemoteModel"]
@@ -282,6 +282,12 @@ class RemoteModel:
         payload = bytes(model_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason)))
         try:
             data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
+        except ConnectError as exc:
+            if isinstance(exc.__cause__, StreamTerminatedError):
+                # 0.1.0 servers sometimes drop the connection right after accepting,
+                # before the reply is flushed; a refusal always gets its reply.
+                return True, SHUTDOWN_CONNECTION_LOST
+            raise
         except GRPCError as exc:
             raise ConnectError(
                 self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
