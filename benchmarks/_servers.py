@@ -1,0 +1,215 @@
+"""Server subprocesses for the benchmarks: rlmesh 0.1.0's and ours, on 127.0.0.1 port 0.
+
+Each server runs in its own process, so the process being measured holds
+only the client side. A server reports its bound address as one line on a
+``--ready-fd`` pipe; startup is bounded and :meth:`Server.stop` terminates,
+then kills, the process.
+
+Run as a script, this module is the child that serves an rlmesh 0.1.0
+numpy model (``Model.serve`` does not report the port it bound, so the child
+finds its own listening socket in ``/proc`` and announces it)::
+
+    python benchmarks/_servers.py rlmesh-model --ready-fd N
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+__all__ = [
+    "STARTUP_TIMEOUT",
+    "Server",
+    "our_env",
+    "our_model",
+    "rlmesh_env",
+    "rlmesh_model",
+]
+
+STARTUP_TIMEOUT = 60.0
+_HERE = Path(__file__).resolve()
+_REPO = _HERE.parent.parent
+# rlmesh warns on every handshake when no workflow edition is pinned; pin the one both sides speak.
+_CHILD_ENV = {"PYTHONWARNINGS": "ignore", "RLMESH_WORKFLOW_EDITION": "2026.06"}
+
+
+class Server:
+    """A running server process and the address it bound."""
+
+    def __init__(self, process: subprocess.Popen[bytes], address: str, what: str) -> None:
+        self.process = process
+        self.address = address
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"Server({self.what!r}, {self.address!r}, pid={self.process.pid})"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=5)
+
+
+def _start(argv: list[str], what: str) -> Server:
+    read_fd, write_fd = os.pipe()
+    argv = [a.replace("{READY_FD}", str(write_fd)) for a in argv]
+    env = dict(os.environ, **_CHILD_ENV)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO), env.get("PYTHONPATH")]))
+    process = subprocess.Popen(
+        argv,
+        pass_fds=(write_fd,),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=_REPO,
+    )
+    os.close(write_fd)
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    line = b""
+    try:
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise RuntimeError(f"{what} did not become ready in {STARTUP_TIMEOUT}s")
+            ready, _, _ = select.select([read_fd], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(read_fd, 256)
+            if not chunk:
+                process.wait(timeout=10)
+                err = process.stderr.read().decode(errors="replace") if process.stderr else ""
+                raise RuntimeError(f"{what} exited before it was ready:\n{err[-2000:]}")
+            line += chunk
+    except BaseException:
+        process.kill()
+        process.wait(timeout=10)
+        raise
+    finally:
+        os.close(read_fd)
+    # Nobody reads stderr from here on; a chatty server must never block on a full pipe.
+    if process.stderr is not None:
+        threading.Thread(target=_drain, args=(process.stderr,), daemon=True).start()
+    return Server(process, line.decode().strip(), what)
+
+
+def _drain(stream: Any) -> None:
+    with contextlib.suppress(Exception):
+        while stream.read(65536):
+            pass
+
+
+@contextlib.contextmanager
+def _serving(argv: list[str], what: str) -> Iterator[Server]:
+    server = _start(argv, what)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def rlmesh_env(env_id: str = "CartPole-v1") -> contextlib.AbstractContextManager[Server]:
+    """rlmesh 0.1.0's own env server CLI (``python -m rlmesh._cli.serve_env``)."""
+    argv = [sys.executable, "-m", "rlmesh._cli.serve_env", "--env", env_id]
+    argv += ["--address", "127.0.0.1:0", "--ready-fd", "{READY_FD}"]
+    return _serving(argv, f"rlmesh env {env_id}")
+
+
+def rlmesh_model() -> contextlib.AbstractContextManager[Server]:
+    """rlmesh 0.1.0 ``rlmesh.numpy.Model.serve`` with the CartPole rule (this file as a child)."""
+    argv = [sys.executable, str(_HERE), "rlmesh-model", "--ready-fd", "{READY_FD}"]
+    return _serving(argv, "rlmesh model")
+
+
+def our_env(env_id: str = "CartPole-v1") -> contextlib.AbstractContextManager[Server]:
+    """Our ``EnvServer`` through the CLI (``rlmesh-trio serve-env``)."""
+    argv = [sys.executable, "-m", "rlmesh_trio.cli", "serve-env", env_id]
+    argv += ["--address", "127.0.0.1:0", "--ready-fd", "{READY_FD}"]
+    return _serving(argv, f"rlmesh-trio env {env_id}")
+
+
+def our_model(
+    policy: str = "rlmesh_trio._demo_policy:CARTPOLE_POLICY",
+) -> contextlib.AbstractContextManager[Server]:
+    """Our ``ModelServer`` through the CLI (``rlmesh-trio serve-model``)."""
+    argv = [sys.executable, "-m", "rlmesh_trio.cli", "serve-model", policy]
+    argv += ["--address", "127.0.0.1:0", "--ready-fd", "{READY_FD}"]
+    return _serving(argv, "rlmesh-trio model")
+
+
+# ---- child: an rlmesh 0.1.0 model server -------------------------------------
+
+
+def _listening_ports() -> list[int]:
+    """TCP ports this process listens on, read from Linux ``/proc``."""
+    inodes = set()
+    for fd in os.listdir("/proc/self/fd"):
+        with contextlib.suppress(OSError):
+            link = os.readlink(f"/proc/self/fd/{fd}")
+            if link.startswith("socket:["):
+                inodes.add(link[8:-1])
+    ports = []
+    for table in ("/proc/self/net/tcp", "/proc/self/net/tcp6"):
+        with contextlib.suppress(OSError), open(table) as rows:
+            for row in rows.readlines()[1:]:
+                fields = row.split()
+                if fields[3] == "0A" and fields[9] in inodes:  # state 0A: LISTEN
+                    ports.append(int(fields[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def _serve_rlmesh_model(ready_fd: int) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import numpy as np
+    import rlmesh.numpy as rnp
+
+    class CartPoleRule(rnp.Model):  # type: ignore[misc]
+        """``1 if theta + 0.5 * theta_dot > 0 else 0``, per row and batched (float64 math)."""
+
+        def predict(self, obs: Any) -> int:
+            return 1 if float(obs[2]) + 0.5 * float(obs[3]) > 0.0 else 0
+
+        def predict_batch(self, obs: Any) -> Any:
+            arr = np.asarray(obs, dtype=np.float64)
+            return (arr[:, 2] + 0.5 * arr[:, 3] > 0.0).astype(np.int64)
+
+    def announce() -> None:
+        deadline = time.monotonic() + STARTUP_TIMEOUT
+        while time.monotonic() < deadline:
+            ports = _listening_ports()
+            if ports:
+                with os.fdopen(ready_fd, "w") as ready:
+                    ready.write(f"tcp://127.0.0.1:{ports[0]}\n")
+                return
+            time.sleep(0.02)
+        os._exit(3)
+
+    threading.Thread(target=announce, daemon=True).start()
+    CartPoleRule().serve("127.0.0.1:0")
+
+
+def main() -> None:
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("kind", choices=["rlmesh-model"])
+    parser.add_argument("--ready-fd", type=int, required=True)
+    args = parser.parse_args()
+    _serve_rlmesh_model(args.ready_fd)
+
+
+if __name__ == "__main__":
+    main()
