@@ -314,3 +314,25 @@ async def test_failure_before_resolve_does_not_release() -> None:
     assert info.value.operation == "env.connect"
     assert model.releases == [] and env.closes == []
     assert_failed_once(hooks, info.value)
+
+
+async def test_cancelled_during_setup_releases_nothing(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    env, model, hooks = ScriptedEnv(), ScriptedModel(delays={"connect": 100.0}), RecordingHooks()
+    driver = make_driver(env, model, hooks, close_env_on_end=True)
+    with trio.move_on_after(10) as scope:
+        await driver.run()
+    assert scope.cancelled_caught
+    assert isinstance(driver.error, RouteCancelled) and driver.error.step == 0
+    assert model.releases == [] and env.closes == [] and env.configured is None
+    assert_failed_once(hooks, driver.error)
+
+
+async def test_cancelled_while_a_lane_fails_reports_the_lane_error() -> None:
+    env = ScriptedEnv(num_envs=3, episode_lengths=5, fail_at={"step": 4})
+    driver = make_driver(env, ScriptedModel())
+    with pytest.raises(EnvRpcError) as info:
+        await driver.run()
+    # Sibling lanes were cancelled; the route error is the lane's, unwrapped (no group).
+    assert info.value.operation == "env.step" and driver.error is info.value

@@ -106,3 +106,20 @@ async def test_merge_telemetry_pools_routes(autojump_clock: trio.testing.MockClo
     assert steps.count == 8 and steps.avg == pytest.approx(200.0)
     assert steps.p50 == pytest.approx(300.0) and steps.p95 == pytest.approx(300.0)
     assert merge_telemetry([]) == []
+
+
+async def test_transforms_are_timed_when_present() -> None:
+    report = await RouteDriver(
+        RouteSpec(route_id="r0", session_id="s", max_episodes=1),
+        ScriptedEnv(episode_lengths=3),
+        ScriptedModel(),
+        RecordingHooks(),
+    ).run()
+    assert row(report.telemetry, "runner.transform_observation", "rpc.total").count == 3
+    assert row(report.telemetry, "runner.transform_action", "rpc.total").count == 3
+    plain = await RouteDriver(
+        RouteSpec(route_id="r1", session_id="s", max_episodes=1),
+        ScriptedEnv(episode_lengths=3),
+        ScriptedModel(),
+    ).run()
+    assert not [r for r in plain.telemetry if r.op.startswith("runner.transform")]

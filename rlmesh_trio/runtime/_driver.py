@@ -249,9 +249,7 @@ class RouteDriver:
                     await self._run_whole()
                 # Pending best-effort ResetAdapters get the close timeout to finish.
                 close = self.spec.limits.service_close_timeout
-                bg.cancel_scope.deadline = min(
-                    bg.cancel_scope.deadline, self._now() + close
-                )
+                bg.cancel_scope.deadline = min(bg.cancel_scope.deadline, self._now() + close)
             self._bg = None
             await self._flush_telemetry()
         except BaseException as exc:
@@ -741,7 +739,14 @@ class RouteDriver:
             return observation
         event = self._observation_event(rows, observation, is_reset)
         if self._h_t_obs:
+            started = self._now()
             changed = await self._transform("transform_observation", event)
+            self._telemetry.add(
+                "runner.transform_observation",
+                "runner",
+                "rpc.total",
+                (self._now() - started) * 1000.0,
+            )
             if changed is not None:
                 observation = changed
                 event = attrs.evolve(event, observation=changed)
@@ -768,7 +773,11 @@ class RouteDriver:
             action=action,
         )
         if self._h_t_action:
+            started = self._now()
             changed = await self._transform("transform_action", event)
+            self._telemetry.add(
+                "runner.transform_action", "runner", "rpc.total", (self._now() - started) * 1000.0
+            )
             if changed is not None:
                 action = changed
                 event = attrs.evolve(event, action=changed)
