@@ -255,7 +255,7 @@ class RouteDriver:
         except BaseException as exc:
             error = _route_error(exc)
             if error is None:
-                reason = self._cancel_reason() if self._cancel_reason else DEFAULT_CANCEL_REASON
+                reason = self._reason()
                 self.error = RouteCancelled(self.spec.route_id, self.step, reason)
                 await self._shutdown_after_failure(self.error)
                 raise _first_cancelled(exc) from None
@@ -273,6 +273,16 @@ class RouteDriver:
             SessionEndedEvent(self.ctx, END_REASON, self.step, len(self._episodes)),
         )
         return self.report()
+
+    def _reason(self) -> str:
+        """The cancellation reason from the caller's callback (never raises)."""
+        if self._cancel_reason is None:
+            return DEFAULT_CANCEL_REASON
+        try:
+            return str(self._cancel_reason())
+        except Exception as exc:
+            _logger.warning("route %s: cancel_reason callback failed: %s", self.spec.route_id, exc)
+            return DEFAULT_CANCEL_REASON
 
     # ------------------------------------------------------------------ setup
 
@@ -689,7 +699,9 @@ class RouteDriver:
                         LogEvent(self.ctx, "warning", f"runtime hook {name} failed: {exc}")
                     )
                 except Exception as log_exc:
-                    _logger.warning("route %s: runtime hook log failed: %s", self.ctx, log_exc)
+                    _logger.warning(
+                        "route %s: runtime hook log failed: %s", self.spec.route_id, log_exc
+                    )
 
     async def _transform(self, name: str, event: Any) -> spaces_pb.SpaceValue | None:
         """A transform: its failure is fatal to the route (``HookError``)."""
