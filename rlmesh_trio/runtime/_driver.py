@@ -174,6 +174,9 @@ class RouteDriver:
         self._seed_pos = 0
         self._lanes: list[_Lane] = []
         self._next_step = False
+        self._lanes_mode = False
+        self._action_space: spaces_pb.SpaceSpec | None = None
+        self._observation_space: spaces_pb.SpaceSpec | None = None
         self._max_steps = spec.max_episode_steps or DEFAULT_MAX_EPISODE_STEPS
         self._budget = spec.episode_budget
         limits = spec.limits
@@ -377,10 +380,6 @@ class RouteDriver:
         self._action_space = contract.spec.action_space
         self._observation_space = contract.spec.observation_space
         return contract
-
-    _lanes_mode = False
-    _action_space: spaces_pb.SpaceSpec | None = None
-    _observation_space: spaces_pb.SpaceSpec | None = None
 
     # ------------------------------------------------------------------ remote calls
 
