@@ -85,3 +85,10 @@ def test_custom_hooks_log_transform_and_count() -> None:
     )
     assert noisy, out
     assert int(noisy.group(2)) > 0  # the transform hook did change actions on its route only
+
+
+def test_trio_test_harness_passes() -> None:
+    result = _run(
+        ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLES / "trio_test_harness")]
+    )
+    assert re.search(r"^8 passed\b", result.stdout, re.M), result.stdout
