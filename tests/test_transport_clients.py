@@ -575,3 +575,37 @@ async def test_check_health_unreachable() -> None:
     sock.close()
     with pytest.raises(ConnectError, match="refused"):
         await check_health(f"127.0.0.1:{port}", timeout=5)
+
+
+# ---- lifecycle -------------------------------------------------------------
+
+
+async def test_clients_need_the_transport_loop() -> None:
+    env = RemoteEnv("127.0.0.1:5555")
+    with pytest.raises(RuntimeError, match="asyncio_loop"):
+        await env.connect()
+    await env.aclose()  # nothing was opened; still fine
+
+
+async def test_aclose_is_idempotent_and_safe_when_cancelled() -> None:
+    service = FakeService({f"{ENV}/Join": (join_reverse_order(batch=1), BIDI)})
+    async with serve_fake(service) as address:
+        env = RemoteEnv(address)
+        await env.configure("2026.06")
+        with trio.CancelScope() as scope:
+            scope.cancel()
+            with trio.CancelScope(shield=True):
+                await env.aclose()
+        await env.aclose()
+        with pytest.raises(EnvRpcError, match="connection closed"):
+            await env.step(step_request(0))
+        # a new client on the same endpoint configures and steps normally
+        async with RemoteEnv(address) as again:
+            await again.configure("2026.06")
+            reply = await again.step(step_request(2))
+            assert list(reply.response.env_indices) == [2]
+
+
+def test_connect_timeout_must_be_positive() -> None:
+    with pytest.raises(ValueError, match="connect_timeout"):
+        RemoteEnv("127.0.0.1:1", connect_timeout=0)
