@@ -35,6 +35,7 @@ __all__ = [
 ]
 
 STARTUP_TIMEOUT = 60.0
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 _HERE = Path(__file__).resolve()
 _REPO = _HERE.parent.parent
 # rlmesh warns on every handshake when no workflow edition is pinned; pin the one both sides speak.
@@ -51,6 +52,16 @@ class Server:
 
     def __repr__(self) -> str:
         return f"Server({self.what!r}, {self.address!r}, pid={self.process.pid})"
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU the server process has used so far (all its threads; Linux)."""
+        try:
+            with open(f"/proc/{self.process.pid}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()
+        except OSError:
+            return 0.0
+        # After the command name: state is field 3, utime 14 and stime 15 (1-based, man proc).
+        return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS
 
     def stop(self) -> None:
         if self.process.poll() is None:

@@ -74,6 +74,7 @@ class Sample:
     cpu_s: float
     episodes: Episodes
     error: str | None = None
+    server_cpu_s: float = 0.0
 
     @property
     def rate(self) -> float:
@@ -82,6 +83,10 @@ class Sample:
     @property
     def cpu_us_per_step(self) -> float:
         return self.cpu_s / self.steps * 1e6 if self.steps else float("nan")
+
+    @property
+    def server_cpu_us_per_step(self) -> float:
+        return self.server_cpu_s / self.steps * 1e6 if self.steps else float("nan")
 
 
 @dataclass
@@ -98,6 +103,10 @@ class Side:
 
     def median_cpu_us(self) -> float | None:
         cpus = [s.cpu_us_per_step for s in self.samples if s.error is None]
+        return statistics.median(cpus) if cpus else None
+
+    def median_server_cpu_us(self) -> float | None:
+        cpus = [s.server_cpu_us_per_step for s in self.samples if s.error is None]
         return statistics.median(cpus) if cpus else None
 
 
@@ -117,14 +126,24 @@ class BenchmarkTimeout(Exception):
 # ---- running one side ----------------------------------------------------------
 
 
+#: Every server process started, so each run can report the CPU the servers spent on it.
+SERVERS: list[_servers.Server] = []
+
+
+def _server_cpu() -> float:
+    return sum(server.cpu_seconds() for server in SERVERS)
+
+
 def _measure(fn: Callable[[], tuple[int, Episodes]]) -> Sample:
+    srv0 = _server_cpu()
     wall0, cpu0 = time.perf_counter(), time.process_time()
     try:
         steps, episodes = fn()
     except Exception as exc:
         wall = time.perf_counter() - wall0
         return Sample(0, wall, time.process_time() - cpu0, {}, f"{type(exc).__name__}: {exc}")
-    return Sample(steps, time.perf_counter() - wall0, time.process_time() - cpu0, episodes)
+    wall, cpu = time.perf_counter() - wall0, time.process_time() - cpu0
+    return Sample(steps, wall, cpu, episodes, server_cpu_s=_server_cpu() - srv0)
 
 
 def _ours(routes: Sequence[rt.Route], timeout: float, **options: Any) -> Sample:
@@ -220,6 +239,9 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
         if "4" in wanted:
             our_env = stack.enter_context(_servers.our_env(ENV_ID))
             our_model = stack.enter_context(_servers.our_model())
+        SERVERS[:] = [*rl_envs, *([rl_model] if rl_model else [])]
+        if "4" in wanted:
+            SERVERS.extend([our_env, our_model])
         print(f"servers ready in {time.perf_counter() - t0:.1f}s", flush=True)
 
         env0 = rl_envs[0].address
@@ -368,7 +390,8 @@ def _run_case(case: Case, pairs: int, warmup: int) -> None:
             print(
                 f"  run {i} {side.label:<10} {sample.rate:8.0f} steps/s  "
                 f"{sample.steps:6d} steps in {sample.wall_s:6.2f}s  "
-                f"cpu {sample.cpu_us_per_step:7.0f} us/step{extra}",
+                f"cpu {sample.cpu_us_per_step:5.0f} us/step  "
+                f"servers' cpu {sample.server_cpu_us_per_step:5.0f} us/step{extra}",
                 flush=True,
             )
 
@@ -441,6 +464,18 @@ def _print_table(rows: list[list[str]]) -> None:
     print("(cases 1-4: steps/s, ratio = ours/theirs; case 5: client CPU us per step)")
 
 
+def _print_cpu(cases: list[Case]) -> None:
+    """Where the CPU went: this (client) process vs the server processes, per step."""
+    print("\nCPU per step, medians (us): client = this process, servers = all server processes")
+    for case in cases:
+        for side in case.sides:
+            print(
+                f"  case {case.key} {side.label:<10} client {_fmt(side.median_cpu_us()):>5}  "
+                f"servers {_fmt(side.median_server_cpu_us()):>5}  "
+                f"wall {_fmt(1e6 / r if (r := side.median_rate()) else None):>5}"
+            )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
@@ -483,6 +518,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"ABORTED: {exc}", file=sys.stderr, flush=True)
         os._exit(3)
     _print_table(_table(cases, set(args.cases)))
+    _print_cpu(cases)
     mismatched = [m for c in cases for m in c.mismatches]
     print(f"total {time.perf_counter() - started:.0f}s", flush=True)
     return 1 if mismatched else 0
