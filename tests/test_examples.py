@@ -87,8 +87,36 @@ def test_custom_hooks_log_transform_and_count() -> None:
     assert int(noisy.group(2)) > 0  # the transform hook did change actions on its route only
 
 
+@pytest.mark.slow  # a whole pytest session in a subprocess: 3-9 s
 def test_trio_test_harness_passes() -> None:
     result = _run(
         ["-m", "pytest", "-q", "-p", "no:cacheprovider", str(EXAMPLES / "trio_test_harness")]
     )
     assert re.search(r"^8 passed\b", result.stdout, re.M), result.stdout
+
+
+@pytest.mark.interop
+def test_drive_rlmesh_servers() -> None:
+    pytest.importorskip("rlmesh", reason="needs the interop extra (rlmesh 0.1.0)")
+    result = _run(
+        [
+            str(EXAMPLES / "drive_rlmesh_servers.py"),
+            "--envs",
+            "2",
+            "--episodes",
+            "4",
+            "--max-steps",
+            "40",
+        ]
+    )
+    out = result.stdout
+    assert re.search(
+        r"^rlmesh servers up: model unix://\S+, envs tcp://127\.0\.0\.1:\d+, "
+        r"tcp://127\.0\.0\.1:\d+$",
+        out,
+        re.M,
+    ), out
+    assert "route-0: completed, 2 episodes, 80 steps, seeds [0, 2], rewards [40.0, 40.0]" in out
+    assert "route-1: completed, 2 episodes, 80 steps, seeds [1, 3], rewards [40.0, 40.0]" in out
+    assert re.search(r"^total: 2 routes, 4 episodes, 160 steps, mean reward 40\.0", out, re.M)
+    assert re.search(r"^  model\.predict +p50 .* \(160 calls\)$", out, re.M), out
