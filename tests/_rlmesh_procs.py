@@ -134,13 +134,20 @@ def rlmesh_env(
     lanes: int = 0,
     vector: int = 0,
     allow_shutdown: bool = False,
+    kwargs_json: str | None = None,
 ) -> Iterator[RlmeshProc]:
     """Serve an env with rlmesh. A plain gymnasium id uses rlmesh's own CLI
-    (``python -m rlmesh._cli.serve_env``); lanes, vector envs, the ``failing``
-    env and remote shutdown go through ``_rlmesh_serve.py``."""
-    if not (lanes or vector or allow_shutdown or env_id == "failing"):
+    (``python -m rlmesh._cli.serve_env``, ``kwargs_json`` passed to ``gym.make``);
+    lanes, vector envs, the ``failing``/``framed`` envs and remote shutdown go
+    through ``_rlmesh_serve.py``."""
+    custom = env_id in ("failing", "framed")
+    if kwargs_json and (lanes or vector or allow_shutdown or custom):
+        raise ValueError("kwargs_json is only supported for the plain rlmesh CLI server")
+    if not (lanes or vector or allow_shutdown or custom):
         argv = [sys.executable, "-m", "rlmesh._cli.serve_env", "--env", env_id]
         argv += ["--address", "127.0.0.1:0", "--ready-fd", "{READY_FD}"]
+        if kwargs_json:
+            argv += ["--kwargs-json", kwargs_json]
     else:
         argv = [sys.executable, str(_SERVE_SCRIPT), "env", "--ready-fd", "{READY_FD}"]
         argv += ["--env-id", env_id, "--lanes", str(lanes), "--vector", str(vector)]

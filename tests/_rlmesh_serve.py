@@ -4,7 +4,8 @@ Run by ``tests/_rlmesh_procs.py``; not a test module. Writes the bound
 address (one line) to ``--ready-fd`` once the server accepts connections.
 
 Kinds:
-  env     a gymnasium env (``--env-id``) served by ``rlmesh.EnvServer``; ``--lanes N``
+  env     a gymnasium env (``--env-id``; or ``failing``: raises on step 4, ``framed``:
+          renders a 4x6 RGB frame) served by ``rlmesh.EnvServer``; ``--lanes N``
           serves N copies as lanes; ``--vector N`` serves a SyncVectorEnv (NEXT_STEP)
   model   ``rlmesh.numpy.Model(policy).serve(...)``; ``--policy`` picks a policy below
 """
@@ -67,11 +68,26 @@ class FailingEnv:
         self._env.close()
 
 
+class FramedEnv(FailingEnv):
+    """CartPole with an ``rgb_array`` render that needs no pygame: a small gradient image."""
+
+    def __init__(self) -> None:
+        super().__init__(fail_after=10**9)
+        self.render_mode = "rgb_array"
+
+    def render(self) -> Any:
+        import numpy as np
+
+        return np.arange(4 * 6 * 3, dtype=np.uint8).reshape(4, 6, 3)
+
+
 def _make_env(env_id: str) -> Any:
     import gymnasium as gym
 
     if env_id == "failing":
         return FailingEnv()
+    if env_id == "framed":
+        return FramedEnv()
     return gym.make(env_id)
 
 

@@ -158,6 +158,38 @@ async def test_render_without_render_mode_has_no_frame(rlmesh_servers: RlmeshSer
         assert await env.render(0) is None
 
 
+async def test_render_returns_png_frames(rlmesh_servers: RlmeshServers) -> None:
+    server = rlmesh_servers.env("framed")
+    async with RemoteEnv(server.address) as env:
+        info = await env.connect()
+        assert info.contract is not None and info.contract.render_mode == "rgb_array"
+        await env.configure(EDITION)
+        await env.reset(env_pb.ResetRequest(episode_ids=["e"]))
+        frame = await env.render(0)
+        with pytest.raises(EnvRpcError) as info_err:
+            await env.render(3)  # lane out of range: 0.1.0 answers INTERNAL and ends the stream
+        assert info_err.value.code == int(env_pb.EnvErrorCode.INTERNAL)
+        assert not info_err.value.recoverable
+        assert "out of range" in info_err.value.message
+    assert frame is not None
+    assert frame.startswith(b"\x89PNG\r\n\x1a\n")
+
+
+async def test_render_failure_is_internal(rlmesh_servers: RlmeshServers) -> None:
+    # CartPole's rgb_array render needs pygame, absent here: the env raises
+    server = rlmesh_servers.env(kwargs_json='{"render_mode": "rgb_array"}')
+    async with RemoteEnv(server.address) as env:
+        await env.configure(EDITION)
+        await env.reset(env_pb.ResetRequest(episode_ids=["e"]))
+        try:
+            frame = await env.render(0)
+        except EnvRpcError as exc:
+            assert exc.code == int(env_pb.EnvErrorCode.INTERNAL)
+            assert exc.message.startswith("environment error: [Internal] render failed")
+        else:  # pygame happens to be installed
+            assert frame is not None and frame.startswith(b"\x89PNG")
+
+
 async def test_env_exception_is_internal_and_ends_the_stream(
     rlmesh_servers: RlmeshServers,
 ) -> None:
