@@ -1,0 +1,63 @@
+"""Env factories and policies that stall on purpose, for `rlmesh-trio serve-env/serve-model`.
+
+They are imported by server subprocesses (``tests._faults_targets:slow_cartpole``),
+so their knobs come from environment variables set by the test:
+
+* ``FAULTS_STALL_AT``: the 1-based call (env step or policy call) that stalls
+  (default 30);
+* stalls last an hour; the tests kill the server process (SIGKILL) afterwards.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from typing import Any
+
+import gymnasium
+import trio
+
+from rlmesh_trio._demo_policy import cartpole_policy
+
+__all__ = ["STALL_SECONDS", "slow_cartpole", "stalling_policy"]
+
+STALL_SECONDS = 3600.0
+
+
+def _stall_at() -> int:
+    return int(os.environ.get("FAULTS_STALL_AT", "30"))
+
+
+class _StallingStep(gymnasium.Wrapper[Any, Any, Any, Any]):
+    """CartPole whose ``FAULTS_STALL_AT``-th step (counted over the env's life) never returns."""
+
+    def __init__(self, env: gymnasium.Env[Any, Any]) -> None:
+        super().__init__(env)
+        self.calls = 0
+        self.stall_at = _stall_at()
+
+    def step(self, action: Any) -> Any:
+        self.calls += 1
+        if self.calls == self.stall_at:
+            time.sleep(STALL_SECONDS)  # runs in the server's worker thread
+        return self.env.step(action)
+
+
+def slow_cartpole() -> gymnasium.Env[Any, Any]:
+    """``CartPole-v1`` that stalls at step ``FAULTS_STALL_AT``."""
+    return _StallingStep(gymnasium.make("CartPole-v1"))
+
+
+class _StallingPolicy:
+    def __init__(self) -> None:
+        self.calls = 0
+
+    async def __call__(self, obs: Any) -> int:
+        self.calls += 1
+        if self.calls == _stall_at():
+            await trio.sleep(STALL_SECONDS)
+        return cartpole_policy(obs)
+
+
+#: An async CartPole policy whose ``FAULTS_STALL_AT``-th call never returns.
+stalling_policy = _StallingPolicy()
