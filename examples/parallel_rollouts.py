@@ -7,7 +7,7 @@ progress bars, and prints a per-route summary.
 
 Run it from anywhere::
 
-    python examples/parallel_rollouts.py                        # 8 routes, 40 episodes
+    python examples/parallel_rollouts.py                        # 8 routes, 16 episodes
     python examples/parallel_rollouts.py --routes 4 --episodes 8 --max-steps 100
 
 Swap the served env or policy for your own; point ``rt.shard`` at addresses of
@@ -76,7 +76,7 @@ async def main(num_routes: int, episodes: int, max_steps: int | None = None) -> 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--routes", type=int, default=8, help="env servers, one route each")
-    parser.add_argument("--episodes", type=int, default=40, help="episodes over all routes")
+    parser.add_argument("--episodes", type=int, default=16, help="episodes over all routes")
     parser.add_argument("--max-steps", type=int, default=None, help="truncate episodes")
     args = parser.parse_args()
     trio.run(main, args.routes, args.episodes, args.max_steps)
