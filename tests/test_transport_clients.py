@@ -609,3 +609,52 @@ async def test_aclose_is_idempotent_and_safe_when_cancelled() -> None:
 def test_connect_timeout_must_be_positive() -> None:
     with pytest.raises(ValueError, match="connect_timeout"):
         RemoteEnv("127.0.0.1:1", connect_timeout=0)
+
+
+async def test_large_and_small_messages_interleave_correctly() -> None:
+    """Messages over one DATA frame go through the writer task, small ones may be written
+    directly; concurrent mixes must arrive whole and in order."""
+
+    async def echo_join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            request = model_pb.JoinRequest.parse(data)
+            assert request.predict is not None
+            reply = model_pb.JoinResponse(
+                request_id=request.request_id,
+                predict=model_pb.PredictResponse(
+                    context=request.predict.context, actions=[request.predict.observation]
+                ),
+            )
+            await stream.send_message(bytes(reply))
+
+    sizes = [3 * 1024 * 1024, 10, 200_000, 7, 64 * 1024, 1]
+    service = FakeService({f"{MODEL}/Join": (echo_join, BIDI)})
+    async with serve_fake(service) as address, RemoteModel(address) as model:
+
+        async def one(i: int, size: int) -> None:
+            request = predict_request(f"r{i}", 1)
+            request.observation = spaces_pb.SpaceValue(leaves=[bytes([i]) * size])
+            reply = await model.predict(request)
+            assert reply.response.actions[0].leaves == [bytes([i]) * size]
+            assert reply.telemetry["response.bytes"] > size
+
+        async with trio.open_nursery() as nursery:
+            for i, size in enumerate(sizes):
+                nursery.start_soon(one, i, size)
+
+
+async def test_oversized_message_is_refused_before_sending(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlmesh_trio._errors import ProtocolError
+    from rlmesh_trio.transport import _channel
+
+    monkeypatch.setattr(_channel, "MAX_MESSAGE_BYTES", 1000)
+    service = FakeService({f"{MODEL}/Join": (model_join(), BIDI)})
+    async with serve_fake(service) as address, RemoteModel(address) as model:
+        request = predict_request("big", 1)
+        request.observation = spaces_pb.SpaceValue(leaves=[bytes(2000)])
+        with pytest.raises(ProtocolError, match="256 MiB"):
+            await model.predict(request)
+        await model.predict(predict_request("big", 2))  # the stream is still fine
