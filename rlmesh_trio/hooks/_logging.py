@@ -6,7 +6,6 @@ import logging
 
 from ..runtime import (
     EpisodeCompletedEvent,
-    LogEvent,
     RuntimeHooks,
     SessionEndedEvent,
     SessionFailedEvent,
@@ -15,20 +14,13 @@ from ..runtime import (
 
 __all__ = ["LoggingHooks"]
 
-_LEVELS = {
-    "trace": logging.DEBUG,
-    "debug": logging.DEBUG,
-    "info": logging.INFO,
-    "warn": logging.WARNING,
-    "warning": logging.WARNING,
-    "error": logging.ERROR,
-}
-
 
 class LoggingHooks(RuntimeHooks):
-    """Logs session start/end/failure, each finished episode, and the driver's own log events.
+    """Logs session start/end/failure and each finished episode.
 
     Every line starts with the route id, so one logger can watch many routes.
+    The driver's own diagnostics already go to the ``rlmesh_trio.runtime``
+    logger (and to ``RuntimeHooks.log``), so they are not repeated here.
     """
 
     def __init__(self, logger: logging.Logger | None = None, level: int = logging.INFO) -> None:
@@ -63,7 +55,3 @@ class LoggingHooks(RuntimeHooks):
 
     async def session_failed(self, event: SessionFailedEvent) -> None:
         self.logger.warning("[%s] session failed: %s", event.route.route_id, event.reason)
-
-    async def log(self, event: LogEvent) -> None:
-        level = _LEVELS.get(event.level.lower(), logging.INFO)
-        self.logger.log(level, "[%s] %s", event.route.route_id, event.message)

@@ -33,14 +33,16 @@ TOTAL = "__total__"
 class RichProgress(RuntimeHooks):
     """A progress bar per route (episodes done of its budget) and one for the whole run.
 
-    Use it as a context manager around the run so the live display is torn
-    down even when the run fails::
+    Best used as a context manager around the run, so the live display is
+    torn down even when the run fails::
 
         with RichProgress(routes) as progress:
             report = await rt.run_routes(routes, hooks=progress)
 
-    ``routes`` (optional) gives each bar its total up front; without it a bar
-    appears when its route starts. Steps are shown beside each bar.
+    Passed as ``hooks=`` on its own, it starts drawing at the first event and
+    stops once every route it was given has ended. ``routes`` (optional) gives
+    each bar its total up front; without it a bar appears when its route
+    starts. Steps are shown beside each bar.
     """
 
     def __init__(
@@ -61,6 +63,9 @@ class RichProgress(RuntimeHooks):
         )
         self._tasks: dict[str, TaskID] = {}
         self._steps: dict[str, int] = {}
+        self._live = False
+        self._expected = len(routes or ())
+        self._ended: set[str] = set()
         grand_total = 0
         known_total = True
         for i, route in enumerate(routes or ()):
@@ -88,8 +93,18 @@ class RichProgress(RuntimeHooks):
         task = self._tasks.get(route_id)
         return task if task is not None else self._add(route_id, None)
 
+    def start(self) -> None:
+        if not self._live:
+            self._live = True
+            self._progress.start()
+
+    def stop(self) -> None:
+        if self._live:
+            self._live = False
+            self._progress.stop()
+
     def __enter__(self) -> RichProgress:
-        self._progress.start()
+        self.start()
         return self
 
     def __exit__(
@@ -98,9 +113,15 @@ class RichProgress(RuntimeHooks):
         exc: BaseException | None,
         tb: TracebackType | None,
     ) -> None:
-        self._progress.stop()
+        self.stop()
+
+    def _route_over(self, route_id: str) -> None:
+        self._ended.add(route_id)
+        if self._expected and len(self._ended) >= self._expected:
+            self.stop()
 
     async def session_started(self, event: SessionStartedEvent) -> None:
+        self.start()
         self._progress.update(self._task(event.route.route_id), state="running")
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
@@ -115,6 +136,8 @@ class RichProgress(RuntimeHooks):
 
     async def session_ended(self, event: SessionEndedEvent) -> None:
         self._progress.update(self._task(event.route.route_id), state="[green]done")
+        self._route_over(event.route.route_id)
 
     async def session_failed(self, event: SessionFailedEvent) -> None:
         self._progress.update(self._task(event.route.route_id), state="[red]stopped")
+        self._route_over(event.route.route_id)
