@@ -145,9 +145,12 @@ async def test_close_returns_final_episodes_and_ends_the_session(
         assert final[0].step_count == 1
         with pytest.raises(EnvRpcError, match="connection closed"):
             await env.step(env_pb.StepRequest(action=action(0), episode_ids=["open-ep"]))
-    # Close ends the session, not the server: a new client can join.
-    async with RemoteEnv(server.address) as env:
+        # Close ends the session, not the server: the same client can join again
         await env.configure(EDITION)
+        reply = await env.reset(env_pb.ResetRequest(seeds=[1], episode_ids=["next-ep"]))
+        assert len(reply.response.observation.leaves) == 1
+        with pytest.raises(RuntimeError, match="already has an open Join session"):
+            await env.configure(EDITION)
 
 
 async def test_render_without_render_mode_has_no_frame(rlmesh_servers: RlmeshServers) -> None:

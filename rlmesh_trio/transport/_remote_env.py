@@ -132,12 +132,15 @@ class RemoteEnv:
     async def configure(self, edition: str) -> None:
         """Open the Join session and pin the workflow edition (the first Join message).
 
+        After the session ended (Close, a fatal env error, a dropped stream) a
+        new ``configure`` opens a fresh one.
+
         Raises :class:`ConnectError` when another client holds the env's
         single Join slot, or the stream cannot be opened; :class:`HandshakeError`
         when the env refuses the edition. Cancellation: tears the stream down.
         """
-        if self._session is not None:
-            raise RuntimeError(f"{self!r} is already configured")
+        if self._session is not None and self._session.alive:
+            raise RuntimeError(f"{self!r} already has an open Join session")
         if self._closed:
             raise ConnectError(self.address, "the client was closed")
         await self._conn.connect()
@@ -261,6 +264,10 @@ class RemoteEnv:
         try:
             with trio.fail_after(timeout):
                 response, _req, _resp = await self._call("env.close", envelope)
+                # the server ends the stream after its reply; wait for that so a
+                # following configure() finds the env's Join slot free
+                with trio.move_on_after(_CLOSE_GRACE):
+                    await session.wait_finished()
         except trio.TooSlowError:
             raise EnvRpcError(
                 "env.close", 0, f"close timed out after {format_duration(timeout)}"
