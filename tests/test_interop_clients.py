@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import trio
 
-from rlmesh_trio._errors import ConnectError, EnvRpcError, ModelRpcError
+from rlmesh_trio._errors import ConnectError, EnvRpcError, HandshakeError, ModelRpcError
 from rlmesh_trio._wire import core_pb, env_pb, model_pb, spaces_pb
 from rlmesh_trio.transport._bridge import asyncio_loop
 from rlmesh_trio.transport._health import check_health
@@ -151,6 +151,17 @@ async def test_close_returns_final_episodes_and_ends_the_session(
         assert len(reply.response.observation.leaves) == 1
         with pytest.raises(RuntimeError, match="already has an open Join session"):
             await env.configure(EDITION)
+
+
+async def test_unsupported_edition_pin_is_a_handshake_error(
+    rlmesh_servers: RlmeshServers,
+) -> None:
+    server = rlmesh_servers.env()
+    async with RemoteEnv(server.address) as env:
+        with pytest.raises(HandshakeError) as info:
+            await env.configure("2099.01")
+    assert server.address in str(info.value)
+    assert 'workflow edition "2099.01"' in str(info.value)
 
 
 async def test_render_without_render_mode_has_no_frame(rlmesh_servers: RlmeshServers) -> None:
