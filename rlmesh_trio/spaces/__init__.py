@@ -8,8 +8,12 @@
 * :func:`meta_from_python` / :func:`meta_to_python` convert infos and metadata.
 
 Malformed payloads raise :class:`rlmesh_trio.ProtocolError` naming the leaf path.
+
+The wire message types are re-exported for type hints (``SpaceSpec``,
+``SpaceValue``, ``MetaMap``, ``MetaValue``), e.g. in transform hooks.
 """
 
+from .._wire import spaces_pb
 from ._codec import (
     decode,
     decode_batch,
@@ -21,7 +25,18 @@ from ._codec import (
 from ._meta import meta_from_python, meta_map_from_python, meta_to_python
 from ._spec import from_gymnasium, to_gymnasium
 
+SpaceSpec = spaces_pb.SpaceSpec
+SpaceValue = spaces_pb.SpaceValue
+MetaMap = spaces_pb.MetaMap
+MetaValue = spaces_pb.MetaValue
+DataType = spaces_pb.DataType
+
 __all__ = [
+    "DataType",
+    "MetaMap",
+    "MetaValue",
+    "SpaceSpec",
+    "SpaceValue",
     "decode",
     "decode_batch",
     "decode_stacked",
