@@ -12,7 +12,10 @@ import importlib.metadata
 import platform
 import sys
 
-from .._errors import HandshakeError
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from .._errors import ConnectError, HandshakeError
 from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
 from ..runtime._protocols import EndpointInfo
 
@@ -20,6 +23,7 @@ __all__ = [
     "ENV_COMPONENT",
     "MODEL_COMPONENT",
     "endpoint_info",
+    "handshake_failure",
     "handshake_request",
     "local_peer_info",
 ]
@@ -118,3 +122,19 @@ def endpoint_info(
 def parse_env_handshake(label: str, data: bytes) -> EndpointInfo:
     reply = env_pb.HandshakeResponse.parse(data)
     return endpoint_info(label, reply.base, contract=reply.env_contract, require_contract=True)
+
+
+def handshake_failure(label: str, exc: GRPCError, service: str) -> Exception:
+    """Map a gRPC status on a handshake to our error kinds."""
+    if exc.status is Status.UNIMPLEMENTED:
+        return HandshakeError(label, f"the endpoint does not serve {service} (UNIMPLEMENTED)")
+    if exc.status is Status.UNKNOWN and exc.message == "Missing content-type header":
+        # grpclib servers answer an unknown method without a content-type, which
+        # grpclib clients report this way instead of UNIMPLEMENTED.
+        return HandshakeError(
+            label, f"the endpoint does not serve {service} (UNIMPLEMENTED, no content-type)"
+        )
+    detail = f"{exc.status.name}: {exc.message}" if exc.message else exc.status.name
+    if exc.status in (Status.UNAUTHENTICATED, Status.PERMISSION_DENIED, Status.UNAVAILABLE):
+        return ConnectError(label, detail)
+    return HandshakeError(label, detail)

@@ -38,7 +38,7 @@ from .._wire import core_pb, env_pb
 from ..runtime._protocols import EndpointInfo, Reply
 from . import _bridge as bridge
 from ._channel import ClientConnection
-from ._handshake import ENV_COMPONENT, handshake_request, parse_env_handshake
+from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
 from ._join import JoinSession, SessionClosed
 from ._replies import code_label, reply_telemetry
 
@@ -56,22 +56,6 @@ SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (sh
 
 def _request_id_of(response: env_pb.JoinResponse) -> str:
     return response.request_id
-
-
-def handshake_failure(label: str, exc: GRPCError, service: str) -> Exception:
-    """Map a gRPC status on a handshake to our error kinds."""
-    if exc.status is Status.UNIMPLEMENTED:
-        return HandshakeError(label, f"the endpoint does not serve {service} (UNIMPLEMENTED)")
-    if exc.status is Status.UNKNOWN and exc.message == "Missing content-type header":
-        # grpclib servers answer an unknown method without a content-type, which
-        # grpclib clients report this way instead of UNIMPLEMENTED.
-        return HandshakeError(
-            label, f"the endpoint does not serve {service} (UNIMPLEMENTED, no content-type)"
-        )
-    detail = f"{exc.status.name}: {exc.message}" if exc.message else exc.status.name
-    if exc.status in (Status.UNAUTHENTICATED, Status.PERMISSION_DENIED, Status.UNAVAILABLE):
-        return ConnectError(label, detail)
-    return HandshakeError(label, detail)
 
 
 class RemoteEnv:

@@ -40,9 +40,9 @@ from .._wire import core_pb, model_pb
 from ..runtime._protocols import EndpointInfo, Reply
 from . import _bridge as bridge
 from ._channel import ClientConnection
-from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_request
+from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
 from ._join import JoinSession, SessionClosed
-from ._remote_env import SHUTDOWN_CONNECTION_LOST, handshake_failure
+from ._remote_env import SHUTDOWN_CONNECTION_LOST
 from ._replies import code_label, reply_telemetry
 
 __all__ = ["RemoteModel"]
