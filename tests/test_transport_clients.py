@@ -658,3 +658,52 @@ async def test_oversized_message_is_refused_before_sending(
         with pytest.raises(ProtocolError, match="256 MiB"):
             await model.predict(request)
         await model.predict(predict_request("big", 2))  # the stream is still fine
+
+
+@pytest.fixture
+def tls_files(tmp_path: Path) -> tuple[Path, Path]:
+    """A self-signed certificate for 127.0.0.1 (needs the openssl command)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1",
+         "-keyout", str(key), "-out", str(cert), "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost"],
+        check=True,
+        capture_output=True,
+    )  # fmt: skip
+    return cert, key
+
+
+async def test_tls_with_a_caller_ssl_context(tls_files: tuple[Path, Path]) -> None:
+    import ssl
+
+    cert, key = tls_files
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    server_ctx.load_cert_chain(cert, key)
+    server_ctx.set_alpn_protocols(["h2"])
+    client_ctx = ssl.create_default_context(cafile=str(cert))  # no ALPN set by the caller
+
+    service = FakeService({f"{MODEL}/Join": (model_join(), BIDI)})
+    async with bridge.asyncio_loop():
+        server = grpclib.server.Server([service], codec=RawCodec())
+        sock = socket.socket()
+        sock.bind(("127.0.0.1", 0))
+        await bridge.call(server.start, sock=sock, ssl=server_ctx)
+        address = f"127.0.0.1:{sock.getsockname()[1]}"
+        try:
+            async with RemoteModel(address, ssl=client_ctx) as model:
+                reply = await model.predict(predict_request("tls", 1))
+                assert reply.response.context.env_id == "tls"
+            async with RemoteModel(address) as plain:  # plaintext against a TLS server
+                with pytest.raises((ModelRpcError, ConnectError)):
+                    with trio.fail_after(5):
+                        await plain.predict(predict_request("tls", 2))
+        finally:
+            server.close()
+            with trio.move_on_after(5):
+                await bridge.call(server.wait_closed)

@@ -70,9 +70,13 @@ def new_channel(address: Address, *, ssl: _ssl.SSLContext | None = None) -> grpc
     """Create (not yet connect) a channel to ``address``. Asyncio side only.
 
     grpclib connects lazily; callers bound the first connect with their own
-    connect timeout (``await channel.__connect__()`` under a deadline).
+    connect timeout (``await channel.__connect__()`` under a deadline). An
+    ``ssl`` context gets ALPN ``h2`` set on it.
     """
     config = _client_config()
+    if ssl is not None:
+        # gRPC over TLS negotiates HTTP/2 by ALPN; a caller's context may not say so.
+        ssl.set_alpn_protocols(["h2"])
     if address.path is not None:
         return grpclib.client.Channel(path=address.path, codec=RawCodec(), ssl=ssl, config=config)
     return grpclib.client.Channel(
