@@ -51,6 +51,7 @@ from .._envhost import SUPPORTED_EDITIONS, EnvHost, make_host
 from .._wire import MAX_MESSAGE_BYTES, PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
 from . import _bridge
 from ._address import parse_address
+from ._env_workers import EnvWorkers
 from ._handshake import ENV_COMPONENT, local_peer_info
 
 __all__ = ["BUSY_MESSAGE", "EnvServer"]
@@ -131,6 +132,7 @@ class EnvServer:
         self._shutdown_reason: str | None = None
         self._session_active = False
         self._sessions_idle: asyncio.Event | None = None
+        self._workers: EnvWorkers | None = None
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -171,6 +173,8 @@ class EnvServer:
                 "EnvServer.run needs the transport's asyncio loop: use serve_env(), "
                 "EnvServer.serve(), or run it inside `async with asyncio_loop():`"
             )
+        # One thread per lane (lanes run concurrently) plus one for whole-width requests.
+        self._workers = EnvWorkers(self.host.num_envs + 1, trio.lowlevel.current_trio_token())
         try:
             await _bridge.call(self._start_asyncio)
             task_status.started(self)
@@ -181,6 +185,7 @@ class EnvServer:
             with trio.CancelScope(shield=True):
                 with trio.move_on_after(DRAIN_TIMEOUT):
                     await self._close_grpc()
+                self._workers.stop()
                 with trio.move_on_after(CLOSE_TIMEOUT):
                     await trio.to_thread.run_sync(self.host.close, abandon_on_cancel=True)
 
@@ -364,7 +369,8 @@ class _EnvService(env_pb.EnvServiceBase):
         try:
             # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
             await stream.send_initial_metadata()
-            await _JoinSession(server.host, stream).run()
+            assert server._workers is not None
+            await _JoinSession(server.host, stream, server._workers).run()
         finally:
             server._release_session()
 
@@ -372,9 +378,12 @@ class _EnvService(env_pb.EnvServiceBase):
 class _JoinSession:
     """One Join stream: read requests, run them through the host, answer by request id."""
 
-    def __init__(self, host: EnvHost, stream: grpclib.server.Stream[Any, Any]) -> None:
+    def __init__(
+        self, host: EnvHost, stream: grpclib.server.Stream[Any, Any], workers: EnvWorkers
+    ) -> None:
         self._host = host
         self._stream = stream
+        self._workers = workers
         self._loop = asyncio.get_running_loop()
         self._inflight: set[asyncio.Task[None]] = set()
         self._send_lock = asyncio.Lock()
@@ -422,7 +431,7 @@ class _JoinSession:
     async def _process(self, request: env_pb.JoinRequest, ticket: Any, received: int) -> None:
         host = self._host
         try:
-            reply = await self._loop.run_in_executor(None, host.run, ticket)
+            reply = await self._workers.submit(host.run, ticket)
         except BaseException:
             host.discard(ticket)
             raise
