@@ -35,7 +35,7 @@ import h2.connection  # noqa: E402
 import rlmesh_trio as rt  # noqa: E402
 from rlmesh_trio import spaces  # noqa: E402
 from rlmesh_trio._demo_policy import cartpole_policy  # noqa: E402
-from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, env_pb, model_pb  # noqa: E402
+from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, env_pb, model_pb, spaces_pb  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _servers  # noqa: E402
@@ -226,22 +226,70 @@ class _TrioCalls:
         return await self.reader.message()
 
 
+def _bp_predict(session: str, env_id: str, rid: bytes, obs: bytes, eid: str, seed: int) -> bytes:
+    request_id = rid.decode()
+    return bytes(
+        model_pb.JoinRequest(
+            request_id=request_id,
+            predict=model_pb.PredictRequest(
+                context=model_pb.AdapterContext(
+                    session_id=session, env_id=env_id, request_id=request_id
+                ),
+                observation=spaces_pb.SpaceValue(leaves=[obs]),
+                episode_info=[model_pb.EpisodeInfo(episode_id=eid, seed=seed)],
+            ),
+        )
+    )
+
+
+def _bp_action(data: bytes) -> bytes:
+    reply = model_pb.JoinResponse.parse(data).predict
+    assert reply is not None
+    return reply.actions[0].leaves[0]
+
+
+def _bp_step(rid: bytes, action: bytes, eid: str) -> bytes:
+    return bytes(
+        env_pb.JoinRequest(
+            request_id=rid.decode(),
+            step=env_pb.StepRequest(
+                action=spaces_pb.SpaceValue(leaves=[action]), timeout_ms=30000, episode_ids=[eid]
+            ),
+        )
+    )
+
+
+def _bp_step_result(data: bytes) -> tuple[bytes, float, bool]:
+    reply = env_pb.JoinResponse.parse(data).step
+    assert reply is not None and reply.observation is not None
+    return reply.observation.leaves[0], reply.rewards[0], bool(reply.completed_episodes)
+
+
 def run_lean(
-    env_addr: str, model_addr: str | None, seeds: list[int], *, use_trio: bool = False
+    env_addr: str,
+    model_addr: str | None,
+    seeds: list[int],
+    *,
+    use_trio: bool = False,
+    betterproto: bool = False,
 ) -> tuple[int, dict[int, Any]]:
     if use_trio:
         import trio
 
-        return trio.run(_run_lean_async, env_addr, model_addr, seeds, True)
+        return trio.run(_run_lean_async, env_addr, model_addr, seeds, True, betterproto)
     import asyncio
 
-    return asyncio.run(_run_lean_async(env_addr, model_addr, seeds, False))
+    return asyncio.run(_run_lean_async(env_addr, model_addr, seeds, False, betterproto))
 
 
 async def _run_lean_async(
-    env_addr: str, model_addr: str | None, seeds: list[int], use_trio: bool
+    env_addr: str, model_addr: str | None, seeds: list[int], use_trio: bool, betterproto: bool
 ) -> tuple[int, dict[int, Any]]:
-    """The loop; with ``use_trio`` the per-step I/O awaits Trio sockets, else it blocks."""
+    """The loop; with ``use_trio`` the per-step I/O awaits Trio sockets, else it blocks.
+
+    With ``betterproto`` the four hot envelopes go through betterproto2 instead
+    of the hand-rolled codec (to separate the codec's share from the transport's).
+    """
     g = gym.make("CartPole-v1")
     spec = core_pb.EnvSpec(
         action_space=spaces.from_gymnasium(g.action_space),
@@ -311,16 +359,25 @@ async def _run_lean_async(
             while True:
                 seq += 1
                 rid = f"{env_id}:step_observation:{seq:06d}".encode()
-                if model is not None:
+                if model is not None and betterproto:
+                    action = _bp_action(
+                        await model_call(_bp_predict(session, env_id, rid, obs, eid, seed))
+                    )
+                elif model is not None:
                     action = predict_action(
                         await model_call(predict_envelope(ctx_prefix, rid, obs, info))
                     )
                 else:
                     theta, theta_dot = struct.unpack_from("<2f", obs, 8)
                     action = struct.pack("<q", cartpole_policy([0.0, 0.0, theta, theta_dot]))
-                obs, reward, done = step_result(
-                    await env_call(step_envelope(b"s%d" % seq, action, 30000, eid_b))
-                )
+                if betterproto:
+                    obs, reward, done = _bp_step_result(
+                        await env_call(_bp_step(b"s%d" % seq, action, eid))
+                    )
+                else:
+                    obs, reward, done = step_result(
+                        await env_call(step_envelope(b"s%d" % seq, action, 30000, eid_b))
+                    )
                 n += 1
                 total += reward
                 if done:
@@ -352,12 +409,18 @@ def main() -> None:
             "1 lean floor, Trio sockets": lambda: run_lean(
                 env.address, model.address, seeds, use_trio=True
             ),
+            "1 lean Trio sockets + betterproto2": lambda: run_lean(
+                env.address, model.address, seeds, use_trio=True, betterproto=True
+            ),
             "1 ours (run_routes)": lambda: _ours(env.address, model.address, seeds),
             "1 rlmesh.run(RemoteModel)": lambda: _theirs(
                 lambda: rlmesh.run(rlmesh.RemoteModel(model.address), env.address, seeds=seeds)
             ),
             "3 lean floor, blocking (in-process)": lambda: run_lean(env.address, None, seeds),
             "3 lean floor, Trio sockets": lambda: run_lean(env.address, None, seeds, use_trio=True),
+            "3 lean Trio sockets + betterproto2": lambda: run_lean(
+                env.address, None, seeds, use_trio=True, betterproto=True
+            ),
             "3 ours (run_routes)": lambda: _ours(env.address, cartpole_policy, seeds),
             "3 rlmesh.run(numpy.Model)": lambda: _theirs(
                 lambda: rlmesh.run(native, env.address, seeds=seeds)
