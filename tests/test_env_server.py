@@ -9,8 +9,6 @@ import betterproto2
 import gymnasium as gym
 import pytest
 import trio
-from _env_raw_client import RawJoin, handshake, unary
-from _envhost_envs import CountingEnv
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
@@ -20,6 +18,9 @@ from rlmesh_trio._wire import core_pb, env_pb, spaces_pb
 from rlmesh_trio.transport import _bridge as bridge
 from rlmesh_trio.transport._env_server import BUSY_MESSAGE, EnvServer
 from rlmesh_trio.transport._serve import serve_env
+
+from ._env_raw_client import RawJoin, handshake, unary
+from ._envhost_envs import CountingEnv
 
 Code = env_pb.EnvErrorCode
 
@@ -296,6 +297,58 @@ async def test_unix_socket_address(tmp_path) -> None:
 
 
 def TextEnvFactory():
-    from _envhost_envs import TextEnv
+    from ._envhost_envs import TextEnv
 
     return TextEnv()
+
+
+async def test_unreadable_requests_end_the_stream_with_a_status(monkeypatch) -> None:
+    import contextlib
+
+    import grpclib.client
+    import grpclib.const
+    from grpclib.exceptions import StreamTerminatedError
+
+    from rlmesh_trio.transport import _env_server
+    from rlmesh_trio.transport._channel import RawCodec
+
+    monkeypatch.setattr(_env_server, "MAX_MESSAGE_BYTES", 4096)
+
+    async def send_raw(address: str, payload: bytes) -> GRPCError:
+        host, port = address.rsplit(":", 1)
+
+        async def _go() -> GRPCError:
+            channel = grpclib.client.Channel(host, int(port), codec=RawCodec())
+            try:
+                async with channel.request(
+                    "/rlmesh.env.v1.EnvService/Join",
+                    grpclib.const.Cardinality.STREAM_STREAM,
+                    bytes,
+                    bytes,
+                ) as stream:
+                    # Half-close with the request so grpclib reads the trailers cleanly.
+                    await stream.send_message(payload, end=True)
+                    with contextlib.suppress(StreamTerminatedError):
+                        while await stream.recv_message() is not None:
+                            pass
+                        await stream.recv_trailing_metadata()
+            except GRPCError as exc:
+                return exc
+            finally:
+                channel.close()
+            raise AssertionError("the stream ended with status OK")
+
+        return await bridge.call(_go)
+
+    async with serve_env(CountingEnv(), "127.0.0.1:0") as server:
+        big = bytes(
+            env_pb.JoinRequest(
+                request_id="big",
+                step=env_pb.StepRequest(action=spaces_pb.SpaceValue(leaves=[bytes(16384)])),
+            )
+        )
+        refused = await send_raw(server.address, big)
+        assert refused.status is Status.RESOURCE_EXHAUSTED
+        garbled = await send_raw(server.address, b"\x0a\xff\xff\xff")
+        assert garbled.status is Status.INVALID_ARGUMENT
+        assert "could not decode a JoinRequest" in (garbled.message or "")

@@ -44,7 +44,7 @@ import trio
 from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
 from grpclib.events import RecvRequest, listen
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.health.service import Health
 
 from .._envhost import SUPPORTED_EDITIONS, EnvHost, make_host
@@ -95,7 +95,11 @@ class _SizeLimitedCodec(ProtoCodec):
                 Status.RESOURCE_EXHAUSTED,
                 f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
             )
-        return super().decode(data, message_type)
+        try:
+            return super().decode(data, message_type)
+        except Exception as exc:
+            name = getattr(message_type, "__name__", "message")
+            raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
 
 
 class EnvServer:
@@ -390,6 +394,9 @@ class _JoinSession:
         self._finished = asyncio.Event()
         self._ended = False  # a Close reply or a non-recoverable error went out
         self._closed_by_request = False
+        # A request the server could not read (oversized, undecodable): the stream
+        # ends with this status once the requests already in flight are answered.
+        self._read_error: GRPCError | None = None
 
     async def run(self) -> None:
         reader = self._loop.create_task(self._read())
@@ -405,6 +412,8 @@ class _JoinSession:
             await asyncio.wait({reader})
             if not self._closed_by_request:
                 self._host.end_session()
+        if self._read_error is not None and not self._ended:
+            raise self._read_error
 
     async def _read(self) -> None:
         try:
@@ -413,7 +422,10 @@ class _JoinSession:
                 if request is None:
                     break  # half-close: answer what is in flight, then end
                 self._spawn(request)
-        except (GRPCError, ConnectionError, OSError) as exc:
+        except GRPCError as exc:
+            log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
+            self._read_error = exc
+        except (ConnectionError, OSError, StreamTerminatedError) as exc:
             log.debug("env Join stream read ended: %r", exc)
         finally:
             if self._inflight:
