@@ -707,3 +707,15 @@ async def test_tls_with_a_caller_ssl_context(tls_files: tuple[Path, Path]) -> No
             server.close()
             with trio.move_on_after(5):
                 await bridge.call(server.wait_closed)
+
+
+async def test_undecodable_response_ends_the_session_with_a_reason() -> None:
+    async def join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for _data in stream:
+            await stream.send_message(b"\x0a\x05\x0a")  # truncated: not a JoinResponse
+
+    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    async with serve_fake(service) as address, RemoteEnv(address) as env:
+        with pytest.raises(ConnectError, match="undecodable Join response"):
+            await env.configure("2026.06")

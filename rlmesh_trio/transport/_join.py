@@ -250,6 +250,8 @@ class JoinSession(Generic[R]):
         except bridge.AsyncioCancelledError:
             # killed by the owner (its ending is already recorded) or by a failed send
             ending = _ending_from_trailers(_trailers(stream))
+        except _Undecodable as exc:
+            ending = _Ending(str(exc))
         except Exception as exc:
             log.debug("Join stream %s ended: %r", self._path, exc)
             status_headers = _trailers(stream)
@@ -313,12 +315,19 @@ class JoinSession(Generic[R]):
             self._deliver(bytes(data))
 
     def _deliver(self, data: bytes) -> None:
-        response = self._parse(data)
+        try:
+            response = self._parse(data)
+        except Exception as exc:
+            raise _Undecodable(f"undecodable Join response ({type(exc).__name__}: {exc})") from exc
         slot = self._pending.pop(self._request_id_of(response), None)
         if slot is None:
             log.debug("dropping a Join response for no waiting request")
             return
         slot.resolve((response, len(data)))
+
+
+class _Undecodable(Exception):
+    """A response that does not parse: the stream cannot be trusted any more."""
 
 
 class _StreamDone(Exception):
