@@ -464,6 +464,41 @@ def _print_table(rows: list[list[str]]) -> None:
     print("(cases 1-4: steps/s, ratio = ours/theirs; case 5: client CPU us per step)")
 
 
+def _write_json(path: str, cases: list[Case], rows: list[list[str]], args: Any) -> None:
+    import json
+
+    doc = {
+        "settings": {"pairs": args.pairs, "episodes": args.episodes, "warmup": args.warmup},
+        "table": [
+            dict(zip(["case", "ours", "theirs", "ratio", "target", "met"], row, strict=True))
+            for row in rows
+        ],
+        "cases": {
+            case.key: {
+                "title": case.title,
+                "mismatches": case.mismatches,
+                "sides": {
+                    side.label: [
+                        {
+                            "steps": s.steps,
+                            "wall_s": s.wall_s,
+                            "steps_per_s": s.rate,
+                            "client_cpu_us_per_step": s.cpu_us_per_step,
+                            "servers_cpu_us_per_step": s.server_cpu_us_per_step,
+                            "error": s.error,
+                        }
+                        for s in side.samples
+                    ]
+                    for side in case.sides
+                },
+            }
+            for case in cases
+        },
+    }
+    with open(path, "w") as out:
+        json.dump(doc, out, indent=2)
+
+
 def _print_cpu(cases: list[Case]) -> None:
     """Where the CPU went: this (client) process vs the server processes, per step."""
     print("\nCPU per step, medians (us): client = this process, servers = all server processes")
@@ -489,6 +524,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--cases", default="1,2,3,4,5", help="comma-separated subset of 1,2,3,4,5 (5 needs 1)"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="bound on one run, seconds")
+    parser.add_argument("--json", metavar="FILE", help="also write every sample and the table here")
     args = parser.parse_args(argv)
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
     if args.pairs < 1 or args.episodes < 1:
@@ -517,7 +553,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         # exit stack above) and leave without waiting for its thread.
         print(f"ABORTED: {exc}", file=sys.stderr, flush=True)
         os._exit(3)
-    _print_table(_table(cases, set(args.cases)))
+    rows = _table(cases, set(args.cases))
+    _print_table(rows)
+    if args.json:
+        _write_json(args.json, cases, rows, args)
     _print_cpu(cases)
     mismatched = [m for c in cases for m in c.mismatches]
     print(f"total {time.perf_counter() - started:.0f}s", flush=True)
