@@ -23,6 +23,7 @@ import grpclib.client
 import grpclib.const
 import trio
 from grpclib.exceptions import GRPCError, StreamTerminatedError
+from grpclib.metadata import decode_grpc_message
 
 from rlmesh_trio.transport import _bridge as bridge
 from rlmesh_trio.transport._address import parse_address
@@ -96,11 +97,31 @@ class RawStream:
         except GRPCError as exc:
             raise StreamEnd(exc.status, exc.message) from None
         except StreamTerminatedError as exc:
-            # RST_STREAM without a gRPC status: reported as UNAVAILABLE, "reset" in the text.
+            # grpclib servers follow their trailers with RST_STREAM(NO_ERROR) when our half is
+            # still open, and the client may see the reset first: read the status the
+            # trailers carried. Without trailers it was a bare reset: UNAVAILABLE, "reset".
+            ended = self._status_from_trailers()
+            if ended is not None:
+                raise ended from None
             raise StreamEnd(grpclib.const.Status.UNAVAILABLE, f"reset: {exc}") from None
         if data is not None:
             return data
         raise await self._ending()
+
+    def _status_from_trailers(self) -> StreamEnd | None:
+        h2_stream = getattr(self._stream, "_stream", None)
+        trailers = getattr(h2_stream, "trailers", None)
+        if trailers is None:
+            headers = getattr(h2_stream, "headers", None)
+            if headers is None or "grpc-status" not in dict(headers):
+                return None
+            trailers = headers  # a trailers-only response
+        fields = dict(trailers)
+        message = fields.get("grpc-message")
+        return StreamEnd(
+            grpclib.const.Status(int(fields.get("grpc-status", "0"))),
+            decode_grpc_message(message) if message is not None else None,
+        )
 
     async def _ending(self) -> StreamEnd:
         async def _trailers() -> StreamEnd:

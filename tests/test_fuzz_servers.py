@@ -568,7 +568,24 @@ def test_model_server_survives_random_join_traffic(
     _in_trio(_model_serves_next_client, model_server.server.address)
 
 
-@pytest.mark.parametrize("service", ["env", "model"])
+MODEL_RESETS_ON_DECODE_ERROR = (
+    "library bug: ModelServer's codec (_model_server._LimitedCodec.decode) lets a protobuf "
+    "decode failure (e.g. UnicodeDecodeError on a non-UTF-8 request_id) escape the Join "
+    "handler: grpclib logs an 'Application error' traceback and ends the stream UNKNOWN; "
+    "fix: raise GRPCError(INVALID_ARGUMENT, 'could not decode ...') from the codec, as the "
+    "env server's codec now does"
+)
+
+
+@pytest.mark.parametrize(
+    "service",
+    [
+        "env",
+        pytest.param(
+            "model", marks=pytest.mark.xfail(strict=True, reason=MODEL_RESETS_ON_DECODE_ERROR)
+        ),
+    ],
+)
 def test_undecodable_envelope_ends_the_stream_not_the_server(
     service: str, env_server: ServerThread, model_server: ServerThread
 ) -> None:
@@ -581,7 +598,7 @@ def test_undecodable_envelope_ends_the_stream_not_the_server(
         try:
             await stream.send(GARBAGE_ENVELOPE)
             # No request id can be read, so no typed reply is possible: the stream ends
-            # (today the env server ends it with status OK, the model server resets it).
+            # with a gRPC status saying why.
             with trio.fail_after(REPLY_TIMEOUT):
                 with pytest.raises(StreamEnd) as ended:
                     await stream.recv()
@@ -592,6 +609,7 @@ def test_undecodable_envelope_ends_the_stream_not_the_server(
     _in_trio(exchange)
     print(f"{service} server ended an undecodable Join: {statuses[service].name}")
     assert server.alive
+    assert statuses[service] is Status.INVALID_ARGUMENT
     if service == "env":
         _in_trio(_env_serves_next_client, server.server.address)
     else:

@@ -318,22 +318,7 @@ def test_message_limit_is_256_mib_on_both_servers_and_clients() -> None:
     check_size(b"\0" * 1024, "a small request")  # under the limit: fine
 
 
-ENV_SWALLOWS_READ_ERRORS = (
-    "library bug: EnvServer's _JoinSession._read catches the GRPCError its codec raises "
-    "(RESOURCE_EXHAUSTED for an oversized message; likewise a decode failure) and ends the "
-    "stream with status OK, so the client sees a clean end with its request unanswered and "
-    "no reason; fix: keep the error and re-raise it from the Join handler after the "
-    "in-flight drain (a decode failure as INVALID_ARGUMENT), as the model server does"
-)
-
-
-@pytest.mark.parametrize(
-    "service",
-    [
-        pytest.param("env", marks=pytest.mark.xfail(strict=True, reason=ENV_SWALLOWS_READ_ERRORS)),
-        "model",
-    ],
-)
+@pytest.mark.parametrize("service", ["env", "model"])
 async def test_server_refuses_an_oversized_message_over_grpc(
     service: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
