@@ -9,12 +9,13 @@ import zlib
 import gymnasium as gym
 import numpy as np
 import pytest
-from _envhost_envs import BoxActionEnv, CountingEnv, RichEnv, TextEnv
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlmesh_trio import spaces
 from rlmesh_trio._envhost import INTERRUPTED_BUFFER, HostReply, LaneHost, VectorHost, make_host
 from rlmesh_trio._wire import core_pb, env_pb, spaces_pb
+
+from ._envhost_envs import BoxActionEnv, CountingEnv, RichEnv, TextEnv
 
 Code = env_pb.EnvErrorCode
 
@@ -466,3 +467,81 @@ def test_close_env_only_when_owned() -> None:
     assert not env.closed
     make_host(env, close_env=True).close()
     assert env.closed
+
+
+# -- conformance warnings -------------------------------------------------------------------
+
+
+def _box(*values: float) -> spaces_pb.SpaceValue:
+    return spaces_pb.SpaceValue(leaves=[np.array(values, np.float32).tobytes()])
+
+
+def test_out_of_bounds_action_is_delivered_with_a_warning_once() -> None:
+    host = make_host(BoxActionEnv())
+    reset(host)
+    first = host.handle(env_pb.JoinRequest(step=env_pb.StepRequest(action=_box(2.0, 0.0))))
+    assert first.response.step.rewards == [2.0]
+    assert spaces.meta_to_python(first.response.step.infos) == {
+        "rlmesh.conformance.warning": [
+            {
+                "path": "$",
+                "detail": "$: Box value at element 0 out of bounds: above high bound",
+                "kind": "action",
+            }
+        ]
+    }
+    again = host.handle(env_pb.JoinRequest(step=env_pb.StepRequest(action=_box(0.0, -3.0))))
+    assert spaces.meta_to_python(again.response.step.infos) == {}
+
+
+def test_observation_and_text_warnings_and_lanes_layout() -> None:
+    class Loud(CountingEnv):
+        def reset(self, *, seed=None, options=None):
+            return np.array([50.0], np.float32), {}
+
+    host = make_host([Loud(), CountingEnv()])
+    infos = spaces.meta_to_python(reset(host).response.reset.infos)
+    warning = {
+        "path": "$",
+        "detail": "$: Box value at element 0 out of bounds: above high bound",
+        "kind": "observation",
+    }
+    assert infos["rlmesh.conformance.warning"] == [warning]
+    assert infos["final_info"][0]["rlmesh.conformance.warning"] == [warning]
+    assert "rlmesh.conformance.warning" not in infos["final_info"][1]
+    text = make_host(TextEnv())
+    reset(text)
+    long = spaces.encode(text.contract.spec.action_space, "x" * 40)
+    reply = text.handle(env_pb.JoinRequest(step=env_pb.StepRequest(action=long)))
+    entries = spaces.meta_to_python(reply.response.step.infos)["rlmesh.conformance.warning"]
+    # The action is too long, and so is the observation the env echoes back.
+    assert [(e["kind"], e["detail"]) for e in entries] == [
+        ("action", "$: text length 40 exceeds maximum 32"),
+        ("observation", "$: text length 40 exceeds maximum 32"),
+    ]
+
+
+def test_validation_policy_strict_and_off(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "strict")
+    host = make_host(BoxActionEnv())
+    reset(host)
+    refused = host.handle(env_pb.JoinRequest(step=env_pb.StepRequest(action=_box(0.0, -2.0))))
+    err = error_of(refused)
+    assert err.code == Code.INVALID_ACTION and err.is_recoverable
+    assert err.message == "$: Box value at element 1 out of bounds: below low bound"
+    monkeypatch.setenv("RLMESH_VALIDATION_POLICY", "off")
+    quiet = make_host(BoxActionEnv())
+    reset(quiet)
+    reply = quiet.handle(env_pb.JoinRequest(step=env_pb.StepRequest(action=_box(9.0, 9.0))))
+    assert spaces.meta_to_python(reply.response.step.infos) == {}
+
+
+def test_vector_action_warning_names_the_lane_value() -> None:
+    venv = SyncVectorEnv([BoxActionEnv, BoxActionEnv], autoreset_mode=AutoresetMode.NEXT_STEP)
+    host = make_host(venv)
+    reset(host)
+    reply = host.handle(
+        env_pb.JoinRequest(step=env_pb.StepRequest(action=_box(0.0, 0.0, 0.0, 7.0)))
+    )
+    (entry,) = spaces.meta_to_python(reply.response.step.infos)["rlmesh.conformance.warning"]
+    assert entry["detail"] == "$: Box value at element 1 out of bounds: above high bound"

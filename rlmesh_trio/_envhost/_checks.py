@@ -13,11 +13,13 @@ from typing import Any
 
 import gymnasium as gym
 import numpy as np
+from gymnasium.spaces.text import alphanumeric
 
 from .._errors import ProtocolError
 
-__all__ = ["action_error_text", "find_nan"]
+__all__ = ["CONFORMANCE_KEY", "action_error_text", "conformance_issues", "find_nan"]
 
+_DEFAULT_CHARSET = frozenset(alphanumeric)
 _LEAF_COUNT = re.compile(r"^leaf count mismatch: got (\d+) leaves, expected (\d+)$")
 _LANE_PREFIX = re.compile(r"^lane \d+: ")
 
@@ -63,3 +65,53 @@ def find_nan(
             if found:
                 return found
     return None
+
+
+#: Info key under which out-of-bounds values are reported (§3.7).
+CONFORMANCE_KEY = "rlmesh.conformance.warning"
+
+
+def conformance_issues(space: gym.Space[Any], value: Any, path: str = "$") -> list[tuple[str, str]]:
+    """Values that decode fine but break the space's bounds: ``[(path, detail), ...]``.
+
+    0.1.0 delivers such values and warns (validation policy ``warn``): a Box
+    element outside ``[low, high]``, a Text outside its length bounds or charset.
+    """
+    if isinstance(space, gym.spaces.Box):
+        arr = np.asarray(value).reshape(-1)
+        low = np.broadcast_to(space.low, space.shape).reshape(-1)
+        high = np.broadcast_to(space.high, space.shape).reshape(-1)
+        with np.errstate(invalid="ignore"):
+            above = np.flatnonzero(arr > high)
+            below = np.flatnonzero(arr < low)
+        if above.size or below.size:
+            first_above = int(above[0]) if above.size else arr.size
+            first_below = int(below[0]) if below.size else arr.size
+            element = min(first_above, first_below)
+            side = "above high bound" if element == first_above else "below low bound"
+            return [(path, f"{path}: Box value at element {element} out of bounds: {side}")]
+        return []
+    if isinstance(space, gym.spaces.Text):
+        text = str(value)
+        if len(text) > space.max_length:
+            return [(path, f"{path}: text length {len(text)} exceeds maximum {space.max_length}")]
+        if len(text) < space.min_length:
+            return [(path, f"{path}: text length {len(text)} below minimum {space.min_length}")]
+        charset = space.character_set
+        if charset == _DEFAULT_CHARSET:
+            return []  # gymnasium's default goes on the wire as "any character"
+        for char in text:
+            if char not in charset:
+                return [(path, f"{path}: character {char!r} not in charset")]
+        return []
+    if isinstance(space, gym.spaces.Dict):
+        found: list[tuple[str, str]] = []
+        for key, sub in space.spaces.items():
+            found += conformance_issues(sub, value[key], f"{path}.{key}")
+        return found
+    if isinstance(space, gym.spaces.Tuple):
+        found = []
+        for i, sub in enumerate(space.spaces):
+            found += conformance_issues(sub, value[i], f"{path}[{i}]")
+        return found
+    return []

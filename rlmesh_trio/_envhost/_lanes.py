@@ -19,6 +19,7 @@ from .. import spaces
 from .._errors import ProtocolError
 from .._wire import CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
 from ._checks import action_error_text, find_nan
+from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvHost, invalid_action, unsupported
 from ._values import encode_observations, info_map, lanes_info_map, options_of, render_response
@@ -39,10 +40,17 @@ def _step_lane(env: Any, action: Any) -> tuple[Any, float, bool, bool, Any]:
 class LaneHost(EnvHost):
     """Serves N single envs as the N lanes of one endpoint (N=1 for a plain env)."""
 
-    def __init__(self, lanes: Sequence[Any], *, close_envs: bool = False) -> None:
+    def __init__(
+        self,
+        lanes: Sequence[Any],
+        *,
+        close_envs: bool = False,
+        validation: str | None = None,
+    ) -> None:
         if not lanes:
             raise ValueError("a lane endpoint needs at least one env")
         self._lanes = list(lanes)
+        self._conformance = Conformance(validation)
         first = self._lanes[0]
         self._action_space: gym.Space[Any] = first.action_space
         self._observation_space: gym.Space[Any] = first.observation_space
@@ -138,11 +146,17 @@ class LaneHost(EnvHost):
         observation = encode_observations(
             "reset", self._observation_spec, [obs for obs, _ in results]
         )
-        infos = [info for _, info in results]
+        warned = [
+            self._conformance.check(lane, "observation", self._observation_space, obs)
+            for lane, (obs, _) in zip(lanes, results, strict=True)
+        ]
+        infos = [with_warnings(info, w) for (_, info), w in zip(results, warned, strict=True)]
         if len(lanes) == 1:
             info_msg = info_map("reset", infos[0])
         else:
-            info_msg = lanes_info_map("reset", infos, [True] * len(lanes))
+            info_msg = lanes_info_map(
+                "reset", infos, [True] * len(lanes), [w for ws in warned for w in ws]
+            )
         call.check_deadline()
         for lane, episode_id, seed in zip(lanes, ids, seeds, strict=True):
             self.book.start(lane, episode_id, seed)
@@ -160,22 +174,32 @@ class LaneHost(EnvHost):
             actions = spaces.decode_batch(self._action_spec, body.action, count)
         except ProtocolError as exc:
             raise invalid_action(action_error_text(exc)) from exc
-        for action in actions:
+        warned: list[list[dict[str, str]]] = []
+        for lane, action in zip(lanes, actions, strict=True):
             nan = find_nan(self._action_space, action)
             if nan:
                 raise invalid_action(nan)
+            warned.append(self._conformance.check(lane, "action", self._action_space, action))
 
         results = [
             call.env("step", _step_lane, self._lanes[lane], action)
             for lane, action in zip(lanes, actions, strict=True)
         ]
         observation = encode_observations("step", self._observation_spec, [r[0] for r in results])
-        lane_infos = [info_map("step", r[4]) for r in results]
+        for k, (lane, result) in enumerate(zip(lanes, results, strict=True)):
+            warned[k] += self._conformance.check(
+                lane, "observation", self._observation_space, result[0]
+            )
+        raw_infos = [with_warnings(r[4], w) for r, w in zip(results, warned, strict=True)]
+        lane_infos = [info_map("step", info) for info in raw_infos]
         if count == 1:
             info_msg = lane_infos[0]
         else:
             info_msg = lanes_info_map(
-                "step", [r[4] for r in results], [r[2] or r[3] for r in results]
+                "step",
+                raw_infos,
+                [r[2] or r[3] for r in results],
+                [w for ws in warned for w in ws],
             )
         call.check_deadline()
 

@@ -10,6 +10,7 @@ import numpy as np
 from .. import spaces
 from .._errors import ProtocolError
 from .._wire import env_pb, spaces_pb
+from ._checks import CONFORMANCE_KEY
 from ._host import internal
 from ._png import encode_png
 
@@ -65,19 +66,25 @@ def info_map(what: str, info: Any) -> spaces_pb.MetaMap:
         raise internal(f"{what} failed: TypeError: {exc}") from exc
 
 
-def lanes_info_map(what: str, infos: Sequence[Any], flags: Sequence[bool]) -> spaces_pb.MetaMap:
+def lanes_info_map(
+    what: str,
+    infos: Sequence[Any],
+    flags: Sequence[bool],
+    warnings: Sequence[Mapping[str, str]] = (),
+) -> spaces_pb.MetaMap:
     """Several lanes' infos in one response, laid out as 0.1.0 lane servers do.
 
     Each lane's whole dict goes in ``final_info[k]`` and ``_final_info[k]`` is
-    the lane's flag (true on a reset, done-ness on a step).
+    the lane's flag (true on a reset, done-ness on a step). Conformance
+    warnings also appear once at the top level.
     """
-    return info_map(
-        what,
-        {
-            "final_info": [dict(info) if info is not None else {} for info in infos],
-            "_final_info": [bool(flag) for flag in flags],
-        },
-    )
+    layout: dict[str, Any] = {
+        "final_info": [dict(info) if info is not None else {} for info in infos],
+        "_final_info": [bool(flag) for flag in flags],
+    }
+    if warnings:
+        layout[CONFORMANCE_KEY] = [dict(w) for w in warnings]
+    return info_map(what, layout)
 
 
 def lane_info(info: Mapping[str, Any], lane: int) -> dict[str, Any]:

@@ -15,11 +15,13 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode
+from gymnasium.vector.utils import iterate
 
 from .. import spaces
 from .._errors import ProtocolError
 from .._wire import core_pb, env_pb, spaces_pb
 from ._checks import action_error_text, find_nan
+from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvHost, internal, invalid_action, unsupported
 from ._values import (
@@ -52,7 +54,11 @@ class VectorHost(EnvHost):
     """Serves a gymnasium VectorEnv (NEXT_STEP or DISABLED autoreset)."""
 
     def __init__(
-        self, env: gym.vector.VectorEnv[Any, Any, Any], *, close_env: bool = False
+        self,
+        env: gym.vector.VectorEnv[Any, Any, Any],
+        *,
+        close_env: bool = False,
+        validation: str | None = None,
     ) -> None:
         mode = autoreset_mode_of(env)
         if mode not in _WIRE_MODES:
@@ -64,6 +70,8 @@ class VectorHost(EnvHost):
         self._n = int(env.num_envs)
         self._next_step = mode == AutoresetMode.NEXT_STEP
         self._action_space: gym.Space[Any] = env.single_action_space
+        self._observation_space: gym.Space[Any] = env.single_observation_space
+        self._conformance = Conformance(validation)
         contract = build_contract(
             env_id=env_id_of(env),
             action_space=env.single_action_space,
@@ -87,6 +95,16 @@ class VectorHost(EnvHost):
     def _on_session_end(self) -> None:
         self._rolling.clear()
 
+    def _warnings(self, kind: str, stacked: Any) -> list[dict[str, str]]:
+        if self._conformance.policy == "off":
+            return []
+        batched = self._env.action_space if kind == "action" else self._env.observation_space
+        single = self._action_space if kind == "action" else self._observation_space
+        found: list[dict[str, str]] = []
+        for lane, value in enumerate(iterate(batched, stacked)):
+            found += self._conformance.check(lane, kind, single, value)
+        return found
+
     def _reset(self, body: env_pb.ResetRequest, call: Call) -> env_pb.ResetResponse:
         if body.env_indices:
             raise unsupported(
@@ -109,7 +127,7 @@ class VectorHost(EnvHost):
 
         obs, info = call.env("reset", self._env.reset, seed=seed, options=options_of(body.options))
         observation = encode_stacked_observations("reset", self._observation_spec, obs, self._n)
-        infos = info_map("reset", info)
+        infos = info_map("reset", with_warnings(info, self._warnings("observation", obs)))
         call.check_deadline()
         for lane in range(self._n):
             self.book.start(lane, ids[lane], recorded[lane])
@@ -131,6 +149,7 @@ class VectorHost(EnvHost):
         nan = find_nan(self._action_space, actions, lanes=n)
         if nan:
             raise invalid_action(nan)
+        warned = self._warnings("action", actions)
 
         obs, rewards, terminated, truncated, info = call.env("step", self._env.step, actions)
         rewards = [float(r) for r in np.asarray(rewards).reshape(-1)]
@@ -142,7 +161,8 @@ class VectorHost(EnvHost):
                 f"terminated and {len(trunc)} truncated flags for {n} lanes"
             )
         observation = encode_stacked_observations("step", self._observation_spec, obs, n)
-        infos = info_map("step", info)
+        warned += self._warnings("observation", obs)
+        infos = info_map("step", with_warnings(info, warned))
         for lane in self._rolling:
             if term[lane] or trunc[lane] or rewards[lane] != 0.0:
                 raise internal(
