@@ -162,7 +162,7 @@ def rlmesh_env(
 
 @contextlib.contextmanager
 def rlmesh_model(policy: str = "cartpole", *, allow_shutdown: bool = False) -> Iterator[RlmeshProc]:
-    """Serve ``rlmesh.numpy.Model(<policy>)`` (policies: ``cartpole``, ``failing``)."""
+    """Serve ``rlmesh.numpy.Model(<policy>)`` (policies: ``cartpole``, ``angle``, ``failing``)."""
     argv = [sys.executable, str(_SERVE_SCRIPT), "model", "--ready-fd", "{READY_FD}"]
     argv += ["--policy", policy]
     if allow_shutdown:

@@ -32,11 +32,21 @@ def cartpole_policy(obs: Any) -> Any:
     return [int(row[2] + 0.5 * row[3] > 0) for row in arr]
 
 
+def angle_policy(obs: Any) -> Any:
+    """A weaker deterministic CartPole policy (pole angle only): episode lengths vary by seed."""
+    import numpy as np
+
+    arr = np.asarray(obs, dtype=np.float64)
+    if arr.ndim == 1:
+        return int(arr[2] > 0)
+    return [int(row[2] > 0) for row in arr]
+
+
 def failing_policy(obs: Any) -> Any:
     raise RuntimeError("policy exploded on purpose")
 
 
-POLICIES = {"cartpole": cartpole_policy, "failing": failing_policy}
+POLICIES = {"angle": angle_policy, "cartpole": cartpole_policy, "failing": failing_policy}
 
 
 class FailingEnv:

@@ -483,3 +483,20 @@ async def test_route_loop_latency_against_rlmesh(rlmesh_servers: RlmeshServers) 
     steps = sum(s for s, _ in results)
     print(f"\nroute loop: {steps} steps in {elapsed:.2f}s = {steps / elapsed:.0f} steps/s")
     assert steps == sum(r for _, r in results)
+
+
+def test_routes_by_address_match_rlmesh_run_seed_for_seed(rlmesh_servers: RlmeshServers) -> None:
+    """run_routes over our clients vs rlmesh's own runtime, same servers, same seeds."""
+    import rlmesh
+
+    from rlmesh_trio.orchestrator import Route, run
+
+    seeds = [0, 1, 2, 3, 4]
+    env_server = rlmesh_servers.env()
+    model_server = rlmesh_servers.model("angle")
+    ours = run([Route(env=env_server.address, model=model_server.address, seeds=seeds)])
+    theirs = rlmesh.run(rlmesh.RemoteModel(model_server.address), env_server.address, seeds=seeds)
+    mine = [(e.seed, e.steps, e.reward, e.terminated) for e in ours.episodes]
+    reference = [(e.seed, e.steps, e.reward, e.terminated) for e in theirs.episodes]
+    assert mine == reference
+    assert len({steps for _, steps, _, _ in mine}) > 1  # the policy gives varied episodes
