@@ -309,6 +309,39 @@ async def test_env_server_sigkilled_mid_episode(on_failure: str) -> None:
     )
 
 
+async def test_model_server_sigkilled_mid_run() -> None:
+    """Both routes share the model's connection: the first to notice fails, the other ends
+    cancelled (or, if it noticed in the same instant, failed the same way)."""
+    with our_model() as model:
+        watch = Watch(inject_at=30, inject=model.kill)
+        shared_sibling = attrs.evolve(sibling(), model=model.address)
+        outcome = await run([faulty(cartpole, model.address), shared_sibling], watch, failing=None)
+    assert watch.injected_at is not None
+    error = outcome.error
+    assert isinstance(error, rt.ModelRpcError)
+    assert error.message == "transport error: connection closed"
+    assert not error.recoverable
+    first = next(o for o in outcome.report if o.error is error)
+    other = next(o for o in outcome.report if o is not first)
+    assert first.status == "failed"
+    if other.status == "cancelled":
+        assert isinstance(other.error, rt.RouteCancelled)
+        assert f"sibling route {first.route_id} failed" in other.error.reason
+    else:
+        assert other.status == "failed" and isinstance(other.error, rt.ModelRpcError)
+    kept = check_kept(outcome, watch)
+    check_ended(outcome, watch.injected_at, 2 * CLOSE)
+    record(
+        "model server SIGKILLed mid-run (shared by both routes)",
+        "ModelRpcError (connection closed)",
+        outcome,
+        watch,
+        watch.injected_at,
+        kept,
+        f"{other.status} ({other.total_episodes} episodes kept)",
+    )
+
+
 # ---------------------------------------------------------------------- stalls
 
 
@@ -551,19 +584,22 @@ def _reset_request() -> Any:
     return env_pb.ResetRequest(seeds=[0], episode_ids=["held"])
 
 
-async def test_unreachable_address_refused() -> None:
+@pytest.mark.parametrize("side", ["env", "model"])
+async def test_unreachable_address_refused(side: str) -> None:
     address = f"127.0.0.1:{free_port()}"  # nothing listens there
     watch = Watch()
-    outcome = await run([faulty(address), sibling()], watch)
+    route = faulty(address) if side == "env" else faulty(cartpole, address)
+    outcome = await run([route, sibling()], watch)
     error = outcome.error
     assert isinstance(error, rt.ConnectError)
     assert error.address == address
     assert error.detail == "connection refused"
+    assert str(error) == f"could not connect to {address}: connection refused"
     kept = check_kept(outcome, watch)
     siblings = check_siblings_cancelled(outcome)
     check_ended(outcome, outcome.started, 2 * CLOSE)
     record(
-        "unreachable address (connection refused)",
+        f"unreachable {side} address (connection refused)",
         "ConnectError naming the address, fast",
         outcome,
         watch,
