@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
+import struct
 import subprocess
 import sys
 import textwrap
@@ -12,14 +14,17 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import betterproto2
 import gymnasium as gym
 import numpy as np
 import pytest
 import trio
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from rlmesh_trio._wire import env_pb, spaces_pb
 from rlmesh_trio.transport._serve import serve_env
 
+from ._env_raw_client import RawJoin
 from ._envhost_envs import RichEnv, TextEnv
 
 rlmesh = pytest.importorskip("rlmesh")
@@ -210,3 +215,192 @@ def test_blocking_serve_in_a_subprocess_with_ready_fd() -> None:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+# -- differential: the same requests to rlmesh's server and ours give the same responses ------
+
+
+def _canon(value: Any) -> Any:
+    """A plain-Python form of a message for comparison.
+
+    A null MetaValue arrives as ``None`` from rlmesh (the map entry has no value)
+    and as an empty MetaValue from us; both mean None.
+    """
+    if isinstance(value, spaces_pb.MetaValue) and not betterproto2.which_one_of(value, "kind")[0]:
+        return None
+    if isinstance(value, betterproto2.Message):
+        return {f.name: _canon(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, dict):
+        return {k: _canon(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_canon(v) for v in value]
+    return value
+
+
+_TIMING = ("endpoint_total_ns", "decode_ns", "user_ns", "encode_ns", "queue_ns", "lane_skew_ns")
+
+
+def _normalised(response: Any) -> Any:
+    """A response with wall-clock and timing fields dropped (they can never agree)."""
+    plain = _canon(response)
+    for name in _TIMING:
+        plain.pop(name, None)
+    for arm, field in (("step", "completed_episodes"), ("close", "final_episodes")):
+        for episode in (plain.get(arm) or {}).get(field) or []:
+            episode["start_timestamp_ns"] = episode["end_timestamp_ns"] = 0
+    return plain
+
+
+def _steps(*actions: int, **kw: Any) -> dict[str, Any]:
+    leaf = b"".join(struct.pack("<q", a) for a in actions)
+    return {"step": env_pb.StepRequest(action=spaces_pb.SpaceValue(leaves=[leaf]), **kw)}
+
+
+SINGLE_SCRIPT: list[dict[str, Any]] = [
+    {"configure": env_pb.ConfigureEnvRequest(selected_workflow_edition="2026.06")},
+    {"reset": env_pb.ResetRequest(seeds=[3, 4], episode_ids=["a", "zz"])},
+    _steps(1),
+    {"reset": env_pb.ResetRequest(episode_ids=["b"])},  # interrupts "a"
+    _steps(2),
+    _steps(0),
+    _steps(0),  # stepping a finished DISABLED env
+    {"step": env_pb.StepRequest()},
+    _steps(5),
+    {"step": env_pb.StepRequest(action=spaces_pb.SpaceValue(leaves=[b"1234"]))},
+    {"step": env_pb.StepRequest(action=spaces_pb.SpaceValue(leaves=[bytes(8), bytes(8)]))},
+    {},
+    {"render": env_pb.RenderRequest(env_indices=[0, 1])},
+    {"reset": env_pb.ResetRequest(seeds=[0], episode_ids=["c"])},
+    _steps(1),
+]
+
+LANES_SCRIPT: list[dict[str, Any]] = [
+    {"reset": env_pb.ResetRequest(seeds=[5], episode_ids=["a", "b"])},
+    _steps(1, 2, episode_ids=["a", "b"]),
+    {"reset": env_pb.ResetRequest(seeds=[9], env_indices=[1], episode_ids=["c"])},
+    _steps(1, env_indices=[0], episode_ids=["a"]),
+    _steps(2, env_indices=[1], episode_ids=["c"]),
+    {"reset": env_pb.ResetRequest(env_indices=[5])},
+    {"reset": env_pb.ResetRequest(env_indices=[0, 0])},
+    {"reset": env_pb.ResetRequest(env_indices=[0], seeds=[1, 2])},
+    {"reset": env_pb.ResetRequest(env_indices=[0], episode_ids=["x", "y"])},
+    {"reset": env_pb.ResetRequest(seeds=[1, 2, 3], episode_ids=["d"])},
+    _steps(1, env_indices=[4]),
+    _steps(1, 1, env_indices=[0, 1], episode_ids=["d", ""]),
+]
+
+VECTOR_SCRIPT: list[dict[str, Any]] = [
+    {"reset": env_pb.ResetRequest(seeds=[5], episode_ids=["a", "b"])},
+    _steps(1, 2, episode_ids=["a", "b"]),
+    _steps(1, 2, episode_ids=["c", "b"]),
+    _steps(0, 0, episode_ids=["c", "d"]),
+    {"reset": env_pb.ResetRequest(env_indices=[0])},
+    _steps(1, env_indices=[0]),
+    {"reset": env_pb.ResetRequest(seeds=[1, 2], episode_ids=["e", "f"])},
+    _steps(0, 0, episode_ids=["e", "f"]),
+    {"step": env_pb.StepRequest()},
+]
+
+
+class _InfoEnv(gym.Env):
+    """Infos with numpy values and a success flag; terminates after ``done_at`` steps."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (1,), np.float32)
+    action_space = gym.spaces.Discrete(3)
+
+    def __init__(self, done_at: int = 2) -> None:
+        self.done_at = done_at
+        self.t = 0
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        self.t = 0
+        return np.zeros(1, np.float32), {"r": seed, "opts": options}
+
+    def step(self, action: Any) -> Any:
+        self.t += 1
+        info: dict[str, Any] = {"t": self.t, "arr": np.arange(2)}
+        if self.t >= self.done_at:
+            info["is_success"] = True
+        return np.zeros(1, np.float32), float(action) + 0.5, self.t >= self.done_at, False, info
+
+
+class _LooseBoxEnv(gym.Env):
+    """Box in, Box out, with values outside the declared bounds on both sides."""
+
+    observation_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+    action_space = gym.spaces.Box(-1.0, 1.0, (2,), np.float32)
+
+    def reset(self, *, seed: Any = None, options: Any = None) -> Any:
+        super().reset(seed=seed)
+        return np.array([5.0, 0.0], np.float32), {}
+
+    def step(self, action: Any) -> Any:
+        return np.array([0.0, -3.0], np.float32), 0.0, False, False, {"k": 1}
+
+
+def _box_step(*values: float, **kw: Any) -> dict[str, Any]:
+    leaf = np.array(values, np.float32).tobytes()
+    return {"step": env_pb.StepRequest(action=spaces_pb.SpaceValue(leaves=[leaf]), **kw)}
+
+
+LOOSE_SCRIPT: list[dict[str, Any]] = [
+    {"reset": env_pb.ResetRequest()},
+    _box_step(2.0, 0.0),
+    _box_step(0.0, -5.0),
+    _box_step(float("nan"), 0.0),
+    {"reset": env_pb.ResetRequest()},
+]
+
+LOOSE_LANES_SCRIPT: list[dict[str, Any]] = [
+    {"reset": env_pb.ResetRequest()},
+    _box_step(0.0, 0.0, 0.0, 7.0),
+    _box_step(0.0, 9.0, env_indices=[0]),
+    _box_step(0.0, 9.0, env_indices=[1]),
+]
+
+
+async def _play(address: str, script: list[dict[str, Any]]) -> list[Any]:
+    join = RawJoin(address)
+    await join.open()
+    out = []
+    try:
+        for kind in script:
+            out.append(_normalised(await join.rpc(**kind)))
+    finally:
+        await join.close()
+    return out
+
+
+@pytest.mark.parametrize(
+    ("make", "script"),
+    [
+        (lambda: _InfoEnv(3), SINGLE_SCRIPT),
+        (lambda: [_InfoEnv(2), _InfoEnv(3)], LANES_SCRIPT),
+        (
+            lambda: SyncVectorEnv(
+                [lambda: _InfoEnv(1), lambda: _InfoEnv(2)], autoreset_mode=AutoresetMode.NEXT_STEP
+            ),
+            VECTOR_SCRIPT,
+        ),
+        (_LooseBoxEnv, LOOSE_SCRIPT),
+        (lambda: [_LooseBoxEnv(), _LooseBoxEnv()], LOOSE_LANES_SCRIPT),
+        (
+            lambda: SyncVectorEnv(
+                [_LooseBoxEnv, _LooseBoxEnv], autoreset_mode=AutoresetMode.NEXT_STEP
+            ),
+            LOOSE_LANES_SCRIPT[:2],
+        ),
+    ],
+    ids=["single", "lanes", "vector", "warnings", "lane-warnings", "vector-warnings"],
+)
+async def test_same_requests_same_responses_as_rlmesh(make: Any, script: Any) -> None:
+    from rlmesh_trio.transport import _bridge as bridge
+
+    async with bridge.asyncio_loop():
+        with rlmesh_server(make()) as address:
+            theirs = await _play(address, script)
+        async with serve_env(make(), "127.0.0.1:0") as server:
+            ours = await _play(server.address, script)
+    for index, (mine, reference) in enumerate(zip(ours, theirs, strict=True)):
+        assert mine == reference, f"request {index} ({script[index]!r}) differs"

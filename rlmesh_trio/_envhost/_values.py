@@ -83,7 +83,11 @@ def lanes_info_map(
         "_final_info": [bool(flag) for flag in flags],
     }
     if warnings:
-        layout[CONFORMANCE_KEY] = [dict(w) for w in warnings]
+        # Per lane inside final_info; at the top level once per (kind, path).
+        top: dict[tuple[str | None, str | None], dict[str, str]] = {}
+        for warning in warnings:
+            top.setdefault((warning.get("kind"), warning.get("path")), dict(warning))
+        layout[CONFORMANCE_KEY] = list(top.values())
     return info_map(what, layout)
 
 

@@ -101,8 +101,9 @@ class VectorHost(EnvHost):
         batched = self._env.action_space if kind == "action" else self._env.observation_space
         single = self._action_space if kind == "action" else self._observation_space
         found: list[dict[str, str]] = []
-        for lane, value in enumerate(iterate(batched, stacked)):
-            found += self._conformance.check(lane, kind, single, value)
+        for value in iterate(batched, stacked):
+            # One report per (kind, path) for the whole vector, as 0.1.0's vector server does.
+            found += self._conformance.check(0, kind, single, value)
         return found
 
     def _reset(self, body: env_pb.ResetRequest, call: Call) -> env_pb.ResetResponse:
