@@ -21,6 +21,7 @@ import pytest
 import trio
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from rlmesh_trio import spaces as rlmesh_trio_spaces
 from rlmesh_trio._wire import env_pb, spaces_pb
 from rlmesh_trio.transport._serve import serve_env
 
@@ -360,6 +361,29 @@ LOOSE_LANES_SCRIPT: list[dict[str, Any]] = [
 ]
 
 
+def _rich_step(move: Any, say: str) -> dict[str, Any]:
+    spec = rlmesh_trio_spaces.from_gymnasium(RichEnv.action_space)
+    value = {"move": np.asarray(move, np.float32), "say": say}
+    return {"step": env_pb.StepRequest(action=rlmesh_trio_spaces.encode(spec, value))}
+
+
+RICH_SCRIPT: list[dict[str, Any]] = [
+    {
+        "reset": env_pb.ResetRequest(
+            seeds=[2],
+            episode_ids=["r"],
+            options=rlmesh_trio_spaces.meta_map_from_python({"level": 2, "tags": ["a", None]}),
+        )
+    },
+    _rich_step([0.1, 0.2], "hi"),
+    _rich_step([3.0, 0.2], "hello there"),
+    _rich_step([float("nan"), 0.0], "x"),
+    {"step": env_pb.StepRequest(action=spaces_pb.SpaceValue(leaves=[bytes(8)]))},
+    _rich_step([0.0, 0.0], "bye"),
+    _rich_step([0.0, 0.0], "again"),
+]
+
+
 async def _play(address: str, script: list[dict[str, Any]]) -> list[Any]:
     join = RawJoin(address)
     await join.open()
@@ -391,8 +415,25 @@ async def _play(address: str, script: list[dict[str, Any]]) -> list[Any]:
             ),
             LOOSE_LANES_SCRIPT[:2],
         ),
+        (RichEnv, RICH_SCRIPT),
+        (
+            lambda: SyncVectorEnv(
+                [lambda: _InfoEnv(1), lambda: _InfoEnv(2)], autoreset_mode=AutoresetMode.DISABLED
+            ),
+            # Stepping a finished DISABLED lane trips gymnasium's own assertion (INTERNAL).
+            VECTOR_SCRIPT[:2],
+        ),
     ],
-    ids=["single", "lanes", "vector", "warnings", "lane-warnings", "vector-warnings"],
+    ids=[
+        "single",
+        "lanes",
+        "vector",
+        "warnings",
+        "lane-warnings",
+        "vector-warnings",
+        "dict-text",
+        "vector-disabled",
+    ],
 )
 async def test_same_requests_same_responses_as_rlmesh(make: Any, script: Any) -> None:
     from rlmesh_trio.transport import _bridge as bridge

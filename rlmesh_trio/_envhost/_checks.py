@@ -54,8 +54,8 @@ def find_nan(
             return f"{path}: Box value at element {int(hits[0][1])} is NaN"
         return None
     if isinstance(space, gym.spaces.Dict):
-        for key, sub in space.spaces.items():
-            found = find_nan(sub, value[key], f"{path}.{key}", lanes=lanes)
+        for key in sorted(space.spaces, key=lambda k: k.encode()):  # wire (bytewise) order
+            found = find_nan(space.spaces[key], value[key], f"{path}.{key}", lanes=lanes)
             if found:
                 return found
         return None
@@ -72,7 +72,7 @@ CONFORMANCE_KEY = "rlmesh.conformance.warning"
 
 
 def conformance_issues(space: gym.Space[Any], value: Any, path: str = "$") -> list[tuple[str, str]]:
-    """Values that decode fine but break the space's bounds: ``[(path, detail), ...]``.
+    """The first value that decodes fine but breaks the space's bounds: ``[(path, detail)]``.
 
     0.1.0 delivers such values and warns (validation policy ``warn``): a Box
     element outside ``[low, high]``, a Text outside its length bounds or charset.
@@ -104,14 +104,16 @@ def conformance_issues(space: gym.Space[Any], value: Any, path: str = "$") -> li
             if char not in charset:
                 return [(path, f"{path}: character {char!r} not in charset")]
         return []
+    # Like 0.1.0, a value reports its first problem only (leaves in wire order).
     if isinstance(space, gym.spaces.Dict):
-        found: list[tuple[str, str]] = []
-        for key, sub in space.spaces.items():
-            found += conformance_issues(sub, value[key], f"{path}.{key}")
-        return found
+        for key in sorted(space.spaces, key=lambda k: k.encode()):
+            found = conformance_issues(space.spaces[key], value[key], f"{path}.{key}")
+            if found:
+                return found
+        return []
     if isinstance(space, gym.spaces.Tuple):
-        found = []
         for i, sub in enumerate(space.spaces):
-            found += conformance_issues(sub, value[i], f"{path}[{i}]")
-        return found
+            found = conformance_issues(sub, value[i], f"{path}[{i}]")
+            if found:
+                return found
     return []
