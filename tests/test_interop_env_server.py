@@ -445,3 +445,25 @@ async def test_same_requests_same_responses_as_rlmesh(make: Any, script: Any) ->
             ours = await _play(server.address, script)
     for index, (mine, reference) in enumerate(zip(ours, theirs, strict=True)):
         assert mine == reference, f"request {index} ({script[index]!r}) differs"
+
+
+@pytest.mark.parametrize("close_env", [False, True])
+async def test_session_loop_with_a_served_rlmesh_model(close_env: bool) -> None:
+    from ._rlmesh_procs import rlmesh_model
+
+    with rlmesh_model("angle") as model:  # the same policy as lean_policy, served by rlmesh
+        async with serve_env(gym.make("CartPole-v1"), "127.0.0.1:0") as server:
+            session = await in_thread(
+                lambda: rlmesh.run(
+                    rlmesh.RemoteModel(model.address),
+                    server.address,
+                    seeds=SEEDS,
+                    close_env=close_env,
+                )
+            )
+            native = await in_thread(
+                lambda: rlmesh.run(rlmesh_numpy.Model(lean_policy), server.address, seeds=SEEDS)
+            )
+    assert [(e.seed, e.steps, e.reward) for e in session.episodes] == [
+        (e.seed, e.steps, e.reward) for e in native.episodes
+    ]
