@@ -93,17 +93,20 @@ class LocalModel:
 
     async def grouped_predict(
         self, requests: Sequence[model_pb.PredictRequest]
-    ) -> list[model_pb.PredictResponse | ModelRpcError]:
-        """Predict several routes' requests at once, fusing them into one batched call
-        when the policy has a batched form. One entry per request, in order: the
-        response, or the ``ModelRpcError`` for that request alone."""
+    ) -> list[Reply[model_pb.PredictResponse] | ModelRpcError]:
+        """Predict several routes' requests at once (the same shape as
+        ``RemoteModel.grouped_predict``): requests whose adapters share an
+        observation space go to the policy's batched form in one fused call.
+        One entry per request, in order: a :class:`Reply`, or the
+        ``ModelRpcError`` for that request alone."""
         grouped = await self.host.grouped_predict(
             model_pb.GroupedPredictRequest(groups=list(requests)), self._invoke
         )
-        out: list[model_pb.PredictResponse | ModelRpcError] = []
+        await trio.lowlevel.checkpoint()
+        out: list[Reply[model_pb.PredictResponse] | ModelRpcError] = []
         for result in grouped.results:
             if result.response is not None:
-                out.append(result.response)
+                out.append(Reply(result.response, _NO_TELEMETRY))
             else:
                 out.append(self._error(result.error or model_pb.ModelError()))
         return out

@@ -17,7 +17,7 @@ from rlmesh_trio._demo_policy import (
 )
 from rlmesh_trio._local_model import LocalModel
 from rlmesh_trio._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, core_pb, model_pb
-from rlmesh_trio.runtime._protocols import RuntimeModel
+from rlmesh_trio.runtime._protocols import Reply, RuntimeModel
 
 ENV = gym.make("CartPole-v1")
 SPEC = core_pb.EnvSpec(
@@ -178,6 +178,5 @@ async def test_grouped_predict_fuses_routes_and_isolates_failures() -> None:
     results = await model.grouped_predict([request("e1"), request("gone"), request("e2")])
     assert calls == [2]
     assert isinstance(results[1], ModelRpcError)
-    assert isinstance(results[0], model_pb.PredictResponse)
-    assert isinstance(results[2], model_pb.PredictResponse)
-    assert results[2].context.env_id == "e2"
+    assert isinstance(results[0], Reply) and isinstance(results[2], Reply)
+    assert results[2].response.context.env_id == "e2"

@@ -49,8 +49,8 @@ from grpclib.encoding.proto import ProtoCodec
 from grpclib.events import RecvRequest, listen
 from grpclib.health.service import Health
 
-from .._version import __version__
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
+from .._version import __version__
 from .._wire import (
     CAP_CONCURRENT_PREDICT,
     MAX_MESSAGE_BYTES,
@@ -155,7 +155,13 @@ class _LimitedCodec(ProtoCodec):
                 Status.RESOURCE_EXHAUSTED,
                 f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
             )
-        return super().decode(data, message_type)
+        try:
+            return super().decode(data, message_type)
+        except Exception as exc:
+            # Without a request id no typed reply is possible: end the stream with a status
+            # saying why, rather than letting grpclib report an application error (UNKNOWN).
+            name = getattr(message_type, "__name__", "message")
+            raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
 
 
 # ---------------------------------------------------------------------- the server
@@ -309,7 +315,10 @@ class ModelServer:
             # Bind the socket ourselves so the resolved port is known without peeking
             # into grpclib's internals.
             family = socket.AF_INET6 if ":" in (bind.host or "") else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM)
+            # IPPROTO_TCP explicitly: accepted sockets inherit the listener's proto, and
+            # asyncio/grpclib only set TCP_NODELAY when it is IPPROTO_TCP (Nagle otherwise
+            # adds ~40 ms delayed-ACK stalls to small request/response exchanges).
+            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
             try:
                 sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
                 sock.bind((bind.host, bind.port))
