@@ -4,8 +4,10 @@ clients against rlmesh 0.1.0's servers, compared with alternatives.
 Run: ``python -m tests._bench_clients [steps]`` from the repo root (needs rlmesh).
 Not collected by pytest. Prints steps/s and per-step latency for:
 
-* ``trio-slot``: RemoteEnv/RemoteModel as shipped (queue in, Trio slot out: no
-  asyncio task per request);
+* ``trio-slot``: RemoteEnv/RemoteModel as shipped (direct HTTP/2 write in,
+  Trio slot out: no asyncio task per request; hand-rolled hot-path codec);
+* the same with betterproto2 encoding/decoding every message;
+* the same with every send going through the writer task;
 * ``trio-aio_as_trio``: the same clients, but each request crosses the bridge
   with ``trio_asyncio.aio_as_trio`` into an asyncio coroutine awaiting a future;
 * ``asyncio-grpclib``: plain asyncio + grpclib, no Trio at all (the floor);
@@ -25,6 +27,7 @@ import trio_asyncio
 
 from rlmesh_trio._wire import env_pb, model_pb
 from rlmesh_trio.transport import _bridge as bridge
+from rlmesh_trio.transport import _remote_env, _remote_model
 from rlmesh_trio.transport._channel import RawCodec
 from rlmesh_trio.transport._handshake import handshake_request
 from rlmesh_trio.transport._join import JoinSession
@@ -109,18 +112,43 @@ def _never_direct(self: Any, payload: bytes) -> bool:
     return False
 
 
+_FAST = (
+    _remote_env.encode_env_step,
+    _remote_env.decode_env_response,
+    _remote_model.encode_model_predict,
+    _remote_model.decode_model_response,
+)
+
+
+def _use_fastwire(on: bool) -> None:
+    if on:
+        (
+            _remote_env.encode_env_step,
+            _remote_env.decode_env_response,
+            _remote_model.encode_model_predict,
+            _remote_model.decode_model_response,
+        ) = _FAST
+    else:
+        _remote_env.encode_env_step = lambda rid, request: None  # type: ignore[assignment]
+        _remote_model.encode_model_predict = lambda rid, request: None  # type: ignore[assignment]
+        _remote_env.decode_env_response = env_pb.JoinResponse.parse  # type: ignore[assignment]
+        _remote_model.decode_model_response = model_pb.JoinResponse.parse  # type: ignore[assignment]
+
+
 async def trio_variant(env_addr: str, model_addr: str, target: int, hop: str) -> tuple[int, float]:
     original, original_send_now = JoinSession.request, JoinSession._send_now
     if hop == "aio_as_trio":
         JoinSession.request = _aio_as_trio_request  # type: ignore[method-assign]
     if hop == "queue":
         JoinSession._send_now = _never_direct  # type: ignore[method-assign]
+    _use_fastwire(hop != "betterproto2")
     try:
         async with RemoteEnv(env_addr) as env, RemoteModel(model_addr) as model:
             return await route(env, model, target)
     finally:
         JoinSession.request = original  # type: ignore[method-assign]
         JoinSession._send_now = original_send_now  # type: ignore[method-assign]
+        _use_fastwire(True)
 
 
 async def asyncio_variant(env_addr: str, model_addr: str, target: int) -> tuple[int, float]:
@@ -279,6 +307,9 @@ def main() -> None:
     variants: dict[str, Any] = {
         "trio: slot + direct write (shipped)": lambda e, m: trio.run(
             trio_variant, e, m, target, "slot"
+        ),
+        "trio: betterproto2 codec": lambda e, m: trio.run(
+            trio_variant, e, m, target, "betterproto2"
         ),
         "trio: slot + writer task": lambda e, m: trio.run(trio_variant, e, m, target, "queue"),
         "trio: aio_as_trio per request": lambda e, m: trio.run(

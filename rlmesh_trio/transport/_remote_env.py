@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl as _ssl
+from collections.abc import Callable
 from types import TracebackType
 
 import trio
@@ -38,6 +39,7 @@ from .._wire import core_pb, env_pb
 from ..runtime._protocols import EndpointInfo, Reply
 from . import _bridge as bridge
 from ._channel import ClientConnection
+from ._fastwire import decode_env_response, encode_env_step
 from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
 from ._join import JoinSession, SessionClosed
 from ._replies import code_label, reply_telemetry
@@ -131,7 +133,7 @@ class RemoteEnv:
         session: JoinSession[env_pb.JoinResponse] = JoinSession(
             self._conn.channel,
             _JOIN,
-            env_pb.JoinResponse.parse,
+            decode_env_response,
             _request_id_of,
             metadata=self._conn.metadata,
         )
@@ -214,7 +216,9 @@ class RemoteEnv:
         Cancellation tears the stream down.
         """
         response, req_bytes, resp_bytes = await self._call(
-            "env.step", env_pb.JoinRequest(step=request)
+            "env.step",
+            env_pb.JoinRequest(step=request),
+            lambda request_id: encode_env_step(request_id, request),
         )
         reply = response.step
         if reply is None:
@@ -292,23 +296,30 @@ class RemoteEnv:
     # ---- internals -------------------------------------------------------
 
     async def _roundtrip(
-        self, envelope: env_pb.JoinRequest
+        self,
+        envelope: env_pb.JoinRequest,
+        fast_encode: Callable[[str], bytes | None] | None = None,
     ) -> tuple[env_pb.JoinResponse, int, int]:
         session = self._session
         if session is None:
             raise RuntimeError(f"{self!r} is not configured: call configure() first")
         self._last_id += 1
         request_id = f"grpc-req-{self._last_id}"
-        envelope.request_id = request_id
-        payload = bytes(envelope)
+        payload = fast_encode(request_id) if fast_encode is not None else None
+        if payload is None:
+            envelope.request_id = request_id
+            payload = bytes(envelope)
         response, size = await session.request(request_id, payload, kill_on_cancel=True)
         return response, len(payload), size
 
     async def _call(
-        self, operation: str, envelope: env_pb.JoinRequest
+        self,
+        operation: str,
+        envelope: env_pb.JoinRequest,
+        fast_encode: Callable[[str], bytes | None] | None = None,
     ) -> tuple[env_pb.JoinResponse, int, int]:
         try:
-            response, req_bytes, resp_bytes = await self._roundtrip(envelope)
+            response, req_bytes, resp_bytes = await self._roundtrip(envelope, fast_encode)
         except SessionClosed as exc:
             raise EnvRpcError(operation, 0, exc.detail) from None
         error = response.error

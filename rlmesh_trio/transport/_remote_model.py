@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import contextlib
 import ssl as _ssl
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from types import TracebackType
 
 import trio
@@ -40,6 +40,7 @@ from .._wire import core_pb, model_pb
 from ..runtime._protocols import EndpointInfo, Reply
 from . import _bridge as bridge
 from ._channel import ClientConnection
+from ._fastwire import decode_model_response, encode_model_predict
 from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
 from ._join import JoinSession, SessionClosed
 from ._remote_env import SHUTDOWN_CONNECTION_LOST
@@ -180,7 +181,10 @@ class RemoteModel:
     async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
         """One prediction for R rows. Checks the echoed context and that actions came back."""
         response, req_bytes, resp_bytes = await self._call(
-            "predict", request.context, model_pb.JoinRequest(predict=request)
+            "predict",
+            request.context,
+            model_pb.JoinRequest(predict=request),
+            lambda request_id: encode_model_predict(request_id, request),
         )
         reply = response.predict
         if reply is None:
@@ -313,7 +317,7 @@ class RemoteModel:
             session = JoinSession(
                 self._conn.channel,
                 _JOIN,
-                model_pb.JoinResponse.parse,
+                decode_model_response,
                 _request_id_of,
                 metadata=self._conn.metadata,
             )
@@ -336,11 +340,14 @@ class RemoteModel:
         kind: str,
         context: model_pb.AdapterContext | None,
         envelope: model_pb.JoinRequest,
+        fast_encode: Callable[[str], bytes | None] | None = None,
     ) -> tuple[model_pb.JoinResponse, int, int]:
         session = self._session or await self._ensure_session()
         request_id = self._envelope_id(session, kind, context.request_id if context else "")
-        envelope.request_id = request_id
-        payload = bytes(envelope)
+        payload = fast_encode(request_id) if fast_encode is not None else None
+        if payload is None:
+            envelope.request_id = request_id
+            payload = bytes(envelope)
         try:
             response, size = await session.request(request_id, payload, kill_on_cancel=False)
         except SessionClosed as exc:
