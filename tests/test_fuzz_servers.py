@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 import re
 import struct
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -106,6 +107,15 @@ def zero_policy(obs: Any) -> int:
 @pytest.fixture(scope="module")
 def env_server() -> Iterator[ServerThread]:
     server = ServerThread(lambda: serve_env(FuzzEnv(), "127.0.0.1:0"))
+    server.start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="module")
+def lanes_server() -> Iterator[ServerThread]:
+    """Two lanes (``subset_step``): requests for different lanes run concurrently."""
+    server = ServerThread(lambda: serve_env([FuzzEnv(), FuzzEnv()], "127.0.0.1:0"))
     server.start()
     yield server
     server.stop()
@@ -421,17 +431,18 @@ async def _open_env(address: str) -> RawStream:
             return stream
 
 
-async def _env_serves_next_client(address: str) -> None:
+async def _env_serves_next_client(address: str, lanes: int = 1) -> None:
     stream = await _open_env(address)
+    ids = [f"ok{i}" for i in range(lanes)]
     try:
         reset = env_pb.JoinRequest(
-            request_id="r", reset=env_pb.ResetRequest(seeds=[0], episode_ids=["ok"])
+            request_id="r", reset=env_pb.ResetRequest(seeds=list(range(lanes)), episode_ids=ids)
         )
         await stream.send(bytes(reset))
         assert _arm(env_pb.JoinResponse.parse(await _reply(stream)))[0] == "reset"
-        action = spaces.encode_batch(VALUE_SPEC, [VALID_VALUE])
+        action = spaces.encode_batch(VALUE_SPEC, [VALID_VALUE] * lanes)
         step = env_pb.JoinRequest(
-            request_id="s", step=env_pb.StepRequest(action=action, episode_ids=["ok"])
+            request_id="s", step=env_pb.StepRequest(action=action, episode_ids=ids)
         )
         await stream.send(bytes(step))
         assert _arm(env_pb.JoinResponse.parse(await _reply(stream)))[0] == "step"
@@ -515,10 +526,45 @@ async def _model_serves_next_client(address: str) -> None:
         await stream.close()
 
 
-def _in_trio(fn: Any, *args: Any) -> None:
+async def _pipelined(address: str, requests: list[tuple[str, bytes, str]], *, env: bool) -> None:
+    """Send every request at once, half-close, then read everything the server sends.
+
+    Each reply is typed and answers a request that was sent (ids may repeat, so they are
+    counted); unless a reply ended the session, every request is answered; the stream
+    then ends with status OK.
+    """
+    stream = await _open_env(address) if env else RawStream(address, MODEL_JOIN)
+    if not env:
+        await stream.open()
+    parse = env_pb.JoinResponse.parse if env else model_pb.JoinResponse.parse
+    sent = Counter(rid for _kind, _payload, rid in requests)
+    answered: Counter[str] = Counter()
+    session_ended = False
+    try:
+        for _kind, payload, _rid in requests:
+            await stream.send(payload)
+        with trio.fail_after(REPLY_TIMEOUT):
+            replies, ended = await stream.drain()
+        for data in replies:
+            response = parse(data)
+            answered[response.request_id] += 1
+            name, body = _arm(response)
+            if name == "error":
+                _check_error(body, env=env)
+                session_ended |= env and not body.is_recoverable
+            session_ended |= name == "close"
+        assert not answered - sent, f"replies to requests never sent: {answered - sent}"
+        if not session_ended:
+            assert answered == sent
+        assert ended.status is Status.OK, ended
+    finally:
+        await stream.close()
+
+
+def _in_trio(fn: Any, *args: Any, **kwargs: Any) -> None:
     async def main() -> None:
         async with asyncio_loop():
-            await fn(*args)
+            await fn(*args, **kwargs)
 
     trio.run(main)
 
@@ -575,6 +621,27 @@ MODEL_RESETS_ON_DECODE_ERROR = (
     "fix: raise GRPCError(INVALID_ARGUMENT, 'could not decode ...') from the codec, as the "
     "env server's codec now does"
 )
+
+
+@FUZZ
+@given(requests=st.lists(env_request(), min_size=1, max_size=8))
+def test_env_lanes_server_survives_pipelined_traffic(
+    lanes_server: ServerThread, requests: list[tuple[str, bytes, str]]
+) -> None:
+    _in_trio(_pipelined, lanes_server.server.address, requests, env=True)
+    assert lanes_server.alive
+    _in_trio(_env_serves_next_client, lanes_server.server.address, lanes=2)
+
+
+@FUZZ
+@given(requests=st.lists(model_request(), min_size=1, max_size=8))
+def test_model_server_survives_pipelined_traffic(
+    model_server: ServerThread, requests: list[tuple[str, bytes, str]]
+) -> None:
+    requests = [_valid_resolve("env-a"), _valid_resolve("env-b"), *requests]
+    _in_trio(_pipelined, model_server.server.address, requests, env=False)
+    assert model_server.alive
+    _in_trio(_model_serves_next_client, model_server.server.address)
 
 
 @pytest.mark.parametrize(
