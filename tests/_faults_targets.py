@@ -5,6 +5,8 @@ so their knobs come from environment variables set by the test:
 
 * ``FAULTS_STALL_AT``: the 1-based call (env step or policy call) that stalls
   (default 30);
+* ``FAULTS_STALL_MARK``: a file created when the stall begins, so a test can
+  wait for it instead of guessing;
 * stalls last an hour; the tests kill the server process (SIGKILL) afterwards.
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 from typing import Any
 
 import gymnasium
@@ -28,6 +31,12 @@ def _stall_at() -> int:
     return int(os.environ.get("FAULTS_STALL_AT", "30"))
 
 
+def _mark_stall() -> None:
+    mark = os.environ.get("FAULTS_STALL_MARK")
+    if mark:
+        Path(mark).touch()
+
+
 class _StallingStep(gymnasium.Wrapper[Any, Any, Any, Any]):
     """CartPole whose ``FAULTS_STALL_AT``-th step (counted over the env's life) never returns."""
 
@@ -39,6 +48,7 @@ class _StallingStep(gymnasium.Wrapper[Any, Any, Any, Any]):
     def step(self, action: Any) -> Any:
         self.calls += 1
         if self.calls == self.stall_at:
+            _mark_stall()
             time.sleep(STALL_SECONDS)  # runs in the server's worker thread
         return self.env.step(action)
 
@@ -55,6 +65,7 @@ class _StallingPolicy:
     async def __call__(self, obs: Any) -> int:
         self.calls += 1
         if self.calls == _stall_at():
+            _mark_stall()
             await trio.sleep(STALL_SECONDS)
         return cartpole_policy(obs)
 

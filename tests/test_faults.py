@@ -717,14 +717,19 @@ INTERRUPT_CLOSE = 2.0
 
 @functools.cache
 def _interrupt_while_model_hangs() -> Interrupted:
-    """``rlmesh-trio run`` against a model whose 30th predict never returns; SIGINT 4 s in.
+    """``rlmesh-trio run`` against a model whose 30th predict never returns; SIGINT once hung.
 
     Cached: the two tests below look at the same (7 s) scenario.
     """
-    out = Path(tempfile.mkdtemp(prefix="rlmesh-trio-interrupt-")) / "partial.json"
+    tmp = Path(tempfile.mkdtemp(prefix="rlmesh-trio-interrupt-"))
+    out, stalled = tmp / "partial.json", tmp / "stalled"
     with (
         our_env() as env,
-        our_model("tests._faults_targets:stalling_policy", FAULTS_STALL_AT="30") as model,
+        our_model(
+            "tests._faults_targets:stalling_policy",
+            FAULTS_STALL_AT="30",
+            FAULTS_STALL_MARK=str(stalled),
+        ) as model,
     ):
         proc = subprocess.Popen(
             [
@@ -750,7 +755,11 @@ def _interrupt_while_model_hangs() -> Interrupted:
             cwd=REPO,
         )
         try:
-            time.sleep(4.0)  # the stall comes well before this (predict 30, ~6 episodes)
+            deadline = time.monotonic() + 30
+            while not stalled.exists():  # the model is hung from here on
+                assert proc.poll() is None and time.monotonic() < deadline, "no stall"
+                time.sleep(0.05)
+            time.sleep(0.5)
             sent = time.monotonic()
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=30)
