@@ -81,6 +81,8 @@ class RawStream:
             await bridge.call(_headers)
         except GRPCError as exc:
             raise StreamEnd(exc.status, exc.message) from None
+        except StreamTerminatedError as exc:
+            raise self._reset(exc) from None
 
     async def send(self, payload: bytes) -> None:
         await bridge.call(self._stream.send_message, payload)
@@ -97,16 +99,19 @@ class RawStream:
         except GRPCError as exc:
             raise StreamEnd(exc.status, exc.message) from None
         except StreamTerminatedError as exc:
-            # grpclib servers follow their trailers with RST_STREAM(NO_ERROR) when our half is
-            # still open, and the client may see the reset first: read the status the
-            # trailers carried. Without trailers it was a bare reset: UNAVAILABLE, "reset".
-            ended = self._status_from_trailers()
-            if ended is not None:
-                raise ended from None
-            raise StreamEnd(grpclib.const.Status.UNAVAILABLE, f"reset: {exc}") from None
+            raise self._reset(exc) from None
         if data is not None:
             return data
         raise await self._ending()
+
+    def _reset(self, exc: StreamTerminatedError) -> StreamEnd:
+        # grpclib servers follow their trailers with RST_STREAM(NO_ERROR) when our half is
+        # still open, and the client may see the reset first: read the status the
+        # trailers carried. Without trailers it was a bare reset: UNAVAILABLE, "reset".
+        ended = self._status_from_trailers()
+        if ended is not None:
+            return ended
+        return StreamEnd(grpclib.const.Status.UNAVAILABLE, f"reset: {exc}")
 
     def _status_from_trailers(self) -> StreamEnd | None:
         h2_stream = getattr(self._stream, "_stream", None)

@@ -7,7 +7,9 @@ self-signed one made in the test with ``cryptography`` (valid for
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import hmac
 import ipaddress
 import shutil
 import ssl
@@ -122,6 +124,35 @@ async def test_model_token_required_and_compared_exactly() -> None:
             await stream.close()
         assert ended.value.status is Status.UNAUTHENTICATED
         assert ended.value.message == "invalid model token"
+
+
+@pytest.mark.parametrize("side", ["env", "model"])
+async def test_token_is_compared_in_constant_time(
+    side: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every check goes through ``hmac.compare_digest`` (a spy records the comparisons)."""
+    module: Any = _env_server if side == "env" else _model_server
+    compared: list[tuple[bytes, bytes]] = []
+    real = hmac.compare_digest
+
+    def spy(a: Any, b: Any) -> bool:
+        compared.append((a, b))
+        return real(a, b)
+
+    monkeypatch.setattr(module.hmac, "compare_digest", spy)
+    serving: Any = (
+        rt.serve_env(cartpole(), token=TOKEN)
+        if side == "env"
+        else rt.serve_model(cartpole_policy, token=TOKEN)
+    )
+    client: Any = rt.RemoteEnv if side == "env" else rt.RemoteModel
+    async with serving as server:
+        for token in (TOKEN, "nope"):
+            async with client(server.address, token=token) as remote:
+                with contextlib.suppress(rt.ConnectError):
+                    await remote.connect()
+    assert (TOKEN.encode(), TOKEN.encode()) in compared
+    assert (b"nope", TOKEN.encode()) in compared
 
 
 async def test_wrong_token_fails_the_route_with_a_clear_error() -> None:
