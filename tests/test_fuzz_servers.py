@@ -614,6 +614,27 @@ def test_model_server_survives_random_join_traffic(
     _in_trio(_model_serves_next_client, model_server.server.address)
 
 
+@FUZZ
+@given(requests=st.lists(env_request(), min_size=1, max_size=8))
+def test_env_lanes_server_survives_pipelined_traffic(
+    lanes_server: ServerThread, requests: list[tuple[str, bytes, str]]
+) -> None:
+    _in_trio(_pipelined, lanes_server.server.address, requests, env=True)
+    assert lanes_server.alive
+    _in_trio(_env_serves_next_client, lanes_server.server.address, lanes=2)
+
+
+@FUZZ
+@given(requests=st.lists(model_request(), min_size=1, max_size=8))
+def test_model_server_survives_pipelined_traffic(
+    model_server: ServerThread, requests: list[tuple[str, bytes, str]]
+) -> None:
+    requests = [_valid_resolve("env-a"), _valid_resolve("env-b"), *requests]
+    _in_trio(_pipelined, model_server.server.address, requests, env=False)
+    assert model_server.alive
+    _in_trio(_model_serves_next_client, model_server.server.address)
+
+
 @pytest.mark.parametrize("service", ["env", "model"])
 def test_undecodable_envelope_ends_the_stream_not_the_server(
     service: str, env_server: ServerThread, model_server: ServerThread
