@@ -60,6 +60,7 @@ from .._wire import (
     model_pb,
 )
 from . import _bridge
+from ._model_fastwire import decode_join_request, encode_join_response
 
 __all__ = ["BindAddress", "ModelServer", "parse_bind_address"]
 
@@ -141,7 +142,8 @@ class _LimitedCodec(ProtoCodec):
     """grpclib has no message size cap of its own; enforce wire-v1's 256 MiB both ways."""
 
     def encode(self, message: Any, message_type: Any) -> bytes:
-        data = super().encode(message, message_type)
+        # Join messages travel as bytes: the Join loop encodes them itself (_model_fastwire).
+        data = message if message_type is bytes else super().encode(message, message_type)
         if len(data) > MAX_MESSAGE_BYTES:
             raise GRPCError(
                 Status.RESOURCE_EXHAUSTED,
@@ -155,6 +157,8 @@ class _LimitedCodec(ProtoCodec):
                 Status.RESOURCE_EXHAUSTED,
                 f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
             )
+        if message_type is bytes:
+            return data
         try:
             return super().decode(data, message_type)
         except Exception as exc:
@@ -416,6 +420,15 @@ def _ordering_keys(request: model_pb.JoinRequest) -> list[str]:
     return [context.env_id] if context is not None and context.env_id else []
 
 
+def _decode(data: bytes) -> model_pb.JoinRequest:
+    try:
+        return decode_join_request(data)
+    except Exception as exc:
+        # No request id can be read, so no typed reply is possible: end the stream with a
+        # status saying why, rather than letting grpclib report an application error.
+        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
+
+
 class _ModelService(model_pb.ModelServiceBase):
     """The generated service base, with Join served from the raw stream (asyncio side)."""
 
@@ -426,11 +439,10 @@ class _ModelService(model_pb.ModelServiceBase):
     def __mapping__(self) -> dict[str, grpclib.const.Handler]:
         mapping = super().__mapping__()
         join = "/rlmesh.model.v1.ModelService/Join"
+        # Join carries raw bytes: the loops below parse and serialise the hot Predict
+        # shapes by hand (betterproto2 costs 100+ µs per message each way).
         mapping[join] = grpclib.const.Handler(
-            self._join,
-            grpclib.const.Cardinality.STREAM_STREAM,
-            model_pb.JoinRequest,
-            model_pb.JoinResponse,
+            self._join, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
         )
         return mapping
 
@@ -482,9 +494,9 @@ class _ModelService(model_pb.ModelServiceBase):
     async def _join_inline(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         host = self._host
         invoke = self._server.asyncio_invoke()
-        async for request in stream:
-            response = await host.handle(request, invoke)
-            await stream.send_message(response)
+        async for data in stream:
+            response = await host.handle(_decode(data), invoke)
+            await stream.send_message(encode_join_response(response))
             if response.close is not None:
                 return  # Close ends the stream with status OK, as 0.1.0 does
 
@@ -504,7 +516,8 @@ class _ConcurrentJoin:
 
     async def run(self) -> None:
         try:
-            async for request in self._stream:
+            async for data in self._stream:
+                request = _decode(data)
                 if self._failure is not None:
                     raise self._failure
                 if request.close is not None:
@@ -550,8 +563,9 @@ class _ConcurrentJoin:
         await self._send(response)
 
     async def _send(self, response: model_pb.JoinResponse) -> None:
+        data = encode_join_response(response)
         async with self._send_lock:
-            await self._stream.send_message(response)
+            await self._stream.send_message(data)
 
     async def _drain(self) -> None:
         while self._tasks:

@@ -1,0 +1,118 @@
+"""The model server's hot-path codec agrees with betterproto2: same objects in, same bytes out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rlmesh_trio._wire import model_pb, spaces_pb
+from rlmesh_trio.transport._model_fastwire import decode_join_request, encode_join_response
+
+texts = st.text(max_size=24)
+i64 = st.integers(-(2**63), 2**63 - 1)
+u64 = st.integers(0, 2**64 - 1)
+space_values = st.builds(spaces_pb.SpaceValue, leaves=st.lists(st.binary(max_size=40), max_size=4))
+contexts = st.none() | st.builds(
+    model_pb.AdapterContext, session_id=texts, env_id=texts, request_id=texts
+)
+infos = st.lists(
+    st.builds(model_pb.EpisodeInfo, episode_id=texts, seed=st.none() | i64), max_size=4
+)
+predict_requests = st.builds(
+    model_pb.PredictRequest,
+    context=contexts,
+    observation=st.none() | space_values,
+    episode_info=infos,
+)
+predict_responses = st.builds(
+    model_pb.PredictResponse, context=contexts, actions=st.lists(space_values, max_size=3)
+)
+
+
+def same(a: Any, b: Any) -> bool:
+    return bytes(a) == bytes(b) and a.to_dict() == b.to_dict()
+
+
+@settings(max_examples=300, deadline=None)
+@given(request_id=texts, predict=predict_requests)
+def test_predict_requests_decode_like_betterproto2(request_id: str, predict: Any) -> None:
+    data = bytes(model_pb.JoinRequest(request_id=request_id, predict=predict))
+    fast = decode_join_request(data)
+    reference = model_pb.JoinRequest.parse(data)
+    assert same(fast, reference)
+    assert fast.predict is not None
+    for mine, theirs in zip(fast.predict.episode_info, reference.predict.episode_info, strict=True):
+        assert mine.seed == theirs.seed  # explicit presence survives, zero included
+
+
+@settings(max_examples=300, deadline=None)
+@given(request_id=texts, predict=predict_responses, total=st.none() | u64)
+def test_predict_responses_encode_like_betterproto2(
+    request_id: str, predict: Any, total: int | None
+) -> None:
+    response = model_pb.JoinResponse(
+        request_id=request_id, predict=predict, endpoint_total_ns=total
+    )
+    assert encode_join_response(response) == bytes(response)
+
+
+@pytest.mark.parametrize(
+    "message",
+    [
+        model_pb.JoinRequest(
+            request_id="r",
+            resolve_adapter=model_pb.ResolveAdapterRequest(
+                context=model_pb.AdapterContext(env_id="e")
+            ),
+        ),
+        model_pb.JoinRequest(request_id="c", close=model_pb.CloseParticipantRequest()),
+        model_pb.JoinRequest(),
+    ],
+)
+def test_other_requests_fall_back_to_betterproto2(message: Any) -> None:
+    data = bytes(message)
+    assert same(decode_join_request(data), model_pb.JoinRequest.parse(data))
+
+
+def test_unknown_fields_and_merged_fields_fall_back() -> None:
+    base = bytes(
+        model_pb.JoinRequest(
+            request_id="r",
+            predict=model_pb.PredictRequest(
+                context=model_pb.AdapterContext(env_id="e", request_id="r"),
+                episode_info=[model_pb.EpisodeInfo(episode_id="a", seed=0)],
+            ),
+        )
+    )
+    unknown = base + bytes([0x98, 0x06, 0x01])  # field 99, varint 1
+    assert same(decode_join_request(unknown), model_pb.JoinRequest.parse(unknown))
+    # A second context message is merged into the first by protobuf rules.
+    twice = bytes(
+        model_pb.JoinRequest(
+            predict=model_pb.PredictRequest(context=model_pb.AdapterContext(session_id="s"))
+        )
+    )
+    merged = base + twice
+    assert same(decode_join_request(merged), model_pb.JoinRequest.parse(merged))
+
+
+def test_other_responses_fall_back_to_betterproto2() -> None:
+    for response in (
+        model_pb.JoinResponse(request_id="r", reset_adapter=model_pb.ResetAdapterResponse()),
+        model_pb.JoinResponse(
+            request_id="r",
+            error=model_pb.ModelError(code=model_pb.ModelErrorCode.INTERNAL, message="x"),
+        ),
+        model_pb.JoinResponse(
+            request_id="r", predict=model_pb.PredictResponse(), user_ns=5, endpoint_total_ns=0
+        ),
+    ):
+        assert encode_join_response(response) == bytes(response)
+
+
+def test_undecodable_bytes_raise() -> None:
+    with pytest.raises(Exception):  # noqa: B017 - whatever betterproto2 raises
+        decode_join_request(b"\x12\x06\x0a\x04\x0a\x02\xff\xfe")  # bad UTF-8 session_id
