@@ -10,7 +10,7 @@ import gymnasium as gym
 import pytest
 import trio
 from grpclib.const import Status
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from rlmesh_trio import spaces
@@ -115,7 +115,7 @@ async def test_second_join_is_refused_until_the_first_ends() -> None:
                 try:
                     response = await third.rpc(reset=env_pb.ResetRequest())
                     break
-                except GRPCError:
+                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
                     await third.close()
                     await trio.sleep(0.01)
         assert kind(response) == "reset"
@@ -199,7 +199,7 @@ async def test_half_close_drops_leftovers_and_frees_the_slot() -> None:
                 try:
                     close = await again.rpc(close=env_pb.CloseEnvsRequest())
                     break
-                except GRPCError:
+                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
                     await again.close()
                     await trio.sleep(0.01)
         assert close.close.final_episodes == []
@@ -307,7 +307,6 @@ async def test_unreadable_requests_end_the_stream_with_a_status(monkeypatch) -> 
 
     import grpclib.client
     import grpclib.const
-    from grpclib.exceptions import StreamTerminatedError
 
     from rlmesh_trio.transport import _env_server
     from rlmesh_trio.transport._channel import RawCodec
@@ -352,3 +351,56 @@ async def test_unreadable_requests_end_the_stream_with_a_status(monkeypatch) -> 
         garbled = await send_raw(server.address, b"\x0a\xff\xff\xff")
         assert garbled.status is Status.INVALID_ARGUMENT
         assert "could not decode a JoinRequest" in (garbled.message or "")
+
+
+async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
+    env = CountingEnv(done_at=99)
+    async with serve_env(env, "127.0.0.1:0") as server:
+        first = RawJoin(server.address)
+        await first.open()
+        await first.rpc(reset=env_pb.ResetRequest())
+        env.gate = threading.Event()
+        await first.send(step=env_pb.StepRequest(action=act(1)))
+        await trio.sleep(0.05)
+        await first.close()  # drop the connection with the step still running
+        await trio.sleep(0.05)
+        blocked = RawJoin(server.address)
+        await blocked.open()
+        with pytest.raises(GRPCError) as busy:
+            await blocked.recv()
+        assert busy.value.status is Status.FAILED_PRECONDITION
+        await blocked.close()
+        env.gate.set()
+        with trio.fail_after(5):
+            while True:
+                again = RawJoin(server.address)
+                await again.open()
+                try:
+                    reply = await again.rpc(step=env_pb.StepRequest(action=act(1)))
+                    break
+                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
+                    await again.close()
+                    await trio.sleep(0.01)
+        assert (
+            env.t == 2 and reply.step.completed_episodes == []
+        )  # the dropped session's episode is gone
+        await again.close()
+
+
+async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(monkeypatch) -> None:
+    from rlmesh_trio.transport import _env_server
+
+    monkeypatch.setattr(_env_server, "DRAIN_TIMEOUT", 0.3)
+    monkeypatch.setattr(_env_server, "CLOSE_TIMEOUT", 0.3)
+    env = CountingEnv(done_at=99)
+    env.gate = threading.Event()
+    try:
+        with trio.fail_after(5):
+            async with serve_env(env, "127.0.0.1:0") as server:
+                join = RawJoin(server.address)
+                await join.open()
+                await join.rpc(reset=env_pb.ResetRequest())
+                await join.send(step=env_pb.StepRequest(action=act(1)))
+                await trio.sleep(0.05)
+    finally:
+        env.gate.set()  # let the worker thread finish

@@ -35,6 +35,7 @@ import socket
 import ssl as ssl_module
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import grpclib.config
@@ -298,6 +299,9 @@ class EnvServer:
         if not isinstance(supplied, str) or not hmac.compare_digest(supplied.encode(), expected):
             raise GRPCError(Status.UNAUTHENTICATED, "invalid env token")
 
+    def _is_stopping(self) -> bool:
+        return self._grpc is None or (self._stop is not None and self._stop.is_set())
+
     def _claim_session(self) -> bool:
         if self._session_active:
             return False
@@ -374,7 +378,7 @@ class _EnvService(env_pb.EnvServiceBase):
             # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
             await stream.send_initial_metadata()
             assert server._workers is not None
-            await _JoinSession(server.host, stream, server._workers).run()
+            await _JoinSession(server.host, stream, server._workers, server._is_stopping).run()
         finally:
             server._release_session()
 
@@ -383,8 +387,13 @@ class _JoinSession:
     """One Join stream: read requests, run them through the host, answer by request id."""
 
     def __init__(
-        self, host: EnvHost, stream: grpclib.server.Stream[Any, Any], workers: EnvWorkers
+        self,
+        host: EnvHost,
+        stream: grpclib.server.Stream[Any, Any],
+        workers: EnvWorkers,
+        stopping: Callable[[], bool] = lambda: False,
     ) -> None:
+        self._stopping = stopping
         self._host = host
         self._stream = stream
         self._workers = workers
@@ -404,16 +413,28 @@ class _JoinSession:
             await self._finished.wait()
         finally:
             reader.cancel()
-            # In-flight env calls cannot be interrupted: let them finish (their
-            # results are discarded once the stream has ended), then free the slot.
-            pending = set(self._inflight)
-            if pending:
-                await asyncio.wait(pending)
-            await asyncio.wait({reader})
+            await self._drain(reader)
             if not self._closed_by_request:
                 self._host.end_session()
         if self._read_error is not None and not self._ended:
             raise self._read_error
+
+    async def _drain(self, reader: asyncio.Task[None]) -> None:
+        """Wait for in-flight env calls (they cannot be interrupted) before the slot frees.
+
+        A client that drops the connection gets this handler cancelled, possibly
+        more than once; we keep waiting regardless, so a reconnect is refused
+        until the env is really idle (as 0.1.0 does). Stopping the server is
+        bounded on the Trio side, so this cannot hang a shutdown.
+        """
+        pending = {*self._inflight, reader}
+        drained = asyncio.ensure_future(asyncio.wait(pending))
+        while not drained.done():
+            try:
+                await asyncio.shield(drained)
+            except asyncio.CancelledError:
+                if self._stopping():
+                    raise
 
     async def _read(self) -> None:
         try:
@@ -459,7 +480,7 @@ class _JoinSession:
         try:
             async with self._send_lock:
                 await self._stream.send_message(response)
-        except (GRPCError, ConnectionError, OSError) as exc:
+        except Exception as exc:  # the stream is gone (h2 StreamClosedError, reset, ...)
             log.debug("env Join stream send failed: %r", exc)
             self._ended = True
             self._finished.set()
