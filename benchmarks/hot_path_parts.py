@@ -13,6 +13,7 @@ Numbers are medians of repeated timed loops, in microseconds per call.
 
 from __future__ import annotations
 
+import importlib
 import os
 import statistics
 import sys
@@ -160,6 +161,36 @@ def main() -> None:
             us_per_call(lambda: bytes(built_step)),
         )
     )
+    fw: Any = None
+    try:  # the hand-rolled hot-message codec, when the transport has one
+        fw = importlib.import_module("rlmesh_trio.transport._fastwire")
+    except ImportError:
+        pass
+    if fw is not None:
+        step_req, pred_req = built_step.step, built.predict
+        assert step_req is not None and pred_req is not None
+        rows.append(
+            (
+                "_fastwire: encode step + predict envelopes",
+                us_per_call(
+                    lambda: (
+                        fw.encode_env_step("grpc-req-12", step_req),
+                        fw.encode_model_predict(ctx.request_id, pred_req),
+                    )
+                ),
+            )
+        )
+        rows.append(
+            (
+                "_fastwire: decode step + predict responses",
+                us_per_call(
+                    lambda: (
+                        fw.decode_env_response(step_bytes),
+                        fw.decode_model_response(pred_bytes),
+                    )
+                ),
+            )
+        )
     rows.append(
         (
             "  context equality check (response.context != ctx)",
