@@ -433,16 +433,29 @@ SERVE_SCRIPT = """
 import sys
 from rlmesh_trio._demo_policy import cartpole_policy
 from rlmesh_trio.transport._model_server import ModelServer
-ModelServer(cartpole_policy, "127.0.0.1:0").serve(ready_fd=int(sys.argv[1]))
+threaded, shutdown = sys.argv[2] == "threaded", sys.argv[3] == "shutdown"
+server = ModelServer(
+    cartpole_policy, "127.0.0.1:0", threaded=threaded, allow_remote_shutdown=shutdown
+)
+server.serve(ready_fd=int(sys.argv[1]))
+print("stopped:", server.shutdown_reason)
 """
 
 
-async def test_blocking_serve_reports_readiness_and_stops_on_sigterm() -> None:
+@pytest.mark.parametrize(
+    ("mode", "stop"),
+    [("inline", "sigterm"), ("threaded", "sigterm"), ("inline", "shutdown")],
+)
+async def test_blocking_serve_reports_readiness_and_stops_cleanly(mode: str, stop: str) -> None:
+    """Inline policies are served from a plain asyncio loop, threaded ones from Trio:
+    both report readiness on the fd and stop cleanly on SIGTERM or an accepted Shutdown."""
     read_fd, write_fd = os.pipe()
     proc = subprocess.Popen(
-        [sys.executable, "-c", SERVE_SCRIPT, str(write_fd)],
+        [sys.executable, "-c", SERVE_SCRIPT, str(write_fd), mode, stop],
         pass_fds=(write_fd,),
         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+        stdout=subprocess.PIPE,
+        text=True,
     )
     os.close(write_fd)
     try:
@@ -454,9 +467,17 @@ async def test_blocking_serve_reports_readiness_and_stops_on_sigterm() -> None:
             reply = await handshake(
                 address, core_pb.HandshakeRequest(protocol_generation="rlmesh-wire-v1")
             )
-        assert reply.base.compatible
-        proc.terminate()
-        assert await trio.to_thread.run_sync(proc.wait, 20) == 0
+            assert reply.base.compatible
+            responses, _ = await exchange(address, [resolve("e1"), predict("e1", "p1")])
+            assert actions_of(responses[1]) == [1]
+            if stop == "shutdown":
+                answer = await shutdown(address, core_pb.ShutdownRequest(reason="done"))
+                assert answer.base.accepted
+            else:
+                proc.terminate()
+        out, _ = await trio.to_thread.run_sync(proc.communicate, None, 20)
+        assert proc.returncode == 0
+        assert out.strip() == ("stopped: done" if stop == "shutdown" else "stopped: signal SIGTERM")
     finally:
         if proc.poll() is None:
             proc.kill()

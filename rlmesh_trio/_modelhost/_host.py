@@ -243,7 +243,9 @@ class ModelHost:
         rows = len(request.episode_info)
         policy = self.policy
         obs_space = _observation_space(adapter)
-        observation = request.observation or spaces_pb.SpaceValue()
+        observation = request.observation
+        if observation is None:  # not ``or``: a message's truth test walks all its fields
+            observation = spaces_pb.SpaceValue()
         if policy.predict is not None and (rows == 1 or policy.predict_batch is None):
             values = _decode(spaces.decode_batch, obs_space, observation, rows)
             actions = [await _call(invoke, policy.predict, value) for value in values]
@@ -309,11 +311,11 @@ class ModelHost:
             group = groups[index]
             rows = len(group.episode_info)
             try:
+                observation = group.observation
+                if observation is None:
+                    observation = spaces_pb.SpaceValue()
                 stacked = _decode(
-                    spaces.decode_stacked,
-                    _observation_space(adapter),
-                    group.observation or spaces_pb.SpaceValue(),
-                    rows,
+                    spaces.decode_stacked, _observation_space(adapter), observation, rows
                 )
             except ModelFault as fault:
                 results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())

@@ -258,17 +258,7 @@ class ModelServer:
                 nursery.cancel_scope.cancel()
 
     async def _close(self) -> None:
-        grpc = self._grpc
-        if grpc is None:
-            return
-        self._grpc = None
-        grpc.close()
-        await _bridge.call(grpc.wait_closed)
-        if self._bind.path:
-            try:
-                os.unlink(self._bind.path)
-            except OSError:
-                pass
+        await _bridge.call(self._close_asyncio)
 
     def serve(self, ready_fd: int | None = None) -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
@@ -276,8 +266,46 @@ class ModelServer:
         With ``ready_fd``, writes one line with the bound address
         (``tcp://127.0.0.1:54321``) to that file descriptor once listening, then
         closes it, so a parent process can wait for readiness.
+
+        A policy that runs inline (sync, not ``threaded``) never needs Trio, so
+        it is served from a plain asyncio loop: trio-asyncio's scheduling costs
+        about 70 µs per request, a quarter of the server's CPU per predict.
+        Async and threaded policies are served from Trio.
         """
-        trio.run(self._serve_main, ready_fd)
+        if self.inline:
+            loop = asyncio.SelectorEventLoop()
+            try:
+                loop.run_until_complete(self._serve_plain_asyncio(ready_fd))
+            finally:
+                loop.close()
+        else:
+            trio.run(self._serve_main, ready_fd)
+
+    async def _serve_plain_asyncio(self, ready_fd: int | None) -> None:
+        loop = asyncio.get_running_loop()
+        await self._start_asyncio()
+        assert self._shutdown is not None
+        signals = (signal.SIGINT, signal.SIGTERM)
+        handled = threading.current_thread() is threading.main_thread()
+        try:
+            if handled:
+                for signum in signals:
+                    loop.add_signal_handler(
+                        signum, self.request_shutdown, f"signal {signal.Signals(signum).name}"
+                    )
+            if ready_fd is not None:
+                with os.fdopen(ready_fd, "w") as ready:
+                    ready.write(self.url + "\n")
+            await self._shutdown.wait()
+            log.info("model server %s shutting down: %s", self._address, self._shutdown_reason)
+        finally:
+            if handled:
+                for signum in signals:
+                    loop.remove_signal_handler(signum)
+            try:
+                await asyncio.wait_for(self._close_asyncio(), DRAIN_TIMEOUT)
+            except TimeoutError:
+                log.warning("model server %s: close took over %ss", self._address, DRAIN_TIMEOUT)
 
     async def _serve_main(self, ready_fd: int | None) -> None:
         async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
@@ -299,7 +327,8 @@ class ModelServer:
     async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
         with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
             async for signum in signals:
-                log.info("model server %s got signal %s; stopping", self._address, signum)
+                self._shutdown_reason = f"signal {signal.Signals(signum).name}"
+                log.info("model server %s stopping: %s", self._address, self._shutdown_reason)
                 scope.cancel()
                 return
 
@@ -335,6 +364,19 @@ class ModelServer:
             self._address = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
         self._grpc = server
         log.info("model server listening on %s", self._address)
+
+    async def _close_asyncio(self) -> None:
+        grpc = self._grpc
+        if grpc is None:
+            return
+        self._grpc = None
+        grpc.close()
+        await grpc.wait_closed()
+        if self._bind.path:
+            try:
+                os.unlink(self._bind.path)
+            except OSError:
+                pass
 
     async def _check_token(self, event: RecvRequest) -> None:
         if event.method_name.startswith("/grpc.health."):
