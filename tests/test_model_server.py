@@ -482,3 +482,43 @@ async def test_blocking_serve_reports_readiness_and_stops_cleanly(mode: str, sto
         if proc.poll() is None:
             proc.kill()
             proc.wait()
+
+
+async def test_close_waits_for_outstanding_requests_in_concurrent_mode() -> None:
+    async def slow(obs: Any) -> int:
+        await trio.sleep(0.1)
+        return cartpole_policy(obs)
+
+    async with served(slow) as server:
+        requests = [
+            resolve("e1"),
+            predict("e1", "p1"),
+            predict("e1", "p2"),
+            model_pb.JoinRequest(request_id="bye", close=model_pb.CloseParticipantRequest()),
+        ]
+        responses, tail = await exchange(server.address, requests, pipelined=True)
+        assert [r.request_id for r in responses] == ["e1:resolve_adapter", "p1", "p2", "bye"]
+        assert [actions_of(r) for r in responses[1:3]] == [[1], [1]]
+        assert responses[3].close is not None and tail is None
+        assert not server.host.adapters
+
+
+async def test_many_join_streams_at_once() -> None:
+    async with served(CARTPOLE_POLICY) as server:
+        results: dict[str, list[Any]] = {}
+
+        async def one_route(env_id: str) -> None:
+            requests = [resolve(env_id)] + [
+                predict(env_id, f"{env_id}:predict:{n}", (0.1 if n % 2 else -0.1,))
+                for n in range(1, 21)
+            ]
+            results[env_id], _ = await exchange(server.address, requests)
+
+        async with trio.open_nursery() as nursery:
+            for index in range(4):
+                nursery.start_soon(one_route, f"env{index}")
+    for env_id, responses in results.items():
+        assert [r.request_id for r in responses][1:] == [
+            f"{env_id}:predict:{n}" for n in range(1, 21)
+        ]
+        assert [actions_of(r)[0] for r in responses[1:]] == [1, 0] * 10
