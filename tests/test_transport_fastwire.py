@@ -12,6 +12,7 @@ from rlmesh_trio.transport._fastwire import (
     decode_env_response,
     decode_model_response,
     encode_env_step,
+    encode_model_grouped_predict,
     encode_model_predict,
 )
 
@@ -164,3 +165,45 @@ def test_other_arms_and_odd_encodings_fall_back() -> None:
     # requests carrying unknown fields are left to betterproto2
     step = env_pb.StepRequest.parse(b"\x88\x01\x07")
     assert encode_env_step("r", step) is None
+
+
+@settings(max_examples=200)
+@given(rid=texts, groups=st.lists(predict_requests, max_size=4))
+def test_grouped_predict_request_bytes_match_betterproto2(
+    rid: str, groups: list[model_pb.PredictRequest]
+) -> None:
+    envelope = model_pb.JoinRequest(
+        grouped_predict=model_pb.GroupedPredictRequest(groups=groups), request_id=rid
+    )
+    assert encode_model_grouped_predict(rid, groups) == bytes(envelope)
+
+
+model_errors = st.builds(
+    model_pb.ModelError,
+    code=st.sampled_from(list(model_pb.ModelErrorCode)),
+    message=texts,
+    is_recoverable=st.booleans(),
+)
+grouped_results = st.one_of(
+    st.builds(
+        lambda c, a: model_pb.GroupedPredictResult(
+            response=model_pb.PredictResponse(context=c, actions=a)
+        ),
+        contexts,
+        st.lists(space_values, max_size=2),
+    ),
+    st.builds(lambda e: model_pb.GroupedPredictResult(error=e), model_errors),
+)
+
+
+@settings(max_examples=200)
+@given(results=st.lists(grouped_results, max_size=4), extra=counters)
+def test_grouped_predict_responses_decode_like_betterproto2(
+    results: list[model_pb.GroupedPredictResult], extra: dict[str, object]
+) -> None:
+    data = bytes(
+        model_pb.JoinResponse(
+            grouped_predict=model_pb.GroupedPredictResponse(results=results), **extra
+        )
+    )
+    _same(decode_model_response(data), model_pb.JoinResponse.parse(data))

@@ -24,6 +24,7 @@ __all__ = [
     "decode_env_response",
     "decode_model_response",
     "encode_env_step",
+    "encode_model_grouped_predict",
     "encode_model_predict",
 ]
 
@@ -50,6 +51,10 @@ def _len_field(tag: int, payload: bytes) -> bytes:
 
 def _str_field(tag: int, text: str) -> bytes:
     return _len_field(tag, text.encode())
+
+
+def _with_request_id(body: bytes, request_id: str) -> bytes:
+    return body + _str_field(0x2A, request_id) if request_id else body
 
 
 def _plain(message: Any) -> bool:
@@ -79,10 +84,7 @@ def encode_env_step(request_id: str, step: env_pb.StepRequest) -> bytes | None:
         parts.append(_len_field(0x1A, b"".join(_varint(i) for i in step.env_indices)))
     for episode_id in step.episode_ids:
         parts.append(_str_field(0x22, episode_id))
-    out = _len_field(0x12, b"".join(parts))
-    if request_id:
-        out += _str_field(0x2A, request_id)
-    return out
+    return _with_request_id(_len_field(0x12, b"".join(parts)), request_id)
 
 
 def _context(context: model_pb.AdapterContext) -> bytes | None:
@@ -98,8 +100,7 @@ def _context(context: model_pb.AdapterContext) -> bytes | None:
     return b"".join(parts)
 
 
-def encode_model_predict(request_id: str, predict: model_pb.PredictRequest) -> bytes | None:
-    """``JoinRequest{predict, request_id}`` as betterproto2 encodes it; ``None`` if unusual."""
+def _predict_body(predict: model_pb.PredictRequest) -> bytes | None:
     if not _plain(predict):
         return None
     parts = []
@@ -120,10 +121,28 @@ def encode_model_predict(request_id: str, predict: model_pb.PredictRequest) -> b
         if info.seed is not None:
             body += b"\x10" + _varint(info.seed)
         parts.append(_len_field(0x1A, body))
-    out = _len_field(0x12, b"".join(parts))
-    if request_id:
-        out += _str_field(0x2A, request_id)
-    return out
+    return b"".join(parts)
+
+
+def encode_model_predict(request_id: str, predict: model_pb.PredictRequest) -> bytes | None:
+    """``JoinRequest{predict, request_id}`` as betterproto2 encodes it; ``None`` if unusual."""
+    body = _predict_body(predict)
+    if body is None:
+        return None
+    return _with_request_id(_len_field(0x12, body), request_id)
+
+
+def encode_model_grouped_predict(
+    request_id: str, groups: list[model_pb.PredictRequest]
+) -> bytes | None:
+    """``JoinRequest{grouped_predict{groups}, request_id}`` as betterproto2 encodes it."""
+    parts = []
+    for group in groups:
+        body = _predict_body(group)
+        if body is None:
+            return None
+        parts.append(_len_field(0x0A, body))
+    return _with_request_id(_len_field(0x32, b"".join(parts)), request_id)
 
 
 # ---- decoding ----------------------------------------------------------------
@@ -275,6 +294,24 @@ def _decode_predict(data: bytes) -> model_pb.PredictResponse:
     return model_pb.PredictResponse(context=context, actions=actions)
 
 
+def _decode_grouped(data: bytes) -> model_pb.GroupedPredictResponse:
+    results = []
+    for number, wire, value in _fields(data):
+        if number != 1 or wire != 2:
+            raise _Fallback
+        outcome = _fields(value)
+        if len(outcome) != 1 or outcome[0][1] != 2:
+            raise _Fallback  # empty, or both arms: leave the oneof rules to betterproto2
+        arm, _wire, body = outcome[0]
+        if arm == 1:
+            results.append(model_pb.GroupedPredictResult(response=_decode_predict(body)))
+        elif arm == 2:
+            results.append(model_pb.GroupedPredictResult(error=model_pb.ModelError.parse(body)))
+        else:
+            raise _Fallback
+    return model_pb.GroupedPredictResponse(results=results)
+
+
 # envelope varint fields (besides endpoint_total_ns) by number
 _ENV_COUNTERS = {
     11: "decode_ns",
@@ -326,7 +363,10 @@ _ENV_ARMS: dict[int, tuple[str, Callable[[bytes], Any]]] = {
     1: ("reset", _decode_reset),
     2: ("step", _decode_step),
 }
-_MODEL_ARMS: dict[int, tuple[str, Callable[[bytes], Any]]] = {2: ("predict", _decode_predict)}
+_MODEL_ARMS: dict[int, tuple[str, Callable[[bytes], Any]]] = {
+    2: ("predict", _decode_predict),
+    7: ("grouped_predict", _decode_grouped),
+}
 
 
 def decode_env_response(data: bytes) -> env_pb.JoinResponse:
@@ -338,7 +378,7 @@ def decode_env_response(data: bytes) -> env_pb.JoinResponse:
 
 
 def decode_model_response(data: bytes) -> model_pb.JoinResponse:
-    """Parse a model ``JoinResponse``; predict replies take the fast path."""
+    """Parse a model ``JoinResponse``; predict and grouped-predict replies take the fast path."""
     try:
         return model_pb.JoinResponse(**_decode_envelope(data, _MODEL_ARMS, _MODEL_COUNTERS))
     except (_Fallback, IndexError, UnicodeDecodeError, struct.error):

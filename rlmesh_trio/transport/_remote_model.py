@@ -40,7 +40,11 @@ from .._wire import core_pb, model_pb
 from ..runtime._protocols import EndpointInfo, Reply
 from . import _bridge as bridge
 from ._channel import ClientConnection
-from ._fastwire import decode_model_response, encode_model_predict
+from ._fastwire import (
+    decode_model_response,
+    encode_model_grouped_predict,
+    encode_model_predict,
+)
 from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
 from ._join import JoinSession, SessionClosed
 from ._remote_env import SHUTDOWN_CONNECTION_LOST
@@ -201,10 +205,16 @@ class RemoteModel:
         shared by the group) or the error for that group alone. A failure of
         the whole call (transport, or a top-level ``ModelError``) raises.
         """
+        groups = list(requests)
         envelope = model_pb.JoinRequest(
-            grouped_predict=model_pb.GroupedPredictRequest(groups=list(requests))
+            grouped_predict=model_pb.GroupedPredictRequest(groups=groups)
         )
-        response, req_bytes, resp_bytes = await self._call("grouped_predict", None, envelope)
+        response, req_bytes, resp_bytes = await self._call(
+            "grouped_predict",
+            None,
+            envelope,
+            lambda request_id: encode_model_grouped_predict(request_id, groups),
+        )
         reply = response.grouped_predict
         if reply is None:
             raise self._unexpected("grouped_predict", response)
