@@ -130,7 +130,7 @@ class JoinSession(Generic[R]):
         stream down (the endpoint's state is unknown afterwards); without it
         the request is abandoned and a late response is dropped.
         """
-        if self._ending is not None:
+        if self._ending is not None or self._half_closed:
             raise self._closed_error()
         if request_id in self._pending:
             raise ValueError(f"request id {request_id!r} is already in flight")
