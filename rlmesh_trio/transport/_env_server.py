@@ -35,6 +35,7 @@ import socket
 import ssl as ssl_module
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -68,6 +69,8 @@ DRAIN_TIMEOUT = 5.0
 CLOSE_TIMEOUT = 5.0
 # Let the Shutdown reply leave before the server starts closing connections.
 _SHUTDOWN_GRACE = 0.05
+# How long stopping waits for an open Join session to end by itself.
+_CLOSE_GRACE = 0.5
 
 _JOIN = "/rlmesh.env.v1.EnvService/Join"
 _HANDSHAKE = "/rlmesh.env.v1.EnvService/Handshake"
@@ -103,6 +106,47 @@ class _SizeLimitedCodec(ProtoCodec):
             raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
 
 
+class _Connections:
+    """Track the server's HTTP/2 connections so stopping can say goodbye (GOAWAY).
+
+    grpclib's ``Server.close`` stops listening and cancels handlers but leaves
+    connections to die with the process, which 0.1.0 clients log as a broken
+    pipe. This reaches into grpclib internals (the protocol factory and the h2
+    connection), so every step is best-effort.
+    """
+
+    def __init__(self, server: grpclib.server.Server) -> None:
+        self._protocols: weakref.WeakSet[Any] = weakref.WeakSet()
+        original = getattr(server, "_protocol_factory", None)
+        if original is None:
+            return
+
+        def factory() -> Any:
+            protocol = original()
+            self._protocols.add(protocol)
+            return protocol
+
+        server._protocol_factory = factory  # type: ignore[method-assign]
+
+    def goaway(self) -> None:
+        for protocol in list(self._protocols):
+            try:
+                connection = protocol.connection
+                if connection.is_closing():
+                    continue
+                connection._connection.close_connection()  # h2: GOAWAY, NO_ERROR
+                connection.flush()
+            except Exception:
+                continue
+
+    def close(self) -> None:
+        for protocol in list(self._protocols):
+            try:
+                protocol.connection.close()
+            except Exception:
+                continue
+
+
 class EnvServer:
     """Serve a gymnasium ``Env``, a list of Envs (lanes) or a ``VectorEnv`` on ``address``.
 
@@ -133,6 +177,7 @@ class EnvServer:
         )
         self._address: str | None = None
         self._grpc: grpclib.server.Server | None = None
+        self._connections: _Connections | None = None
         self._stop: asyncio.Event | None = None
         self._shutdown_reason: str | None = None
         self._session_active = False
@@ -262,6 +307,7 @@ class EnvServer:
         )
         if self._token is not None:
             listen(server, RecvRequest, self._check_token)
+        self._connections = _Connections(server)
         bind = self._bind
         if bind.path is not None:
             await server.start(path=bind.path, ssl=self._ssl)
@@ -284,12 +330,23 @@ class EnvServer:
         log.info("env server listening on %s", self._address)
 
     async def _aio_close(self, grpc: grpclib.server.Server) -> None:
-        # Stop accepting; let an open session's in-flight env calls finish (bounded by
-        # the Trio-side timeout), then close connections.
+        # Give an open session a chance to end on its own first: after a remote
+        # Shutdown, until it is idle (bounded by the Trio-side drain timeout);
+        # otherwise briefly, so a client that has just half-closed sees its stream
+        # end normally rather than reset. Then cancel what is left, and close.
+        idle = self._sessions_idle
+        if idle is not None:
+            remote = self._stop is not None and self._stop.is_set()
+            try:
+                await asyncio.wait_for(idle.wait(), None if remote else _CLOSE_GRACE)
+            except TimeoutError:
+                pass
         grpc.close()
-        if self._sessions_idle is not None and self._stop is not None and self._stop.is_set():
-            await self._sessions_idle.wait()
         await grpc.wait_closed()
+        if self._connections is not None:
+            self._connections.goaway()
+            await asyncio.sleep(0)  # let the GOAWAY frames reach the sockets
+            self._connections.close()
 
     async def _check_token(self, event: RecvRequest) -> None:
         if event.method_name.startswith("/grpc.health."):
