@@ -226,7 +226,10 @@ class RemoteEnv:
         return Reply(reply, reply_telemetry(response, req_bytes, resp_bytes))
 
     async def render(self, env_index: int = 0, *, timeout_ms: int = 0) -> bytes | None:
-        """One lane's frame as PNG bytes; ``None`` when the env has none (or an unknown format)."""
+        """One lane's frame as PNG bytes; ``None`` when the env has none (or an unknown format).
+
+        Cancellation tears the stream down.
+        """
         request = env_pb.RenderRequest(env_indices=[env_index], timeout_ms=timeout_ms)
         response, _req, _resp = await self._call("env.render", env_pb.JoinRequest(render=request))
         reply = response.render
@@ -273,7 +276,8 @@ class RemoteEnv:
         0.1.0 servers refuse unless started with remote shutdown allowed. When the
         server drops the connection after receiving the request but before its
         reply (0.1.0 sometimes does, as it exits), this returns ``(True,
-        SHUTDOWN_CONNECTION_LOST)``.
+        SHUTDOWN_CONNECTION_LOST)``. Bounded by ``timeout`` seconds
+        (:class:`ConnectError` when it runs out); needs no Join session.
         """
         payload = bytes(env_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason)))
         try:

@@ -175,7 +175,10 @@ class RemoteModel:
     # ---- operations ------------------------------------------------------
 
     async def resolve_adapter(self, request: model_pb.ResolveAdapterRequest) -> None:
-        """Create or update the route's adapter (idempotent upsert keyed by ``env_id``)."""
+        """Create or update the route's adapter (idempotent upsert keyed by ``env_id``).
+
+        Cancellation abandons this request only; the shared stream stays up.
+        """
         response, _req, _resp = await self._call(
             "resolve_adapter", request.context, model_pb.JoinRequest(resolve_adapter=request)
         )
@@ -183,7 +186,12 @@ class RemoteModel:
             raise self._unexpected("resolve_adapter", response)
 
     async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
-        """One prediction for R rows. Checks the echoed context and that actions came back."""
+        """One prediction for R rows. Checks the echoed context and that actions came back.
+
+        Raises :class:`ModelRpcError`, :class:`ModelRouteMismatch` or
+        :class:`ProtocolError` (no actions). Cancellation abandons this request
+        only (a late reply is dropped); the shared stream stays up.
+        """
         response, req_bytes, resp_bytes = await self._call(
             "predict",
             request.context,
@@ -241,7 +249,10 @@ class RemoteModel:
         return out
 
     async def reset_adapter(self, request: model_pb.ResetAdapterRequest) -> None:
-        """Garbage-collect per-episode state (best-effort; errors raise for the caller to log)."""
+        """Garbage-collect per-episode state (best-effort; errors raise for the caller to log).
+
+        Cancellation abandons this request only.
+        """
         response, _req, _resp = await self._call(
             "reset_adapter", request.context, model_pb.JoinRequest(reset_adapter=request)
         )
@@ -292,7 +303,10 @@ class RemoteModel:
     async def shutdown(
         self, reason: str = "owner shutdown", *, timeout: float = 10.0
     ) -> tuple[bool, str]:
-        """Ask the model server process to shut down. Returns ``(accepted, message)``."""
+        """Ask the model server process to shut down. Returns ``(accepted, message)``.
+
+        Bounded by ``timeout`` seconds (:class:`ConnectError` when it runs out).
+        """
         payload = bytes(model_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason)))
         try:
             data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
