@@ -22,7 +22,7 @@ import betterproto2
 import trio
 
 from ._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
-from ._errors import EnvRpcError, format_duration
+from ._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
 from ._wire import WORKFLOW_EDITION, env_pb
 from .runtime._protocols import EndpointInfo, Reply
 
@@ -178,6 +178,13 @@ class LocalEnv:
             if self._close_env:
                 await trio.to_thread.run_sync(host.close, abandon_on_cancel=True)
 
+    async def __aenter__(self) -> LocalEnv:
+        await self.connect()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.aclose()
+
     # -- internals -----------------------------------------------------------------------
 
     async def _ensure_host(self) -> EnvHost:
@@ -185,9 +192,17 @@ class LocalEnv:
             env = self._env
             if env is None:
                 assert self._factory is not None
-                env = await trio.to_thread.run_sync(self._factory, abandon_on_cancel=True)
+                try:
+                    env = await trio.to_thread.run_sync(self._factory, abandon_on_cancel=True)
+                except Exception as exc:
+                    raise ConnectError(
+                        self.label, f"the env factory failed: {type(exc).__name__}: {exc}"
+                    ) from exc
                 self._env = env
-            host = make_host(env, close_env=self._close_env)
+            try:
+                host = make_host(env, close_env=self._close_env)
+            except (ValueError, TypeError, ProtocolError) as exc:
+                raise InvalidSpec(f"env {self.label} cannot be served: {exc}") from exc
             self._limiter = trio.CapacityLimiter(host.num_envs + 1)
             self._host = host
         return self._host

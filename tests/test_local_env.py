@@ -8,12 +8,13 @@ import time
 import gymnasium as gym
 import pytest
 import trio
-from _envhost_envs import CountingEnv
 
 from rlmesh_trio._errors import EnvRpcError
 from rlmesh_trio._local_env import LocalEnv
 from rlmesh_trio._wire import env_pb, spaces_pb
 from rlmesh_trio.runtime import RuntimeEnv
+
+from ._envhost_envs import CountingEnv
 
 
 def act(*values: int) -> spaces_pb.SpaceValue:
@@ -141,3 +142,31 @@ async def test_lanes_served_concurrently() -> None:
         await trio.sleep(0.01)
         nursery.start_soon(one, 1)
     assert order == [1, 0]
+
+
+async def test_factory_failures_and_unservable_envs_are_reported() -> None:
+    from rlmesh_trio._errors import ConnectError, InvalidSpec
+
+    def broken() -> None:
+        raise RuntimeError("no simulator licence")
+
+    with pytest.raises(ConnectError, match="RuntimeError: no simulator licence"):
+        await LocalEnv(broken).connect()
+    same_step = gym.vector.SyncVectorEnv(
+        [CountingEnv, CountingEnv], autoreset_mode=gym.vector.AutoresetMode.SAME_STEP
+    )
+    with pytest.raises(InvalidSpec, match="SAME_STEP"):
+        await LocalEnv(same_step).connect()
+
+
+async def test_async_with_connects_and_closes() -> None:
+    made: list[CountingEnv] = []
+
+    def factory() -> CountingEnv:
+        made.append(CountingEnv())
+        return made[-1]
+
+    async with LocalEnv(factory, label="counting") as env:
+        assert env.label == "counting"
+        assert env.host is not None and env.host.contract.num_envs == 1
+    assert made[0].closed
