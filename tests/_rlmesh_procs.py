@@ -30,6 +30,7 @@ import os
 import select
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -95,11 +96,13 @@ def _start(argv: list[str], what: str) -> RlmeshProc:
     read_fd, write_fd = os.pipe()
     argv = [a.replace("{READY_FD}", str(write_fd)) for a in argv]
     env = dict(os.environ, PYTHONWARNINGS="ignore", RLMESH_WORKFLOW_EDITION="2026.06")
+    # stderr goes to a file, not a pipe: nobody drains it while the server runs
+    errors = tempfile.TemporaryFile()
     process = subprocess.Popen(
         argv,
         pass_fds=(write_fd,),
         stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
+        stderr=errors,
         env=env,
     )
     os.close(write_fd)
@@ -115,7 +118,9 @@ def _start(argv: list[str], what: str) -> RlmeshProc:
                 continue
             chunk = os.read(read_fd, 256)
             if not chunk:
-                err = process.stderr.read().decode(errors="replace") if process.stderr else ""
+                process.wait(timeout=10)
+                errors.seek(0)
+                err = errors.read().decode(errors="replace")
                 raise RuntimeError(f"{what} exited before it was ready:\n{err[-2000:]}")
             line += chunk
     except BaseException:
@@ -124,6 +129,7 @@ def _start(argv: list[str], what: str) -> RlmeshProc:
         raise
     finally:
         os.close(read_fd)
+        errors.close()  # the child keeps its own descriptor
     return RlmeshProc(process, line.decode().strip(), what)
 
 
