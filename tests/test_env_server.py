@@ -404,3 +404,24 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(monkeypatc
                 await trio.sleep(0.05)
     finally:
         env.gate.set()  # let the worker thread finish
+
+
+async def test_remote_shutdown_with_an_open_session_is_bounded(monkeypatch) -> None:
+    from rlmesh_trio.transport import _env_server
+
+    monkeypatch.setattr(_env_server, "DRAIN_TIMEOUT", 0.4)
+    request = env_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason="owner shutdown"))
+    async with bridge.asyncio_loop():
+        server = EnvServer(CountingEnv(), "127.0.0.1:0", allow_remote_shutdown=True)
+        with trio.fail_after(5):
+            async with trio.open_nursery() as nursery:
+                await nursery.start(server.run)
+                join = RawJoin(server.address)
+                await join.open()
+                await join.rpc(reset=env_pb.ResetRequest())
+                reply = await unary(server.address, "Shutdown", request, env_pb.ShutdownResponse)
+                assert reply.base.accepted
+                # The idle session never ends by itself: run() still returns after the drain.
+        with pytest.raises((GRPCError, StreamTerminatedError, ConnectionError, OSError)):
+            await handshake(server.address)
+        await join.close()

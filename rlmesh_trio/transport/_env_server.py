@@ -338,7 +338,9 @@ class EnvServer:
         if idle is not None:
             remote = self._stop is not None and self._stop.is_set()
             try:
-                await asyncio.wait_for(idle.wait(), None if remote else _CLOSE_GRACE)
+                # Inside the Trio-side bound, so the listener is always closed below.
+                grace = 0.8 * DRAIN_TIMEOUT if remote else min(_CLOSE_GRACE, DRAIN_TIMEOUT / 2)
+                await asyncio.wait_for(idle.wait(), grace)
             except TimeoutError:
                 pass
         grpc.close()
