@@ -3,9 +3,10 @@
 Asyncio side: one session task owns the grpclib stream; it runs a writer
 (draining an outbox queue, so sends never interleave on the wire) and the
 reader (parsing each response and resolving the waiting :class:`Slot` by the
-response's ``request_id``). Trio side: :meth:`JoinSession.request` queues the
-encoded request and waits on its slot -- one bridge crossing each way and no
-asyncio task per request.
+response's ``request_id``). Trio side: :meth:`JoinSession.request` writes the
+encoded request straight into the HTTP/2 connection when the writer is idle
+(else queues it for the writer) and waits on its slot -- no asyncio task and
+no bridge call per request.
 
 A session ends when the server ends the stream (status OK or not), the
 connection drops, or the owner kills it; every waiter still pending then
