@@ -168,7 +168,13 @@ def rlmesh_env(
 
 @contextlib.contextmanager
 def rlmesh_model(policy: str = "cartpole", *, allow_shutdown: bool = False) -> Iterator[RlmeshProc]:
-    """Serve ``rlmesh.numpy.Model(<policy>)`` (policies: ``cartpole``, ``angle``, ``failing``)."""
+    """Serve ``rlmesh.numpy.Model(<policy>)`` (policies: ``cartpole``, ``angle``, ``failing``).
+
+    Linux only: the model server does not report its port, so the child finds
+    it in ``/proc``.
+    """
+    if not os.path.exists("/proc/self/net/tcp"):
+        pytest.skip("serving an rlmesh model on port 0 needs Linux /proc to learn the port")
     argv = [sys.executable, str(_SERVE_SCRIPT), "model", "--ready-fd", "{READY_FD}"]
     argv += ["--policy", policy]
     if allow_shutdown:
