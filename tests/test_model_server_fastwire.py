@@ -48,13 +48,29 @@ def test_predict_requests_decode_like_betterproto2(request_id: str, predict: Any
         assert mine.seed == theirs.seed  # explicit presence survives, zero included
 
 
+COUNTERS = (
+    "decode_ns",
+    "user_ns",
+    "encode_ns",
+    "adapter_ns",
+    "in_flight",
+    "held_episodes",
+    "held_bytes",
+)
+
+
 @settings(max_examples=300, deadline=None)
-@given(request_id=texts, predict=predict_responses, total=st.none() | u64)
+@given(
+    request_id=texts,
+    predict=predict_responses,
+    total=st.none() | u64,
+    counters=st.fixed_dictionaries({}, optional={name: u64 for name in COUNTERS}),
+)
 def test_predict_responses_encode_like_betterproto2(
-    request_id: str, predict: Any, total: int | None
+    request_id: str, predict: Any, total: int | None, counters: dict[str, int]
 ) -> None:
     response = model_pb.JoinResponse(
-        request_id=request_id, predict=predict, endpoint_total_ns=total
+        request_id=request_id, predict=predict, endpoint_total_ns=total, **counters
     )
     assert encode_join_response(response) == bytes(response)
 

@@ -257,6 +257,9 @@ async def test_predict_echoes_context_and_returns_exactly_one_frame() -> None:
     response = await handle(host, model_pb.JoinRequest(request_id="env-rid", predict=body))
     assert response.request_id == "env-rid"
     assert response.endpoint_total_ns is not None and response.endpoint_total_ns > 0
+    # The phase counters 0.1.0 servers send: set, and within the total.
+    phases = response.decode_ns + response.user_ns + response.encode_ns
+    assert response.user_ns > 0 and phases <= response.endpoint_total_ns
     predict = response.predict
     assert bytes(predict.context) == bytes(body.context)
     assert len(predict.actions) == 1

@@ -33,7 +33,7 @@ from ._faults import Code, ModelFault
 from ._policy import Policy, PolicyFn, as_policy
 from ._tree import concat_rows, split_rows
 
-__all__ = ["Invoke", "ModelHost", "inline_invoke"]
+__all__ = ["Invoke", "ModelHost", "PhaseTimes", "inline_invoke"]
 
 #: Runs one user function on one argument in the caller's world and returns its result.
 Invoke = Callable[[PolicyFn, Any], Awaitable[Any]]
@@ -64,6 +64,18 @@ class Adapter:
     execution_horizon: int
     #: Groups whose adapters share this key (the observation spec's bytes) can be fused.
     fuse_key: bytes
+
+
+class PhaseTimes:
+    """Where one request's time went, in nanoseconds (reported as ``decode_ns``,
+    ``user_ns`` and ``encode_ns`` on the response)."""
+
+    __slots__ = ("decode_ns", "encode_ns", "user_ns")
+
+    def __init__(self) -> None:
+        self.decode_ns = 0
+        self.user_ns = 0
+        self.encode_ns = 0
 
 
 def _describe(exc: ProtocolError) -> str:
@@ -101,10 +113,16 @@ class ModelHost:
         try:
             name, body = betterproto2.which_one_of(request, "kind")
             body = cast(Any, body)  # the arm's message type follows from ``name``
-            if name == "predict":
-                response.predict = await self.predict(body, invoke)
-            elif name == "grouped_predict":
-                response.grouped_predict = await self.grouped_predict(body, invoke)
+            if name == "predict" or name == "grouped_predict":
+                times = PhaseTimes()
+                if name == "predict":
+                    response.predict = await self.predict(body, invoke, times)
+                else:
+                    response.grouped_predict = await self.grouped_predict(body, invoke, times)
+                # The endpoint timing counters 0.1.0 servers send (telemetry on the client).
+                response.decode_ns = times.decode_ns
+                response.user_ns = times.user_ns
+                response.encode_ns = times.encode_ns
             elif name == "resolve_adapter":
                 response.resolve_adapter = self.resolve_adapter(body)
             elif name == "reset_adapter":
@@ -231,14 +249,21 @@ class ModelHost:
         return adapter
 
     async def predict(
-        self, request: model_pb.PredictRequest, invoke: Invoke
+        self, request: model_pb.PredictRequest, invoke: Invoke, times: PhaseTimes | None = None
     ) -> model_pb.PredictResponse:
-        """Predict R rows; one action frame, batched over the same R rows."""
+        """Predict R rows; one action frame, batched over the same R rows.
+
+        ``times``, when given, accumulates the decode/policy/encode durations.
+        """
         adapter = self.check_predict(request)
-        return await self._predict_checked(request, adapter, invoke)
+        return await self._predict_checked(request, adapter, invoke, times or PhaseTimes())
 
     async def _predict_checked(
-        self, request: model_pb.PredictRequest, adapter: Adapter, invoke: Invoke
+        self,
+        request: model_pb.PredictRequest,
+        adapter: Adapter,
+        invoke: Invoke,
+        times: PhaseTimes,
     ) -> model_pb.PredictResponse:
         rows = len(request.episode_info)
         policy = self.policy
@@ -247,19 +272,22 @@ class ModelHost:
         if observation is None:  # not ``or``: a message's truth test walks all its fields
             observation = spaces_pb.SpaceValue()
         if policy.predict is not None and (rows == 1 or policy.predict_batch is None):
-            values = _decode(spaces.decode_batch, obs_space, observation, rows)
-            actions = [await _call(invoke, policy.predict, value) for value in values]
-            frame = _encode(spaces.encode_batch, adapter.action_space, actions)
+            values = _decode(spaces.decode_batch, obs_space, observation, rows, times)
+            actions = [await _call(invoke, policy.predict, value, times) for value in values]
+            frame = _encode(spaces.encode_batch, adapter.action_space, times, actions)
         else:
             assert policy.predict_batch is not None
-            stacked = _decode(spaces.decode_stacked, obs_space, observation, rows)
-            result = await _call(invoke, policy.predict_batch, stacked)
-            frame = _encode(spaces.encode_stacked, adapter.action_space, result, rows)
+            stacked = _decode(spaces.decode_stacked, obs_space, observation, rows, times)
+            result = await _call(invoke, policy.predict_batch, stacked, times)
+            frame = _encode(spaces.encode_stacked, adapter.action_space, times, result, rows)
         # The context goes back untouched: 0.1.0 and our driver compare it field by field.
         return model_pb.PredictResponse(context=request.context, actions=[frame])
 
     async def grouped_predict(
-        self, request: model_pb.GroupedPredictRequest, invoke: Invoke
+        self,
+        request: model_pb.GroupedPredictRequest,
+        invoke: Invoke,
+        times: PhaseTimes | None = None,
     ) -> model_pb.GroupedPredictResponse:
         """Predict every group; one group failing never fails another.
 
@@ -269,6 +297,7 @@ class ModelHost:
         exactly as a plain Predict would be.
         """
         groups = request.groups
+        times = times or PhaseTimes()
         results: list[model_pb.GroupedPredictResult | None] = [None] * len(groups)
         buckets: dict[bytes, list[tuple[int, Adapter]]] = {}
         for index, group in enumerate(groups):
@@ -283,16 +312,16 @@ class ModelHost:
         for members in buckets.values():
             if len(members) == 1:
                 index, adapter = members[0]
-                results[index] = await self._group_alone(groups[index], adapter, invoke)
+                results[index] = await self._group_alone(groups[index], adapter, invoke, times)
             else:
-                await self._groups_fused(groups, members, results, invoke)
+                await self._groups_fused(groups, members, results, invoke, times)
         return model_pb.GroupedPredictResponse(results=[r for r in results if r is not None])
 
     async def _group_alone(
-        self, group: model_pb.PredictRequest, adapter: Adapter, invoke: Invoke
+        self, group: model_pb.PredictRequest, adapter: Adapter, invoke: Invoke, times: PhaseTimes
     ) -> model_pb.GroupedPredictResult:
         try:
-            response = await self._predict_checked(group, adapter, invoke)
+            response = await self._predict_checked(group, adapter, invoke, times)
         except ModelFault as fault:
             return model_pb.GroupedPredictResult(error=fault.to_proto())
         return model_pb.GroupedPredictResult(response=response)
@@ -303,6 +332,7 @@ class ModelHost:
         members: list[tuple[int, Adapter]],
         results: list[model_pb.GroupedPredictResult | None],
         invoke: Invoke,
+        times: PhaseTimes,
     ) -> None:
         batch_fn = self.policy.predict_batch
         assert batch_fn is not None
@@ -315,7 +345,7 @@ class ModelHost:
                 if observation is None:
                     observation = spaces_pb.SpaceValue()
                 stacked = _decode(
-                    spaces.decode_stacked, _observation_space(adapter), observation, rows
+                    spaces.decode_stacked, _observation_space(adapter), observation, rows, times
                 )
             except ModelFault as fault:
                 results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
@@ -326,7 +356,7 @@ class ModelHost:
         sizes = [rows for _, _, rows, _ in decoded]
         try:
             fused = concat_rows([stacked for *_, stacked in decoded])
-            actions = await _call(invoke, batch_fn, fused)
+            actions = await _call(invoke, batch_fn, fused, times)
             try:
                 pieces = split_rows(actions, sizes)
             except (ValueError, TypeError) as exc:
@@ -337,7 +367,7 @@ class ModelHost:
             return
         for (index, adapter, rows, _), piece in zip(decoded, pieces, strict=True):
             try:
-                frame = _encode(spaces.encode_stacked, adapter.action_space, piece, rows)
+                frame = _encode(spaces.encode_stacked, adapter.action_space, times, piece, rows)
             except ModelFault as fault:
                 results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
                 continue
@@ -356,21 +386,36 @@ def _observation_space(adapter: Adapter) -> spaces_pb.SpaceSpec:
     return adapter.observation_space
 
 
-async def _call(invoke: Invoke, fn: PolicyFn, arg: Any) -> Any:
+async def _call(invoke: Invoke, fn: PolicyFn, arg: Any, times: PhaseTimes) -> Any:
+    started = time.perf_counter_ns()
     try:
         return await invoke(fn, arg)
     except Exception as exc:  # the user's policy failed: a ModelError naming the exception
         raise ModelFault.from_exception(exc) from exc
+    finally:
+        times.user_ns += time.perf_counter_ns() - started
 
 
-def _decode(decoder: Callable[..., Any], spec: spaces_pb.SpaceSpec, value: Any, rows: int) -> Any:
+def _decode(
+    decoder: Callable[..., Any],
+    spec: spaces_pb.SpaceSpec,
+    value: Any,
+    rows: int,
+    times: PhaseTimes,
+) -> Any:
+    started = time.perf_counter_ns()
     try:
         return decoder(spec, value, rows)
     except ProtocolError as exc:
         raise ModelFault.internal(f"internal error: model error: {_describe(exc)}") from None
+    finally:
+        times.decode_ns += time.perf_counter_ns() - started
 
 
-def _encode(encoder: Callable[..., Any], spec: spaces_pb.SpaceSpec, *args: Any) -> Any:
+def _encode(
+    encoder: Callable[..., Any], spec: spaces_pb.SpaceSpec, times: PhaseTimes, *args: Any
+) -> Any:
+    started = time.perf_counter_ns()
     try:
         return encoder(spec, *args)
     except ProtocolError as exc:
@@ -383,3 +428,5 @@ def _encode(encoder: Callable[..., Any], spec: spaces_pb.SpaceSpec, *args: Any) 
             f"internal error: model error: the policy returned an action that does not fit "
             f"the action space: {type(exc).__name__}: {exc}"
         ) from None
+    finally:
+        times.encode_ns += time.perf_counter_ns() - started

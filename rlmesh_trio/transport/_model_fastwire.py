@@ -211,8 +211,22 @@ _OTHER_ARMS = (
     "reset_adapter",
     "error",
 )
-_COUNTERS = ("decode_ns", "user_ns", "encode_ns", "adapter_ns", "in_flight")
-_COUNTERS_REST = ("held_episodes", "held_bytes")
+#: The additive uint64 counters of 0.1.0 (fields 11-15, 17, 18), as (varint key, name).
+_COUNTERS = tuple(
+    (
+        bytes([(number << 3) & 0x7F | 0x80, number >> 4]) if number >= 16 else bytes([number << 3]),
+        name,
+    )
+    for number, name in (
+        (11, "decode_ns"),
+        (12, "user_ns"),
+        (13, "encode_ns"),
+        (14, "adapter_ns"),
+        (15, "in_flight"),
+        (17, "held_episodes"),
+        (18, "held_bytes"),
+    )
+)
 
 
 def encode_join_response(response: model_pb.JoinResponse) -> bytes:
@@ -227,6 +241,11 @@ def encode_join_response(response: model_pb.JoinResponse) -> bytes:
             if response.endpoint_total_ns is not None:
                 out.append(0x30)
                 _put_varint(out, response.endpoint_total_ns)
+            for key, name in _COUNTERS:
+                value = getattr(response, name)
+                if value:
+                    out += key
+                    _put_varint(out, value)
             return bytes(out)
         except _Fallback:
             pass
@@ -236,8 +255,5 @@ def encode_join_response(response: model_pb.JoinResponse) -> bytes:
 def _only_predict(response: Any) -> bool:
     for name in _OTHER_ARMS:
         if getattr(response, name) is not None:
-            return False
-    for name in _COUNTERS + _COUNTERS_REST:
-        if getattr(response, name):
             return False
     return True
