@@ -226,7 +226,7 @@ class ModelServer:
 
     @property
     def shutdown_reason(self) -> str | None:
-        """Set when a remote Shutdown was accepted."""
+        """Why serving stopped: the accepted remote Shutdown's reason, or ``signal SIGTERM``."""
         return self._shutdown_reason
 
     # ------------------------------------------------------------------ Trio side
