@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import gymnasium as gym
 import numpy as np
@@ -15,7 +15,7 @@ class CountingEnv(gym.Env[np.ndarray, int]):
 
     observation_space = gym.spaces.Box(-10.0, 10.0, (1,), np.float32)
     action_space = gym.spaces.Discrete(3)
-    metadata = {"render_modes": ["rgb_array"], "render_fps": 4}
+    metadata: ClassVar[dict[str, Any]] = {"render_modes": ["rgb_array"], "render_fps": 4}
 
     def __init__(self, done_at: int = 2, render_mode: str | None = None) -> None:
         self.done_at = done_at

@@ -192,6 +192,73 @@ SERVE_SCRIPT = textwrap.dedent(
 )
 
 
+CALLER_THREAD_SCRIPT = textwrap.dedent(
+    """
+    import sys, threading
+    import gymnasium as gym
+    from rlmesh_trio.transport._env_server import EnvServer
+
+    class MainThreadOnly(gym.Wrapper):
+        # A simulator that only works from the thread that created it.
+        def __init__(self, env):
+            super().__init__(env)
+            self.owner = threading.get_ident()
+
+        def _check(self):
+            if threading.get_ident() != self.owner:
+                raise RuntimeError("called from a foreign thread")
+
+        def reset(self, **kw):
+            self._check()
+            return self.env.reset(**kw)
+
+        def step(self, action):
+            self._check()
+            return self.env.step(action)
+
+        def close(self):
+            self._check()
+            print("closed on the creating thread", flush=True)
+            self.env.close()
+
+    env = MainThreadOnly(gym.make("CartPole-v1"))
+    EnvServer(env, "127.0.0.1:0").serve(ready_fd=int(sys.argv[1]), env_thread="caller")
+    """
+)
+
+
+def _serve_in_subprocess(script: str) -> tuple[subprocess.Popen[bytes], str]:
+    read_fd, write_fd = os.pipe()
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script, str(write_fd)],
+        pass_fds=(write_fd,),
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    os.close(write_fd)
+    with os.fdopen(read_fd) as ready:
+        line = ready.readline().strip()
+    return proc, line
+
+
+def test_blocking_serve_can_keep_env_calls_on_the_calling_thread() -> None:
+    proc, address = _serve_in_subprocess(CALLER_THREAD_SCRIPT)
+    try:
+        assert address.startswith("tcp://127.0.0.1:")
+        result = rlmesh.run(rlmesh_numpy.Model(lean_policy), address, seeds=[1, 2])
+        assert [e.steps for e in result.episodes] == [51, 35]
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err.decode()
+        assert b"closed on the creating thread" in out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+
+
 def test_blocking_serve_in_a_subprocess_with_ready_fd() -> None:
     read_fd, write_fd = os.pipe()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

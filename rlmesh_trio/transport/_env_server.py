@@ -183,6 +183,10 @@ class EnvServer:
         self._session_active = False
         self._sessions_idle: asyncio.Event | None = None
         self._workers: EnvWorkers | None = None
+        self._caller_pool: EnvWorkers | None = None
+        self._serve_token: trio.lowlevel.TrioToken | None = None
+        self._serve_scope: trio.CancelScope | None = None
+        self._serve_cancelled = False
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -223,8 +227,13 @@ class EnvServer:
                 "EnvServer.run needs the transport's asyncio loop: use serve_env(), "
                 "EnvServer.serve(), or run it inside `async with asyncio_loop():`"
             )
-        # One thread per lane (lanes run concurrently) plus one for whole-width requests.
-        self._workers = EnvWorkers(self.host.num_envs + 1, trio.lowlevel.current_trio_token())
+        if self._caller_pool is not None:
+            workers = self._caller_pool  # serve(env_thread="caller"): the serving thread runs jobs
+        else:
+            # One thread per lane (lanes run concurrently) plus one for whole-width requests.
+            workers = EnvWorkers(self.host.num_envs + 1)
+        workers.bind(trio.lowlevel.current_trio_token())
+        self._workers = workers
         try:
             await _bridge.call(self._start_asyncio)
             task_status.started(self)
@@ -233,11 +242,12 @@ class EnvServer:
             log.info("env server %s stopping: %s", self._address, self._shutdown_reason)
         finally:
             with trio.CancelScope(shield=True):
-                with trio.move_on_after(DRAIN_TIMEOUT):
+                with trio.move_on_after(DRAIN_TIMEOUT + 1.0):
                     await self._close_grpc()
-                self._workers.stop()
+                # The env is closed by a worker too: an env bound to its thread stays there.
                 with trio.move_on_after(CLOSE_TIMEOUT):
-                    await trio.to_thread.run_sync(self.host.close, abandon_on_cancel=True)
+                    await workers.run(self.host.close)
+                workers.stop()
 
     def request_shutdown(self, reason: str = "") -> None:
         """Ask :meth:`run` to stop (from either side of the bridge; never blocks)."""
@@ -245,17 +255,87 @@ class EnvServer:
         if self._stop is not None:
             self._stop.set()
 
-    def serve(self, ready_fd: int | None = None) -> None:
+    def serve(self, ready_fd: int | None = None, *, env_thread: str = "worker") -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
 
         With ``ready_fd``, writes one line with the bound address
         (``tcp://127.0.0.1:54321``) to that file descriptor once listening, then
         closes it, as ``python -m rlmesh._cli.serve_env --ready-fd N`` does.
+
+        ``env_thread="caller"`` runs every env call (and the env's close) on the
+        thread that called ``serve()``, as 0.1.0's blocking serve does, for
+        simulators that only work from the thread that created them; the server
+        itself then runs on a background thread, and lanes take turns. The
+        default ``"worker"`` runs env calls on worker threads, lanes concurrently.
         """
-        trio.run(self._serve_main, ready_fd)
+        if env_thread == "worker":
+            trio.run(self._serve_main, ready_fd)
+            return
+        if env_thread != "caller":
+            raise ValueError(f'env_thread must be "worker" or "caller", got {env_thread!r}')
+        pool = EnvWorkers(0)
+        self._caller_pool = pool
+        done = threading.Event()
+        failure: list[BaseException] = []
+
+        def run_server() -> None:
+            try:
+                trio.run(self._serve_main, ready_fd)
+            except BaseException as exc:
+                failure.append(exc)
+            finally:
+                done.set()
+                pool.wake()
+
+        restore = self._stop_on_caller_signals()
+        server_thread = threading.Thread(target=run_server, name="rlmesh-trio-env-server")
+        server_thread.start()
+        try:
+            pool.work_here(done)
+        finally:
+            restore()
+            server_thread.join()
+            self._caller_pool = None
+        if failure:
+            raise failure[0]
+
+    def _stop_on_caller_signals(self) -> Callable[[], None]:
+        """In ``env_thread="caller"`` mode the main thread handles SIGINT/SIGTERM: the
+        first one stops the server gracefully (an env call in progress is not
+        interrupted); the previous handlers come back for anything after that."""
+        if threading.current_thread() is not threading.main_thread():
+            return lambda: None
+        previous = {signum: signal.getsignal(signum) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+        def restore() -> None:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+        def on_signal(signum: int, _frame: Any) -> None:
+            log.info("env server %s got signal %s; stopping", self._address, signum)
+            restore()
+            self._cancel_serve()
+
+        for signum in previous:
+            signal.signal(signum, on_signal)
+        return restore
+
+    def _cancel_serve(self) -> None:
+        """Stop a running :meth:`serve` from any thread (never blocks)."""
+        self._serve_cancelled = True
+        token, scope = self._serve_token, self._serve_scope
+        if token is not None and scope is not None:
+            try:
+                token.run_sync_soon(scope.cancel)
+            except trio.RunFinishedError:
+                pass
 
     async def _serve_main(self, ready_fd: int | None) -> None:
         async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
+            self._serve_token = trio.lowlevel.current_trio_token()
+            self._serve_scope = nursery.cancel_scope
+            if self._serve_cancelled:
+                nursery.cancel_scope.cancel()  # a signal beat the loop's start
             if threading.current_thread() is threading.main_thread():
                 nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
             await nursery.start(self._run_then_stop, nursery.cancel_scope)
