@@ -170,3 +170,42 @@ async def test_async_with_connects_and_closes() -> None:
         assert env.label == "counting"
         assert env.host is not None and env.host.contract.num_envs == 1
     assert made[0].closed
+
+
+def _lean(obs: object) -> object:
+    import numpy as np
+
+    arr = np.asarray(obs)
+    return (arr[..., 2] > 0).astype(np.int64) if arr.ndim == 2 else int(arr[2] > 0)
+
+
+def _cartpole_vector() -> gym.vector.SyncVectorEnv:
+    venv = gym.vector.SyncVectorEnv(
+        [lambda: gym.make("CartPole-v1") for _ in range(2)],
+        autoreset_mode=gym.vector.AutoresetMode.NEXT_STEP,
+    )
+    venv.reset(seed=11)
+    return venv
+
+
+@pytest.mark.parametrize(
+    ("make", "budget"),
+    [
+        (lambda: gym.make("CartPole-v1"), {"seeds": range(4)}),
+        (lambda: [gym.make("CartPole-v1") for _ in range(3)], {"seeds": range(6)}),
+        (_cartpole_vector, {"episodes": 6}),
+    ],
+    ids=["single", "lanes", "vector"],
+)
+async def test_in_process_and_served_envs_give_the_same_episodes(make, budget) -> None:
+    import rlmesh_trio as rt
+
+    local = await rt.run_routes([rt.Route(env=make(), model=_lean, **budget)])
+    async with rt.serve_env(make()) as server:
+        served = await rt.run_routes([rt.Route(env=server.address, model=_lean, **budget)])
+
+    def key(report: object) -> list[tuple[object, int, float]]:
+        return sorted((e.seed, e.steps, e.reward) for e in report.episodes)  # type: ignore[attr-defined]
+
+    assert key(local) == key(served)
+    assert len(local.episodes) == (len(budget["seeds"]) if "seeds" in budget else 6)
