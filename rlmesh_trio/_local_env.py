@@ -227,6 +227,13 @@ class LocalEnv:
         assert reply is not None
         total_ns = time.perf_counter_ns() - start
         telemetry = {"endpoint.total": total_ns / 1e6, "endpoint.user": reply.user_ns / 1e6}
+        for metric, value in (
+            ("endpoint.decode", reply.decode_ns),
+            ("endpoint.encode", reply.encode_ns),
+            ("endpoint.queue", reply.queue_ns),
+        ):
+            if value:
+                telemetry[metric] = value / 1e6
         if reply.end_stream:
             # Close, or a non-recoverable error: 0.1.0 ends the Join stream here.
             self._session_ended = True

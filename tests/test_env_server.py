@@ -78,6 +78,9 @@ async def test_join_headers_ids_timing_and_close_ends_stream() -> None:
         assert bad.request_id == "grpc-req-3" and bad.endpoint_total_ns is not None
         await join.rpc(step=env_pb.StepRequest(action=act(1)))
         done = await join.rpc(step=env_pb.StepRequest(action=act(1)))
+        # The additive timing fields 0.1.0 runtimes turn into endpoint.* telemetry.
+        assert done.user_ns > 0 and done.decode_ns > 0 and done.encode_ns > 0
+        assert done.endpoint_total_ns >= done.user_ns
         (episode,) = done.step.completed_episodes
         assert (episode.episode_id, episode.seed, episode.step_count) == ("e1", 3, 2)
         await join.rpc(reset=env_pb.ResetRequest(episode_ids=["e2"]))

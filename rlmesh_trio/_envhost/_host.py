@@ -20,9 +20,10 @@ recoverable; an exception from the env is INTERNAL, non-recoverable, and
 from __future__ import annotations
 
 import abc
+import contextlib
 import json
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -86,11 +87,19 @@ def internal(message: str) -> EnvFailure:
 
 @attrs.frozen
 class HostReply:
-    """One answer. ``user_ns`` is the time spent inside env calls (telemetry ``endpoint.user``)."""
+    """One answer, with where its time went (the additive JoinResponse timing fields).
+
+    ``user_ns``: inside env calls; ``decode_ns``: decoding and checking the action;
+    ``encode_ns``: encoding observation and infos; ``queue_ns``: waiting for
+    earlier requests on the same lanes.
+    """
 
     response: env_pb.JoinResponse
     end_stream: bool = False
     user_ns: int = 0
+    decode_ns: int = 0
+    encode_ns: int = 0
+    queue_ns: int = 0
 
     @property
     def error(self) -> env_pb.EnvError | None:
@@ -104,13 +113,43 @@ class HostReply:
 class Call:
     """Per-request context: the deadline and the time spent in user code."""
 
-    __slots__ = ("_deadline_ns", "op", "timeout_ms", "user_ns")
+    __slots__ = ("_deadline_ns", "decode_ns", "encode_ns", "op", "timeout_ms", "user_ns")
 
     def __init__(self, op: str, timeout_ms: int, admitted_ns: int) -> None:
         self.op = op
         self.timeout_ms = timeout_ms
         self._deadline_ns = admitted_ns + timeout_ms * 1_000_000 if timeout_ms else None
         self.user_ns = 0
+        self.decode_ns = 0
+        self.encode_ns = 0
+
+    @contextlib.contextmanager
+    def decoding(self) -> Iterator[None]:
+        start = time.perf_counter_ns()
+        try:
+            yield
+        finally:
+            self.decode_ns += time.perf_counter_ns() - start
+
+    @contextlib.contextmanager
+    def encoding(self) -> Iterator[None]:
+        start = time.perf_counter_ns()
+        try:
+            yield
+        finally:
+            self.encode_ns += time.perf_counter_ns() - start
+
+    def reply(
+        self, response: env_pb.JoinResponse, queue_ns: int, *, end_stream: bool = False
+    ) -> HostReply:
+        return HostReply(
+            response,
+            end_stream=end_stream,
+            user_ns=self.user_ns,
+            decode_ns=self.decode_ns,
+            encode_ns=self.encode_ns,
+            queue_ns=queue_ns,
+        )
 
     def env(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
         """Call into the env; any exception becomes INTERNAL ``"<what> failed: Type: msg"``."""
@@ -182,10 +221,11 @@ class EnvHost(abc.ABC):
         """
         if not self._sched.wait_turn(ticket):
             return None
+        queue_ns = max(0, time.monotonic_ns() - ticket.admitted_ns)
         try:
             request = ticket.request
             assert isinstance(request, env_pb.JoinRequest)
-            return self._dispatch(request, ticket.admitted_ns)
+            return self._dispatch(request, ticket.admitted_ns, queue_ns)
         finally:
             self._sched.finish(ticket)
 
@@ -218,38 +258,36 @@ class EnvHost(abc.ABC):
 
     # -- dispatch ------------------------------------------------------------------------
 
-    def _dispatch(self, request: env_pb.JoinRequest, admitted_ns: int) -> HostReply:
+    def _dispatch(
+        self, request: env_pb.JoinRequest, admitted_ns: int, queue_ns: int = 0
+    ) -> HostReply:
         kind, arm = betterproto2.which_one_of(request, "kind")
         body: Any = arm
-        call: Call | None = None
+        call = Call(f"env.{kind}", getattr(body, "timeout_ms", 0), admitted_ns)
         try:
             if kind == "configure":
-                return HostReply(env_pb.JoinResponse(configure=self._configure(body)))
+                configured = self._configure(body)
+                return call.reply(env_pb.JoinResponse(configure=configured), queue_ns)
             if kind == "reset":
-                call = Call("env.reset", body.timeout_ms, admitted_ns)
                 reset = self._reset(body, call)
-                return HostReply(env_pb.JoinResponse(reset=reset), user_ns=call.user_ns)
+                return call.reply(env_pb.JoinResponse(reset=reset), queue_ns)
             if kind == "step":
-                call = Call("env.step", body.timeout_ms, admitted_ns)
                 step = self._step(body, call)
-                return HostReply(env_pb.JoinResponse(step=step), user_ns=call.user_ns)
+                return call.reply(env_pb.JoinResponse(step=step), queue_ns)
             if kind == "render":
-                call = Call("env.render", body.timeout_ms, admitted_ns)
                 render = self._render(body, call)
-                return HostReply(env_pb.JoinResponse(render=render), user_ns=call.user_ns)
+                return call.reply(env_pb.JoinResponse(render=render), queue_ns)
             if kind == "close":
                 final = self.book.close_all()
                 self._on_session_end()
-                return HostReply(
-                    env_pb.JoinResponse(close=env_pb.CloseEnvsResponse(final_episodes=final)),
-                    end_stream=True,
-                )
+                closed = env_pb.CloseEnvsResponse(final_episodes=final)
+                return call.reply(env_pb.JoinResponse(close=closed), queue_ns, end_stream=True)
             raise unsupported(UNKNOWN_KIND)
         except EnvFailure as failure:
-            return HostReply(
+            return call.reply(
                 env_pb.JoinResponse(error=failure.to_error()),
+                queue_ns,
                 end_stream=failure.end_stream,
-                user_ns=call.user_ns if call is not None else 0,
             )
 
     def _configure(self, body: env_pb.ConfigureEnvRequest) -> env_pb.ConfigureEnvResponse:

@@ -143,20 +143,21 @@ class LaneHost(EnvHost):
             call.env("reset", _reset_lane, self._lanes[lane], seed, options)
             for lane, seed in zip(lanes, seeds, strict=True)
         ]
-        observation = encode_observations(
-            "reset", self._observation_spec, [obs for obs, _ in results]
-        )
-        warned = [
-            self._conformance.check(lane, "observation", self._observation_space, obs)
-            for lane, (obs, _) in zip(lanes, results, strict=True)
-        ]
-        infos = [with_warnings(info, w) for (_, info), w in zip(results, warned, strict=True)]
-        if len(lanes) == 1:
-            info_msg = info_map("reset", infos[0])
-        else:
-            info_msg = lanes_info_map(
-                "reset", infos, [True] * len(lanes), [w for ws in warned for w in ws]
+        with call.encoding():
+            observation = encode_observations(
+                "reset", self._observation_spec, [obs for obs, _ in results]
             )
+            warned = [
+                self._conformance.check(lane, "observation", self._observation_space, obs)
+                for lane, (obs, _) in zip(lanes, results, strict=True)
+            ]
+            infos = [with_warnings(info, w) for (_, info), w in zip(results, warned, strict=True)]
+            if len(lanes) == 1:
+                info_msg = info_map("reset", infos[0])
+            else:
+                info_msg = lanes_info_map(
+                    "reset", infos, [True] * len(lanes), [w for ws in warned for w in ws]
+                )
         call.check_deadline()
         for lane, episode_id, seed in zip(lanes, ids, seeds, strict=True):
             self.book.start(lane, episode_id, seed)
@@ -170,37 +171,41 @@ class LaneHost(EnvHost):
         count = len(lanes)
         if body.action is None:
             raise invalid_action(f"expected {count} actions, got 0")
-        try:
-            actions = spaces.decode_batch(self._action_spec, body.action, count)
-        except ProtocolError as exc:
-            raise invalid_action(action_error_text(exc)) from exc
-        warned: list[list[dict[str, str]]] = []
-        for lane, action in zip(lanes, actions, strict=True):
-            nan = find_nan(self._action_space, action)
-            if nan:
-                raise invalid_action(nan)
-            warned.append(self._conformance.check(lane, "action", self._action_space, action))
+        with call.decoding():
+            try:
+                actions = spaces.decode_batch(self._action_spec, body.action, count)
+            except ProtocolError as exc:
+                raise invalid_action(action_error_text(exc)) from exc
+            warned: list[list[dict[str, str]]] = []
+            for lane, action in zip(lanes, actions, strict=True):
+                nan = find_nan(self._action_space, action)
+                if nan:
+                    raise invalid_action(nan)
+                warned.append(self._conformance.check(lane, "action", self._action_space, action))
 
         results = [
             call.env("step", _step_lane, self._lanes[lane], action)
             for lane, action in zip(lanes, actions, strict=True)
         ]
-        observation = encode_observations("step", self._observation_spec, [r[0] for r in results])
-        for k, (lane, result) in enumerate(zip(lanes, results, strict=True)):
-            warned[k] += self._conformance.check(
-                lane, "observation", self._observation_space, result[0]
+        with call.encoding():
+            observation = encode_observations(
+                "step", self._observation_spec, [r[0] for r in results]
             )
-        raw_infos = [with_warnings(r[4], w) for r, w in zip(results, warned, strict=True)]
-        lane_infos = [info_map("step", info) for info in raw_infos]
-        if count == 1:
-            info_msg = lane_infos[0]
-        else:
-            info_msg = lanes_info_map(
-                "step",
-                raw_infos,
-                [r[2] or r[3] for r in results],
-                [w for ws in warned for w in ws],
-            )
+            for k, (lane, result) in enumerate(zip(lanes, results, strict=True)):
+                warned[k] += self._conformance.check(
+                    lane, "observation", self._observation_space, result[0]
+                )
+            raw_infos = [with_warnings(r[4], w) for r, w in zip(results, warned, strict=True)]
+            lane_infos = [info_map("step", info) for info in raw_infos]
+            if count == 1:
+                info_msg = lane_infos[0]
+            else:
+                info_msg = lanes_info_map(
+                    "step",
+                    raw_infos,
+                    [r[2] or r[3] for r in results],
+                    [w for ws in warned for w in ws],
+                )
         call.check_deadline()
 
         completed = self.book.drain_interrupted()

@@ -127,8 +127,9 @@ class VectorHost(EnvHost):
         ids = [ids_in[k] if k < len(ids_in) else "" for k in range(self._n)]
 
         obs, info = call.env("reset", self._env.reset, seed=seed, options=options_of(body.options))
-        observation = encode_stacked_observations("reset", self._observation_spec, obs, self._n)
-        infos = info_map("reset", with_warnings(info, self._warnings("observation", obs)))
+        with call.encoding():
+            observation = encode_stacked_observations("reset", self._observation_spec, obs, self._n)
+            infos = info_map("reset", with_warnings(info, self._warnings("observation", obs)))
         call.check_deadline()
         for lane in range(self._n):
             self.book.start(lane, ids[lane], recorded[lane])
@@ -143,14 +144,15 @@ class VectorHost(EnvHost):
         n = self._n
         if body.action is None:
             raise invalid_action(f"expected {n} actions, got 0")
-        try:
-            actions = spaces.decode_stacked(self._action_spec, body.action, n)
-        except ProtocolError as exc:
-            raise invalid_action(action_error_text(exc)) from exc
-        nan = find_nan(self._action_space, actions, lanes=n)
-        if nan:
-            raise invalid_action(nan)
-        warned = self._warnings("action", actions)
+        with call.decoding():
+            try:
+                actions = spaces.decode_stacked(self._action_spec, body.action, n)
+            except ProtocolError as exc:
+                raise invalid_action(action_error_text(exc)) from exc
+            nan = find_nan(self._action_space, actions, lanes=n)
+            if nan:
+                raise invalid_action(nan)
+            warned = self._warnings("action", actions)
 
         obs, rewards, terminated, truncated, info = call.env("step", self._env.step, actions)
         rewards = [float(r) for r in np.asarray(rewards).reshape(-1)]
@@ -161,9 +163,10 @@ class VectorHost(EnvHost):
                 f"step failed: the vector env returned {len(rewards)} rewards, {len(term)} "
                 f"terminated and {len(trunc)} truncated flags for {n} lanes"
             )
-        observation = encode_stacked_observations("step", self._observation_spec, obs, n)
-        warned += self._warnings("observation", obs)
-        infos = info_map("step", with_warnings(info, warned))
+        with call.encoding():
+            observation = encode_stacked_observations("step", self._observation_spec, obs, n)
+            warned += self._warnings("observation", obs)
+            infos = info_map("step", with_warnings(info, warned))
         for lane in self._rolling:
             if term[lane] or trunc[lane] or rewards[lane] != 0.0:
                 raise internal(

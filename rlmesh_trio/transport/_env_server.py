@@ -612,6 +612,9 @@ class _JoinSession:
         response = reply.response
         response.request_id = request.request_id
         response.user_ns = reply.user_ns
+        response.decode_ns = reply.decode_ns
+        response.encode_ns = reply.encode_ns
+        response.queue_ns = reply.queue_ns
         if reply.end_stream:
             self._ended = True
             self._closed_by_request = response.close is not None
