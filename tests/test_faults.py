@@ -417,11 +417,13 @@ async def _bad_slab_run(tmp_path: Path) -> tuple[Outcome, Watch, ServerProc]:
 
 
 async def test_env_malformed_observation_names_the_leaf(tmp_path: Path) -> None:
-    """What happens today: the model's decode names ``$.vel``; episodes and siblings are right."""
+    """The driver refuses the short ``$.vel`` slab itself; episodes and siblings are right."""
     outcome, watch, _ = await _bad_slab_run(tmp_path)
     error = outcome.error
     assert isinstance(error, rt.RlmeshTrioError)
-    assert "$.vel: length mismatch: slab: got 4 bytes, expected 1 lanes * 8" in str(error)
+    assert isinstance(error, rt.ProtocolError)
+    assert "$.vel: environment endpoint" in str(error)
+    assert "length mismatch: slab: got 4 bytes, expected 1 lanes * 8" in str(error)
     kept = check_kept(outcome, watch)
     assert outcome.report.outcome(FAULTY).total_episodes == 2  # GOOD_EPISODES
     siblings = check_siblings_cancelled(outcome)
@@ -437,15 +439,6 @@ async def test_env_malformed_observation_names_the_leaf(tmp_path: Path) -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "library bug: a malformed env observation surfaces as ModelRpcError from the model "
-        "(LocalModel maps the host's decode fault to ModelRpcError 'internal error: model "
-        "error: $.vel: ...'); neither RemoteEnv nor RouteDriver checks observation slabs "
-        "against the contract, so it is never a ProtocolError blaming the env"
-    ),
-)
 async def test_env_malformed_observation_is_a_protocol_error(tmp_path: Path) -> None:
     outcome, _, _ = await _bad_slab_run(tmp_path)
     assert isinstance(outcome.error, rt.ProtocolError)
@@ -643,15 +636,6 @@ async def test_unreachable_address_silent_times_out_at_connect_limit() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "library bug: Limits.env_connect_timeout expiring gives OperationTimeout('env.connect', "
-        "route, component 'env') with no address; EndpointPool.env() builds RemoteEnv(value) "
-        "with its fixed 10 s connect_timeout instead of the route's limit, so the address-naming "
-        "ConnectError never wins"
-    ),
-)
 async def test_unreachable_address_silent_names_the_address() -> None:
     outcome, _, address = await _silent_listener_run()
     assert address in str(outcome.error)
@@ -800,17 +784,6 @@ def test_sigint_while_model_hangs_exits_130_with_partial_report() -> None:
     )
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "library bug: after an interrupt the shared RemoteModel's aclose (orchestrator "
-        "_close_shared) waits RemoteModel._CLOSE_GRACE (1 s) for the half-closed stream on top "
-        "of the route's release, which already ran out service_close_timeout behind the hung "
-        "predict; exit comes ~close + 1.1 s after SIGINT. Fix: bound the whole shutdown by "
-        "the close timeout (skip the grace when requests were abandoned, or give aclose only "
-        "what is left of the budget)"
-    ),
-)
 def test_sigint_while_model_hangs_exits_within_close_timeout_plus_one_second() -> None:
     result = _interrupt_while_model_hangs()
     assert result.returncode == 130

@@ -22,7 +22,15 @@ from typing import Any, Literal
 
 import trio
 
-from .._errors import InvalidSpec, RlmeshTrioError, RouteCancelled, RunFailed
+from .._errors import (
+    ConnectError,
+    InvalidSpec,
+    OperationTimeout,
+    RlmeshTrioError,
+    RouteCancelled,
+    RunFailed,
+    format_duration,
+)
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
 from ._endpoints import EndpointPool
 from ._report import RouteOutcome, RouteStatus, RunReport
@@ -36,6 +44,8 @@ OnFailure = Literal["cancel_siblings", "isolate"]
 _POLICIES = ("cancel_siblings", "isolate")
 CALLER_CANCELLED = "cancelled by caller"
 INTERRUPTED = "interrupted by the user (SIGINT / KeyboardInterrupt)"
+#: Seconds left for closing shared model clients once a run failed or was interrupted.
+SHARED_CLOSE_AFTER_FAILURE = 0.25
 
 
 class RunInterrupted(KeyboardInterrupt):
@@ -214,9 +224,12 @@ class Orchestrator:
                 return
 
     async def _close_shared(self, pool: EndpointPool) -> None:
+        # Every route has already released its adapter (bounded by its own close
+        # timeout); after a failure or an interrupt, don't add a second full wait.
+        bound = SHARED_CLOSE_AFTER_FAILURE if self._primary or self._interrupted else 5.0
         with trio.CancelScope(shield=True):
             for model in pool.owned_models:
-                with trio.move_on_after(5):
+                with trio.move_on_after(bound):
                     try:
                         await model.aclose()
                     except Exception as exc:  # cleanup never hides the run's outcome
@@ -255,8 +268,18 @@ class Orchestrator:
             max_episode_steps=route.max_episode_steps,
             execution_horizon=route.execution_horizon,
         )
+
+        def on_error(error: BaseException) -> None:
+            # Known before the route's own bounded cleanup: siblings stop now.
+            self._failed(slot.route_id, _name_endpoint(error, env.label, model.label))
+
         driver = RouteDriver(
-            spec, env.env, model.model, hooks=self.hooks, cancel_reason=self._cancel_reason_now
+            spec,
+            env.env,
+            model.model,
+            hooks=self.hooks,
+            cancel_reason=self._cancel_reason_now,
+            on_error=on_error,
         )
         slot.driver = driver
         slot.started = time.perf_counter()
@@ -271,10 +294,11 @@ class Orchestrator:
             slot.report = driver.report()
             raise
         except Exception as exc:
+            error = _name_endpoint(exc, env.label, model.label)
             slot.status = "failed"
-            slot.error = exc
+            slot.error = error
             slot.report = driver.report()
-            self._failed(slot.route_id, exc)
+            self._failed(slot.route_id, error)
         finally:
             slot.ended = time.perf_counter()
             if env.owned:
@@ -283,11 +307,28 @@ class Orchestrator:
                 await _aclose(model.model, spec.limits.service_close_timeout)
 
     def _failed(self, route_id: str, error: BaseException) -> None:
+        if self._primary is not None and self._primary[0] == route_id:
+            return  # already reported through the driver's on_error
         log.warning("route %s failed: %s", route_id, error)
         if self._primary is None:
             self._primary = (route_id, error)
             if self.on_failure == "cancel_siblings":
                 self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
+
+
+_CONNECT_OPS = {"env.connect": "env", "model.connect": "model"}
+
+
+def _name_endpoint(error: BaseException, env_label: str, model_label: str) -> BaseException:
+    """A connect timeout names the address it could not reach (as a ``ConnectError``)."""
+    if isinstance(error, OperationTimeout) and error.operation in _CONNECT_OPS:
+        label = env_label if _CONNECT_OPS[error.operation] == "env" else model_label
+        named = ConnectError(
+            label, f"no handshake within {format_duration(error.timeout)} ({error})"
+        )
+        named.__cause__ = error
+        return named
+    return error
 
 
 async def _aclose(endpoint: Any, timeout: float) -> None:

@@ -41,6 +41,7 @@ from .._errors import (
     RouteCancelled,
 )
 from .._wire import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, env_pb, model_pb, spaces_pb
+from ..spaces import decode_stacked
 from ._events import (
     ActionReceivedEvent,
     EpisodeCompletedEvent,
@@ -135,7 +136,10 @@ class RouteDriver:
 
     ``hooks`` observe events and may transform values; ``cancel_reason`` is
     called when the route is cancelled from outside, to fill
-    :class:`RouteCancelled` (default ``"cancelled by caller"``). The driver
+    :class:`RouteCancelled` (default ``"cancelled by caller"``). ``on_error``
+    is called with the route error as soon as it is known, before the
+    shutdown-after-failure path runs, so an orchestrator can cancel sibling
+    routes without waiting for this route's bounded cleanup. The driver
     never closes the endpoints' connections (``aclose``): whoever made the
     endpoints owns them.
     """
@@ -147,8 +151,10 @@ class RouteDriver:
         model: RuntimeModel,
         hooks: RuntimeHooks | None = None,
         cancel_reason: Callable[[], str] | None = None,
+        on_error: Callable[[BaseException], None] | None = None,
     ) -> None:
         self.spec = spec
+        self._on_error = on_error
         self.env = env
         self.model = model
         self.hooks: RuntimeHooks = hooks if hooks is not None else RuntimeHooks()
@@ -263,6 +269,13 @@ class RouteDriver:
                 await self._shutdown_after_failure(self.error)
                 raise _first_cancelled(exc) from None
             self.error = error
+            if self._on_error is not None:
+                try:
+                    self._on_error(error)
+                except Exception as cb_exc:
+                    _logger.warning(
+                        "route %s: on_error callback failed: %s", self.spec.route_id, cb_exc
+                    )
             await self._shutdown_after_failure(error)
             if error is exc:
                 raise
@@ -510,7 +523,32 @@ class RouteDriver:
             (self._now() - started) * 1000.0,
             reply.telemetry,
         )
-        return reply.response
+        response = reply.response
+        self._check_observation(response.observation, len(request.env_indices), "reset")
+        return response
+
+    def _check_observation(self, value: spaces_pb.SpaceValue | None, lanes: int, op: str) -> None:
+        """Refuse an observation whose slabs do not fit the contract (blame the env, not the model).
+
+        A cheap structural decode (views, no copies): leaf count, exact slab
+        sizes, text headers and value ranges, for the lanes this reply covers.
+        """
+        space = self._observation_space
+        if space is None:
+            return
+        component = self.spec.env_component_id
+        if value is None:
+            raise ProtocolError(
+                f"environment endpoint {component} returned a {op} response with no observation"
+            )
+        try:
+            decode_stacked(space, value, lanes or self.num_envs, copy=False)
+        except ProtocolError as exc:
+            raise ProtocolError(
+                f"environment endpoint {component} returned a malformed observation on {op} "
+                f"at runtime step {self.step}: {exc.detail}",
+                path=exc.path,
+            ) from None
 
     async def _env_step(self, request: env_pb.StepRequest) -> env_pb.StepResponse:
         started = self._now()
@@ -530,7 +568,9 @@ class RouteDriver:
             reply.telemetry,
         )
         self._telemetry.window_steps += 1
-        return reply.response
+        response = reply.response
+        self._check_observation(response.observation, len(request.env_indices), "step")
+        return response
 
     # ------------------------------------------------------------------ episodes
 

@@ -62,24 +62,68 @@ def in_loop() -> bool:
         return False
 
 
+class _LoopUse:
+    """Tasks borrowing a loop they did not open (see :func:`asyncio_loop`)."""
+
+    __slots__ = ("count", "idle")
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.idle = trio.Event()
+        self.idle.set()
+
+    def enter(self) -> None:
+        if self.count == 0:
+            self.idle = trio.Event()
+        self.count += 1
+
+    def leave(self) -> None:
+        self.count -= 1
+        if self.count == 0:
+            self.idle.set()
+
+
+_USES: dict[int, _LoopUse] = {}
+
+#: How long a loop's owner waits, on leaving, for borrowers in other tasks.
+BORROWER_GRACE = 10.0
+
+
 @asynccontextmanager
 async def asyncio_loop() -> AsyncIterator[None]:
     """Ensure an asyncio loop is running for the body; reuse the caller's if there is one.
+
+    A reused loop may belong to a *sibling* task that shares this context (as
+    pytest-trio fixtures do), so borrowers are counted and the owner, on
+    leaving, waits (shielded, at most ``BORROWER_GRACE`` seconds) until no
+    other task is still using its loop.
 
     Cancellation: leaving the block closes a loop we opened, cancelling any
     asyncio task still running on it.
     """
     if in_loop():
-        yield
+        use = _USES.get(id(trio_asyncio.current_loop.get()))
+        if use is not None:
+            use.enter()
+        try:
+            yield
+        finally:
+            if use is not None:
+                use.leave()
         return
     body_error: BaseException | None = None
     try:
-        async with trio_asyncio.open_loop():
+        async with trio_asyncio.open_loop() as loop:
+            use = _USES[id(loop)] = _LoopUse()
             try:
                 yield
             except BaseException as exc:
                 body_error = exc
                 raise
+            finally:
+                with trio.CancelScope(shield=True), trio.move_on_after(BORROWER_GRACE):
+                    await use.idle.wait()
+                _USES.pop(id(loop), None)
     except BaseExceptionGroup as group:
         # trio-asyncio's internal nurseries wrap whatever the body raised in
         # exception groups; give the caller back the body's own exception.

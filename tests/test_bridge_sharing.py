@@ -1,0 +1,52 @@
+"""A loop opened by one task and borrowed by a sibling outlives the borrower's use of it."""
+
+from __future__ import annotations
+
+import contextvars
+
+import gymnasium
+import trio
+
+import rlmesh_trio as rt
+from rlmesh_trio.transport import _bridge
+
+
+async def test_owner_waits_for_a_sibling_borrower() -> None:
+    # Siblings sharing one context see each other's loop, as pytest-trio fixtures do.
+    borrowed = trio.Event()
+    release = trio.Event()
+    order: list[str] = []
+
+    shared = contextvars.copy_context()
+
+    async def adopt_shared_context() -> None:
+        # What pytest-trio does for fixtures: every fixture task runs in one Context.
+        trio.lowlevel.current_task().context = shared
+        await trio.sleep(0)
+
+    async def owner() -> None:
+        await adopt_shared_context()
+        async with _bridge.asyncio_loop():
+            await borrowed.wait()
+        order.append("owner closed")
+
+    async def borrower() -> None:
+        await adopt_shared_context()
+        await trio.sleep(0.01)
+        assert _bridge.in_loop()
+        async with _bridge.asyncio_loop(), rt.serve_env(gymnasium.make("CartPole-v1")) as server:
+            borrowed.set()
+            await release.wait()
+            report = await rt.run_routes(
+                [rt.Route(env=server.address, model=lambda obs: 0, episodes=1)]
+            )
+            assert report.ok
+        order.append("borrower done")
+
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(owner)
+        nursery.start_soon(borrower)
+        await borrowed.wait()
+        await trio.sleep(0.05)
+        release.set()
+    assert order == ["borrower done", "owner closed"]
