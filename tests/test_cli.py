@@ -216,3 +216,36 @@ def test_sigint_to_run_exits_130_with_partial_report(tmp_path: Path) -> None:
     assert route["status"] == "cancelled"
     assert "interrupted" in route["error"]["message"]
     assert route["total_episodes"] >= 1
+
+
+@pytest.mark.slow
+def test_run_and_check_with_a_bearer_token(tmp_path: Path) -> None:
+    token = "cli-secret"
+    with (
+        serving("serve-env", "CartPole-v1", "--token", token) as env,
+        serving(
+            "serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY", "--token", token
+        ) as model,
+    ):
+        ok = run_cli(
+            "run",
+            "--env",
+            env,
+            "--model",
+            model,
+            "--episodes",
+            "1",
+            "--token",
+            token,
+            "--no-progress",
+            "--max-episode-steps",
+            "20",
+            "--batch-predicts",
+        )
+        refused = run_cli("run", "--env", env, "--model", model, "--episodes", "1", "--no-progress")
+        checked = run_cli("check", env, "--token", token)
+    assert ok.returncode == 0, ok.stderr
+    assert refused.returncode == 1
+    assert "UNAUTHENTICATED" in refused.stderr and "Traceback" not in refused.stderr
+    assert checked.returncode == 0, checked.stderr
+    assert "CartPole-v1" in checked.stdout and "autoreset" in checked.stdout

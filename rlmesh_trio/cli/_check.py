@@ -19,17 +19,19 @@ def _space(spec: object) -> str:
         return f"<unprintable space: {exc}>"
 
 
-async def run_check(address: str, timeout: float, is_model: bool) -> list[str]:
+async def run_check(
+    address: str, timeout: float, is_model: bool, token: str | None = None
+) -> list[str]:
     async with asyncio_loop():
         endpoint: RemoteEnv | RemoteModel = (
-            RemoteModel(address, connect_timeout=timeout)
+            RemoteModel(address, connect_timeout=timeout, token=token)
             if is_model
-            else RemoteEnv(address, connect_timeout=timeout)
+            else RemoteEnv(address, connect_timeout=timeout, token=token)
         )
         try:
             with trio.fail_after(timeout + 1):
                 info = await endpoint.connect()
-                health = await check_health(address, timeout=timeout)
+                health = await check_health(address, timeout=timeout, token=token)
         except trio.TooSlowError:
             raise ConnectError(address, f"no answer within {timeout}s") from None
         finally:

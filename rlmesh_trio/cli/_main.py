@@ -185,6 +185,14 @@ def _serve(server: Any, ready_fd: int | None) -> None:
 @click.option("--timeouts", help="JSON limits, e.g. '{\"envStepTimeoutMs\": 5000}'.")
 @click.option("--max-episode-steps", type=click.IntRange(1), help="Truncate episodes at N steps.")
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
+@click.option(
+    "--batch-predicts",
+    is_flag=True,
+    help="Group predicts of routes sharing a model server into one round trip.",
+)
+@click.option(
+    "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."
+)
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -197,6 +205,8 @@ def run_cmd(
     timeouts: str | None,
     max_episode_steps: int | None,
     no_progress: bool,
+    batch_predicts: bool,
+    token: str | None,
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
 
@@ -223,6 +233,8 @@ def run_cmd(
             routes,
             on_failure="isolate" if on_failure == "isolate" else "cancel_siblings",
             max_concurrency=max_concurrency,
+            batch_predicts=batch_predicts,
+            client_options={"token": token} if token else None,
         )
     except click.BadParameter as exc:
         _fail(exc.format_message())
@@ -263,12 +275,13 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
 @click.argument("address")
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds to wait for the peer.")
 @click.option("--model", "is_model", is_flag=True, help="The address is a model server.")
-def check(address: str, timeout: float, is_model: bool) -> None:
+@click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token to send.")
+def check(address: str, timeout: float, is_model: bool, token: str | None) -> None:
     """Handshake with ADDRESS (and ask its health), then print what it serves."""
     from ._check import run_check
 
     try:
-        lines = trio.run(run_check, address, timeout, is_model)
+        lines = trio.run(run_check, address, timeout, is_model, token)
     except RlmeshTrioError as exc:
         _fail(str(exc), EXIT_FAILED)
     for line in lines:

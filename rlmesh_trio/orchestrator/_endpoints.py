@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
 import attrs
@@ -65,6 +65,7 @@ class EndpointPool:
         *,
         batch_predicts: bool = False,
         start_service: Callable[[Callable[[], Awaitable[None]]], None] | None = None,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         if batch_predicts and start_service is None:
             raise ValueError("batch_predicts needs start_service to run the batchers")
@@ -72,12 +73,14 @@ class EndpointPool:
         self.owned_models: list[RuntimeModel] = []
         self._batch = batch_predicts
         self._start_service = start_service
+        # Passed to every RemoteEnv/RemoteModel made from an address (token=, ssl=, ...).
+        self._client_options = dict(client_options or {})
 
     def env(self, value: Any, where: str) -> ResolvedEnv:
         if isinstance(value, str):
             from ..transport import RemoteEnv
 
-            return ResolvedEnv(RemoteEnv(value), value, owned=True)
+            return ResolvedEnv(RemoteEnv(value, **self._client_options), value, owned=True)
         if isinstance(value, RuntimeEnv):
             return ResolvedEnv(value, _env_label(value), owned=False)
         if _is_gym_env(value) or callable(value):
@@ -96,7 +99,7 @@ class EndpointPool:
             if shared is None:
                 from ..transport import RemoteModel
 
-                remote = RemoteModel(value)
+                remote = RemoteModel(value, **self._client_options)
                 endpoint: RuntimeModel = remote
                 if self._batch:
                     batcher = PredictBatcher(remote)

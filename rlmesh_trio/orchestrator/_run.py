@@ -15,7 +15,7 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
 from typing import Any, Literal
@@ -114,7 +114,9 @@ class Orchestrator:
     """Runs a set of routes once; :meth:`report` is available at any time (partial while running).
 
     Most callers want :func:`run_routes` or :func:`run`; the CLI uses this class
-    so it can write a partial report when interrupted.
+    so it can write a partial report when interrupted. ``client_options``
+    (``token=``, ``ssl=``, ``connect_timeout=``) go to every gRPC client made
+    from an address in a route.
     """
 
     def __init__(
@@ -126,6 +128,7 @@ class Orchestrator:
         max_concurrency: int | None = None,
         handle_sigint: bool = True,
         batch_predicts: bool = False,
+        client_options: Mapping[str, Any] | None = None,
     ) -> None:
         if on_failure not in _POLICIES:
             raise InvalidSpec(f"on_failure must be one of {_POLICIES}, got {on_failure!r}")
@@ -145,6 +148,7 @@ class Orchestrator:
         self.max_concurrency = max_concurrency
         self.handle_sigint = handle_sigint
         self.batch_predicts = batch_predicts
+        self.client_options = dict(client_options or {})
         self._slots = [_Slot(rid) for rid in ids]
         self._cancel_reason = CALLER_CANCELLED
         self._primary: tuple[str, BaseException] | None = None
@@ -193,7 +197,9 @@ class Orchestrator:
                             outer.start_soon(_service, scope, fn)
 
                         pool = EndpointPool(
-                            batch_predicts=self.batch_predicts, start_service=start_service
+                            batch_predicts=self.batch_predicts,
+                            start_service=start_service,
+                            client_options=self.client_options,
                         )
                         stack.push_async_callback(self._close_shared, pool)
                         if self.handle_sigint and _in_main_thread():
