@@ -35,13 +35,22 @@ import trio_asyncio
 __all__ = [
     "AsyncioCancelledError",
     "AsyncioEvent",
+    "AsyncioFuture",
+    "AsyncioLock",
     "AsyncioQueue",
+    "AsyncioSemaphore",
     "AsyncioTask",
     "Slot",
     "asyncio_loop",
+    "asyncio_shield",
+    "asyncio_sleep",
+    "asyncio_wait",
+    "asyncio_wait_for",
     "call",
     "in_loop",
     "post",
+    "run_plain_asyncio",
+    "running_loop",
     "spawn_asyncio",
 ]
 
@@ -52,6 +61,28 @@ AsyncioEvent = asyncio.Event
 AsyncioQueue = asyncio.Queue
 AsyncioTask = asyncio.Task
 AsyncioCancelledError = asyncio.CancelledError
+# Asyncio-side primitives for transport code that runs on the loop (server handlers).
+AsyncioFuture = asyncio.Future
+AsyncioLock = asyncio.Lock
+AsyncioSemaphore = asyncio.Semaphore
+asyncio_shield = asyncio.shield
+asyncio_sleep = asyncio.sleep
+asyncio_wait = asyncio.wait
+asyncio_wait_for = asyncio.wait_for
+running_loop = asyncio.get_running_loop
+
+
+def run_plain_asyncio(main: Callable[[], Awaitable[T]]) -> T:
+    """Run ``main()`` to completion on a new plain asyncio loop, without Trio (blocking).
+
+    For blocking servers whose requests never need Trio: trio-asyncio's
+    scheduling costs tens of microseconds per request.
+    """
+    loop = asyncio.SelectorEventLoop()
+    try:
+        return loop.run_until_complete(main())
+    finally:
+        loop.close()
 
 
 def in_loop() -> bool:
