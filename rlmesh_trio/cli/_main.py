@@ -67,7 +67,7 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
     from ._demo import run_demo
 
     report = trio.run(run_demo, n_routes, episodes, not no_progress)
-    print_summary(report)
+    print_summary(report, title="rlmesh-trio demo: CartPole-v1 over loopback gRPC")
     if json_path is not None:
         write_report(report, json_path)
     sys.exit(0 if report.ok else EXIT_FAILED)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 
@@ -16,20 +17,25 @@ def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
 
 
-def print_summary(report: RunReport, console: Console | None = None) -> None:
+def print_summary(
+    report: RunReport, console: Console | None = None, title: str = "rlmesh-trio run"
+) -> None:
     """Per route: status, episodes, steps, mean reward, steps/s; then the totals."""
     console = console or Console()
-    table = Table(title="rlmesh-trio run", title_justify="left")
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    env_width = min(max((len(o.env) for o in report.routes), default=3), 28)
     for name, justify in (
         ("route", "left"),
         ("env", "left"),
         ("status", "left"),
         ("episodes", "right"),
         ("steps", "right"),
-        ("mean reward", "right"),
+        ("reward", "right"),
         ("steps/s", "right"),
     ):
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        # Keep addresses whole: other columns give way first, then long labels fold.
+        width = env_width if name == "env" else None
+        table.add_column(name, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
     for outcome in report.routes:
         episodes = outcome.episodes
         mean = sum(ep.reward for ep in episodes) / len(episodes) if episodes else None
@@ -56,7 +62,9 @@ def print_summary(report: RunReport, console: Console | None = None) -> None:
     )
     console.print(table)
     success = "-" if report.success_rate is None else f"{report.success_rate:.1%}"
-    console.print(f"wall time {report.wall_s:.2f}s, success rate {success}")
+    console.print(
+        f"wall time {report.wall_s:.2f}s, success rate {success} (reward is the mean per episode)"
+    )
     for outcome in report.routes:
         if outcome.error is not None and outcome.status == "failed":
             console.print(f"[red]{outcome.route_id}[/]: {outcome.error}", soft_wrap=True)
