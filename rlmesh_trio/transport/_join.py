@@ -1,12 +1,16 @@
 """One bidirectional Join stream, multiplexed by ``request_id``.
 
 Asyncio side: one session task owns the grpclib stream; it runs a writer
-(draining an outbox queue, so sends never interleave on the wire) and the
-reader (parsing each response and resolving the waiting :class:`Slot` by the
-response's ``request_id``). Trio side: :meth:`JoinSession.request` writes the
-encoded request straight into the HTTP/2 connection when the writer is idle
-(else queues it for the writer) and waits on its slot -- no asyncio task and
-no bridge call per request.
+(draining an outbox queue, so sends never interleave on the wire) and waits
+for the stream's end. Responses do not go through a reader task: the
+stream's grpclib receive buffer is replaced by a :class:`_DeliveringBuffer`
+that cuts gRPC messages out of the DATA frames as the HTTP/2 protocol feeds
+them, parses each and resolves the waiting :class:`Slot` by the response's
+``request_id`` right there (saving an asyncio task wake-up and a loop pass
+per response). Trio side: :meth:`JoinSession.request` writes the encoded
+request straight into the HTTP/2 connection when the writer is idle (else
+queues it for the writer) and waits on its slot -- no asyncio task and no
+bridge call per request.
 
 A session ends when the server ends the stream (status OK or not), the
 connection drops, or the owner kills it; every waiter still pending then
@@ -23,6 +27,7 @@ from typing import Any, Generic, TypeVar
 import attrs
 import grpclib.client
 import grpclib.const
+import grpclib.protocol
 import trio
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.metadata import decode_grpc_message
@@ -237,16 +242,21 @@ class JoinSession(Generic[R]):
         writer: bridge.AsyncioTask[None] | None = None
         try:
             await stream.send_request()
+            direct = _install_delivering_buffer(stream, self._deliver)
             writer = bridge.spawn_asyncio(self._write(stream))
             try:
-                await self._read(stream)
+                await self._read(stream, direct)
             except StreamTerminatedError:
                 # tonic servers end a stream with trailers and then RST_STREAM(NO_ERROR)
                 # while our side is still open; grpclib then aborts the read even
-                # though complete responses sit in the buffer. Deliver them.
+                # though complete responses sit in the buffer. Deliver them (the
+                # delivering buffer already has: it holds no complete message).
                 if _trailers(stream) is None:
                     raise
-                await self._salvage(stream)
+                if direct is None:
+                    await self._salvage(stream)
+                elif direct.error is not None:
+                    raise direct.error from None
             ending = _ending_from_trailers(_trailers(stream))
         except bridge.AsyncioCancelledError:
             # killed by the owner (its ending is already recorded) or by a failed send
@@ -296,13 +306,23 @@ class JoinSession(Generic[R]):
             if task is not None:
                 task.cancel()
 
-    async def _read(self, stream: grpclib.client.Stream[Any, Any]) -> None:
+    async def _read(
+        self, stream: grpclib.client.Stream[Any, Any], direct: _DeliveringBuffer | None
+    ) -> None:
         await stream.recv_initial_metadata()
-        while True:
-            data = await stream.recv_message()
-            if data is None:
-                return
-            self._deliver(data)
+        if direct is None:
+            while True:
+                data = await stream.recv_message()
+                if data is None:
+                    return
+                self._deliver(data)
+        # Responses are delivered by the buffer as they arrive; wait for the end.
+        # grpclib's wrapper turns a reset or a lost connection into
+        # StreamTerminatedError here, as it would around recv_message.
+        with stream._wrapper:
+            await direct.ended.wait()
+        if direct.error is not None:
+            raise direct.error
 
     async def _salvage(self, stream: grpclib.client.Stream[Any, Any]) -> None:
         # Reads grpclib's per-stream buffer directly (outside the cancelled
@@ -329,6 +349,89 @@ class JoinSession(Generic[R]):
 
 class _Undecodable(Exception):
     """A response that does not parse: the stream cannot be trusted any more."""
+
+
+class _DeliveringBuffer(grpclib.protocol.Buffer):
+    """A stream receive buffer that hands each complete gRPC message to ``deliver`` at once.
+
+    grpclib's protocol calls :meth:`add` from ``data_received`` (inside the
+    loop's socket reader) with each DATA frame's payload. Instead of queueing
+    the bytes for a reader task, this buffer cuts length-prefixed messages out
+    of them and calls ``deliver(message)`` synchronously; flow-control credit
+    is returned as soon as the bytes are taken (nothing is held for a slow
+    reader: the waiting slot keeps the parsed response). :meth:`eof` (the
+    stream ended) sets :attr:`ended`. An undecodable or compressed message
+    stops delivery: :attr:`error` holds why and :attr:`ended` is set, so the
+    session ends with that reason. Never raises into grpclib's protocol.
+    """
+
+    def __init__(
+        self, ack_callback: Callable[[int], None], deliver: Callable[[bytes], None]
+    ) -> None:
+        super().__init__(ack_callback)
+        self._deliver_message = deliver
+        self._partial = b""
+        self.ended = bridge.AsyncioEvent()
+        self.error: _Undecodable | None = None
+
+    def add(self, data: bytes, ack_size: int) -> None:
+        if ack_size:
+            self._ack_callback(ack_size)
+        if self.error is not None:
+            return
+        if self._partial:
+            data = self._partial + data
+        pos, end = 0, len(data)
+        try:
+            while end - pos >= 5:
+                size = int.from_bytes(data[pos + 1 : pos + 5], "big")
+                if end - pos - 5 < size:
+                    break
+                if data[pos]:
+                    raise _Undecodable("compressed Join response (compression is not supported)")
+                self._deliver_message(data[pos + 5 : pos + 5 + size])
+                pos += 5 + size
+        except _Undecodable as exc:
+            self._stop(exc)
+            return
+        except Exception as exc:  # a delivery bug must not break grpclib's protocol
+            log.debug("Join response delivery failed", exc_info=True)
+            self._stop(_Undecodable(f"Join response delivery failed ({type(exc).__name__})"))
+            return
+        self._partial = data[pos:] if pos < end else b""
+
+    def _stop(self, error: _Undecodable) -> None:
+        self.error = error
+        self._partial = b""
+        self.ended.set()
+
+    def eof(self) -> None:
+        super().eof()
+        self.ended.set()
+
+
+def _install_delivering_buffer(
+    stream: grpclib.client.Stream[Any, Any], deliver: Callable[[bytes], None]
+) -> _DeliveringBuffer | None:
+    """Swap the just-opened stream's receive buffer for a delivering one, if safe.
+
+    Reaches into grpclib internals (``Stream._stream.buffer`` and the
+    ``_wrapper`` that wakes readers on a reset); returns ``None`` -- keep the
+    reader-task path -- when they are not as expected or data already arrived.
+    """
+    try:
+        h2_stream = stream._stream
+        old = h2_stream.buffer
+        if type(old) is not grpclib.protocol.Buffer or stream._wrapper is None:
+            return None
+        if old._eof or not old._unacked.empty() or old._acked_size:
+            return None
+        direct = _DeliveringBuffer(old._ack_callback, deliver)
+    except Exception:
+        log.debug("no delivering buffer; reading with a task", exc_info=True)
+        return None
+    h2_stream.buffer = direct
+    return direct
 
 
 class _StreamDone(Exception):

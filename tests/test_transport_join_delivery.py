@@ -1,0 +1,193 @@
+"""The Join session's delivering receive buffer (responses resolved from the protocol's data path).
+
+Unit tests feed the buffer the way grpclib's protocol does (one call per DATA
+frame payload, any split); the loopback tests check that a real session uses
+it, and that the reader-task fallback (used when grpclib's internals are not
+as expected) still carries the same traffic.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import trio
+
+from rlmesh_trio._errors import ConnectError, EnvRpcError
+from rlmesh_trio._wire import env_pb, model_pb, spaces_pb
+from rlmesh_trio.transport import _join
+from rlmesh_trio.transport._join import _DeliveringBuffer, _Undecodable
+from rlmesh_trio.transport._remote_env import RemoteEnv
+from rlmesh_trio.transport._remote_model import RemoteModel
+
+from .test_transport_clients import (
+    BIDI,
+    ENV,
+    MODEL,
+    FakeService,
+    lane_step_response,
+    predict_request,
+    serve_fake,
+    step_request,
+)
+
+pytestmark = pytest.mark.timeout(30)
+
+
+def frame(message: bytes, *, compressed: bool = False) -> bytes:
+    return bytes([1 if compressed else 0]) + len(message).to_bytes(4, "big") + message
+
+
+class Recorder:
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+        self.acks: list[int] = []
+
+    def buffer(self) -> _DeliveringBuffer:
+        return _DeliveringBuffer(self.acks.append, self.messages.append)
+
+
+def test_messages_are_delivered_whole_whatever_the_frame_split() -> None:
+    messages = [b"", b"a", b"hello world", bytes(range(256)) * 40]
+    wire = b"".join(frame(m) for m in messages)
+    for chunk in (1, 2, 3, 5, 6, 7, 64, 1000, len(wire)):
+        rec = Recorder()
+        buffer = rec.buffer()
+        for pos in range(0, len(wire), chunk):
+            piece = wire[pos : pos + chunk]
+            buffer.add(piece, len(piece))
+        assert rec.messages == messages, chunk
+        # flow-control credit is returned for every byte at once
+        assert sum(rec.acks) == len(wire)
+        assert buffer.error is None
+        assert not buffer.ended.is_set()
+
+
+def test_eof_sets_ended_and_reads_return_nothing() -> None:
+    rec = Recorder()
+    buffer = rec.buffer()
+    buffer.add(frame(b"x"), 6)
+    buffer.eof()
+    assert buffer.ended.is_set()
+    assert rec.messages == [b"x"]
+    assert buffer.unacked_size() == 0  # grpclib asks this when it releases the stream
+
+
+def test_compressed_message_stops_delivery_with_a_reason() -> None:
+    rec = Recorder()
+    buffer = rec.buffer()
+    buffer.add(frame(b"a") + frame(b"b", compressed=True) + frame(b"c"), 18)
+    assert rec.messages == [b"a"]
+    assert buffer.ended.is_set()
+    assert isinstance(buffer.error, _Undecodable)
+    assert "compressed" in str(buffer.error)
+    buffer.add(frame(b"d"), 6)  # later data is acknowledged, never delivered
+    assert rec.messages == [b"a"]
+    assert rec.acks == [18, 6]
+
+
+def test_a_failing_delivery_never_raises_into_the_protocol() -> None:
+    def deliver(message: bytes) -> None:
+        if message == b"bad":
+            raise _Undecodable("undecodable Join response (test)")
+        if message == b"bug":
+            raise KeyError("bug")
+
+    for poison, reason in ((b"bad", "undecodable Join response"), (b"bug", "delivery failed")):
+        buffer = _DeliveringBuffer(lambda _n: None, deliver)
+        buffer.add(frame(b"ok") + frame(poison), 10)
+        assert buffer.ended.is_set()
+        assert buffer.error is not None and reason in str(buffer.error)
+
+
+@pytest.fixture(params=["direct", "reader-task"])
+def delivery(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run a test with the delivering buffer (as shipped) and with the reader-task fallback."""
+    installed: list[Any] = []
+    original = _join._install_delivering_buffer
+
+    def install(stream: Any, deliver: Any) -> Any:
+        buffer = original(stream, deliver) if request.param == "direct" else None
+        installed.append(buffer)
+        return buffer
+
+    monkeypatch.setattr(_join, "_install_delivering_buffer", install)
+    request.node.installed = installed
+    return str(request.param)
+
+
+def _installed(request: pytest.FixtureRequest) -> list[Any]:
+    return request.node.installed  # type: ignore[no-any-return]
+
+
+async def test_sessions_use_the_delivering_buffer(
+    delivery: str, request: pytest.FixtureRequest
+) -> None:
+    async def join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            await stream.send_message(bytes(lane_step_response(env_pb.JoinRequest.parse(data))))
+
+    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    async with serve_fake(service) as address, RemoteEnv(address) as env:
+        await env.configure("2026.06")
+        for lane in range(3):
+            reply = await env.step(step_request(lane))
+            assert reply.response.rewards == [float(lane)]
+    kinds = [type(b).__name__ for b in _installed(request)]
+    assert kinds == (["_DeliveringBuffer"] if delivery == "direct" else ["NoneType"])
+
+
+async def test_large_and_small_messages_in_both_delivery_modes(delivery: str) -> None:
+    async def echo_join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            req = model_pb.JoinRequest.parse(data)
+            assert req.predict is not None
+            reply = model_pb.JoinResponse(
+                request_id=req.request_id,
+                predict=model_pb.PredictResponse(
+                    context=req.predict.context,
+                    actions=[req.predict.observation or spaces_pb.SpaceValue()],
+                ),
+            )
+            await stream.send_message(bytes(reply))
+
+    sizes = [2 * 1024 * 1024, 10, 300_000, 7, 70_000, 1]
+    service = FakeService({f"{MODEL}/Join": (echo_join, BIDI)})
+    async with serve_fake(service) as address, RemoteModel(address) as model:
+
+        async def one(i: int, size: int) -> None:
+            req = predict_request(f"r{i}", 1)
+            req.observation = spaces_pb.SpaceValue(leaves=[bytes([i]) * size])
+            reply = await model.predict(req)
+            assert reply.response.actions[0].leaves == [bytes([i]) * size]
+
+        async with trio.open_nursery() as nursery:
+            for i, size in enumerate(sizes):
+                nursery.start_soon(one, i, size)
+
+
+async def test_stream_end_and_undecodable_reply_in_both_delivery_modes(delivery: str) -> None:
+    async def ending_join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            request = env_pb.JoinRequest.parse(data)
+            if request.configure is None:
+                return
+            await stream.send_message(bytes(lane_step_response(request)))
+
+    async def garbage_join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for _data in stream:
+            await stream.send_message(b"\x0a\x05\x0a")
+
+    service = FakeService({f"{ENV}/Join": (ending_join, BIDI)})
+    async with serve_fake(service) as address, RemoteEnv(address) as env:
+        await env.configure("2026.06")
+        with pytest.raises(EnvRpcError, match="transport error: connection closed"):
+            await env.step(step_request(0))
+    service = FakeService({f"{ENV}/Join": (garbage_join, BIDI)})
+    async with serve_fake(service) as address, RemoteEnv(address) as env:
+        with pytest.raises(ConnectError, match="undecodable Join response"):
+            await env.configure("2026.06")
