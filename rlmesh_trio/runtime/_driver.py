@@ -246,7 +246,10 @@ class RouteDriver:
             raise
         # The run's clock, read directly in the hot loop (a MockClock in tests).
         self._now = trio.lowlevel.current_clock().current_time
-        self._telemetry = RouteTelemetry(self.spec.limits.telemetry_window, self._now())
+        # Window rows are only built when a hook listens for them (the totals always are).
+        self._telemetry = RouteTelemetry(
+            self.spec.limits.telemetry_window, self._now(), windows=self._h_window
+        )
         try:
             await self._emit("session_started", SessionStartedEvent(self.ctx))
             async with trio.open_nursery() as bg:

@@ -1,16 +1,21 @@
 """Per-operation timing samples, telemetry windows and the summary.
 
-Samples are kept per ``(op, component, metric)`` in a bounded reservoir
-(Vitter's algorithm R), so memory stays flat on long runs; counts and
-averages are exact, percentiles are nearest-rank over the reservoir
-(index ``ceil((len - 1) * p)``).
+Samples are kept per ``(op, component, metric)`` in a bounded uniform
+reservoir, so memory stays flat on long runs; counts and averages are exact,
+percentiles are nearest-rank over the reservoir (index ``ceil((len - 1) * p)``).
+
+The reservoir uses Li's algorithm L: instead of one random draw per sample
+(algorithm R), it draws how many samples to skip until the next replacement,
+so adding a sample is two additions and a comparison on the hot path (a
+route adds some twenty samples per step) while the kept samples are still a
+uniform random subset of everything seen.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 
 from ._results import RouteReport, SeriesSnapshot, TelemetryRow
 
@@ -47,26 +52,43 @@ def percentile(ordered: list[float], p: float) -> float:
 class Series:
     """Count, sum and a bounded reservoir of one metric's samples."""
 
-    __slots__ = ("cap", "count", "rng", "samples", "total")
+    __slots__ = ("cap", "count", "next", "rng", "samples", "total", "weight")
 
     def __init__(self, cap: int = RESERVOIR_SIZE, rng: random.Random | None = None) -> None:
+        if cap < 1:
+            raise ValueError(f"reservoir cap must be at least 1, got {cap}")
         self.cap = cap
         self.count = 0
         self.total = 0.0
         self.samples: list[float] = []
         self.rng = rng
+        #: The ``count`` at which the next sample is kept (0 while the reservoir fills).
+        self.next = 0
+        self.weight = 1.0  # algorithm L's running W
 
     def add(self, value: float) -> None:
         self.count += 1
         self.total += value
+        if self.count >= self.next:
+            self._keep(value)
+
+    def _keep(self, value: float) -> None:
         samples = self.samples
         if len(samples) < self.cap:
             samples.append(value)
+            if len(samples) < self.cap:
+                return
+            rng = self.rng or random
         else:
-            # Algorithm R: keep each of the n samples seen so far with probability cap/n.
-            j = int((self.rng or random).random() * self.count)
-            if j < self.cap:
-                samples[j] = value
+            rng = self.rng or random
+            samples[rng.randrange(self.cap)] = value
+        # Algorithm L: W *= U^(1/cap); skip floor(log U' / log(1 - W)) samples.
+        self.weight *= math.exp(math.log(1.0 - rng.random()) / self.cap)
+        if self.weight >= 1.0:  # only when cap is huge relative to float precision
+            self.next = self.count + 1
+            return
+        skip = math.log(1.0 - rng.random()) / math.log1p(-self.weight)
+        self.next = self.count + 1 + int(min(skip, 1e18))
 
     def row(self, op: str, component: str, metric: str) -> TelemetryRow:
         ordered = sorted(self.samples)
@@ -94,18 +116,32 @@ class RouteTelemetry:
     """The telemetry of one route: totals for the summary, plus the current window.
 
     Times are in the caller's clock (the driver uses ``trio.current_time()``,
-    so windows follow a ``MockClock`` in tests).
+    so windows follow a ``MockClock`` in tests). With ``windows=False`` (nobody
+    listens to window events) only the totals are kept: :meth:`take_window`
+    still reports each window's span and steps, with no rows.
     """
 
-    def __init__(self, window: float, now: float, reservoir: int = RESERVOIR_SIZE) -> None:
+    def __init__(
+        self,
+        window: float,
+        now: float,
+        reservoir: int = RESERVOIR_SIZE,
+        *,
+        windows: bool = True,
+    ) -> None:
         self._reservoir = reservoir
         self._rng = random.Random(0x5EED)
+        self._windows = windows
         self.window = window
         self.totals: dict[_Key, Series] = {}
         self.current: dict[_Key, Series] = {}
         self.window_start = now
         self.window_deadline = now + window
         self.window_steps = 0
+        # (op, component) -> metric -> the function an add() calls: the total series' add,
+        # or one feeding the total and the current window. Saves building a key and two
+        # lookups per sample; take_window() drops it so fresh window series get picked up.
+        self._adders: dict[tuple[str, str], dict[str, Callable[[float], None]]] = {}
 
     def _series(self, table: dict[_Key, Series], key: _Key) -> Series:
         series = table.get(key)
@@ -113,26 +149,40 @@ class RouteTelemetry:
             series = table[key] = Series(self._reservoir, self._rng)
         return series
 
-    def add(self, op: str, component: str, metric: str, value: float) -> None:
+    def _adder(self, op: str, component: str, metric: str) -> Callable[[float], None]:
+        by_metric = self._adders.setdefault((op, component), {})
         key = (op, component, metric)
-        total = self.totals.get(key)
-        if total is None:
-            total = self._series(self.totals, key)
-        total.add(value)
-        window = self.current.get(key)
-        if window is None:
+        total = self._series(self.totals, key)
+        if self._windows:
             window = self._series(self.current, key)
-        window.add(value)
+
+            def both(value: float) -> None:
+                total.add(value)
+                window.add(value)
+
+            adder: Callable[[float], None] = both
+        else:
+            adder = total.add
+        by_metric[metric] = adder
+        return adder
+
+    def add(self, op: str, component: str, metric: str, value: float) -> None:
+        by_metric = self._adders.get((op, component))
+        adder = by_metric.get(metric) if by_metric is not None else None
+        (adder or self._adder(op, component, metric))(value)
 
     def add_operation(
         self, op: str, component: str, rpc_ms: float, extra: Mapping[str, float]
     ) -> None:
         """One finished remote operation: its round trip plus whatever the reply measured."""
-        self.add(op, component, "rpc.total", rpc_ms)
-        if extra:
-            for metric, value in extra.items():
-                if metric != "rpc.total":
-                    self.add(op, component, metric, float(value))
+        by_metric = self._adders.get((op, component))
+        if by_metric is None:
+            self._adder(op, component, "rpc.total")
+            by_metric = self._adders[(op, component)]
+        (by_metric.get("rpc.total") or self._adder(op, component, "rpc.total"))(rpc_ms)
+        for metric, value in extra.items():
+            if metric != "rpc.total":
+                (by_metric.get(metric) or self._adder(op, component, metric))(float(value))
 
     def window_due(self, now: float) -> bool:
         return now >= self.window_deadline
@@ -141,6 +191,8 @@ class RouteTelemetry:
         """Close the current window: ``(start, end, steps, rows)``, or ``None`` if it is empty."""
         start, steps, current = self.window_start, self.window_steps, self.current
         self.current = {}
+        if current:
+            self._adders = {}
         self.window_start = now
         self.window_deadline = now + self.window
         self.window_steps = 0
