@@ -127,7 +127,11 @@ class ScriptedEnv:
         preferred_edition: str | None = WORKFLOW_EDITION,
         label: str = "scripted-env",
         telemetry: Mapping[str, float] | None = None,
+        record: bool = True,
     ) -> None:
+        #: Keep every request and call name (``calls``, ``resets``, ...) for assertions;
+        #: ``record=False`` keeps memory flat for long runs and benchmarks.
+        self.record = record
         mode = _MODES[autoreset] if isinstance(autoreset, str) else autoreset
         self.contract = contract if contract is not None else scripted_contract(num_envs, mode)
         self.num_envs = self.contract.num_envs or 1
@@ -169,7 +173,8 @@ class ScriptedEnv:
     # ------------------------------------------------------------------ plumbing
 
     async def _enter(self, op: str) -> None:
-        self.calls.append(op)
+        if self.record:
+            self.calls.append(op)
         count = self.counts[op] = self.counts.get(op, 0) + 1
         delay = self.delays.get(op, 0.0)
         if delay:
@@ -238,7 +243,8 @@ class ScriptedEnv:
 
     async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
         await self._enter("reset")
-        self.resets.append(request)
+        if self.record:
+            self.resets.append(request)
         indices = list(request.env_indices) or list(range(self.num_envs))
         seeds, ids = request.seeds, request.episode_ids
         for pos, k in enumerate(indices):
@@ -255,7 +261,8 @@ class ScriptedEnv:
 
     async def step(self, request: env_pb.StepRequest) -> Reply[env_pb.StepResponse]:
         await self._enter("step")
-        self.steps.append(request)
+        if self.record:
+            self.steps.append(request)
         indices = list(request.env_indices) or list(range(self.num_envs))
         ids = request.episode_ids
         rewards: list[float] = []

@@ -54,7 +54,11 @@ class ScriptedModel:
         preferred_edition: str | None = WORKFLOW_EDITION,
         label: str = "scripted-model",
         telemetry: Mapping[str, float] | None = None,
+        record: bool = True,
     ) -> None:
+        #: Keep every request and call name (``calls``, ``resets``, ...) for assertions;
+        #: ``record=False`` keeps memory flat for long runs and benchmarks.
+        self.record = record
         if frames < 1:
             raise ValueError("frames must be >= 1 (use empty_actions_at for an empty answer)")
         if failure not in ("error", "hang"):
@@ -80,7 +84,8 @@ class ScriptedModel:
         self.aclosed = False
 
     async def _enter(self, op: str) -> int:
-        self.calls.append(op)
+        if self.record:
+            self.calls.append(op)
         count = self.counts[op] = self.counts.get(op, 0) + 1
         delay = self.delays.get(op, 0.0)
         if delay:
@@ -109,7 +114,8 @@ class ScriptedModel:
         await self._enter("resolve")
 
     async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
-        self.predicts.append(request)
+        if self.record:
+            self.predicts.append(request)
         count = await self._enter("predict")
         ctx = request.context if request.context is not None else model_pb.AdapterContext()
         env_id = ctx.env_id
@@ -125,7 +131,8 @@ class ScriptedModel:
         return Reply(model_pb.PredictResponse(context=context, actions=actions), self.telemetry)
 
     async def reset_adapter(self, request: model_pb.ResetAdapterRequest) -> None:
-        self.resets.append(request)
+        if self.record:
+            self.resets.append(request)
         await self._enter("reset")
 
     async def release_adapter(
