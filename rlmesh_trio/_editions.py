@@ -11,7 +11,7 @@ __all__ = ["EditionOffer", "edition_key", "select_edition"]
 
 
 def edition_key(name: str) -> tuple[str, int, str]:
-    """Sort key: the ``YYYY.MM`` base first, a suffixed cohort above the bare name, then the suffix."""
+    """Sort key: ``YYYY.MM`` base, then a suffixed cohort above the bare name, then the suffix."""
     base, sep, suffix = name.partition("-")
     return (base, 1 if sep else 0, suffix)
 

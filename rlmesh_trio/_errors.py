@@ -62,7 +62,7 @@ class InvalidSpec(RlmeshTrioError):
 
 
 class OperationTimeout(RlmeshTrioError):
-    """One remote operation (``env.reset``, ``env.step``, ``model.predict``, ...) ran past its limit."""
+    """One remote operation (``env.reset``, ``env.step``, ...) ran past its limit."""
 
     def __init__(
         self, route_id: str, component_id: str, operation: str, step: int, timeout: float

@@ -32,7 +32,9 @@ def generate(out_dir: Path) -> None:
     if plugin is None:
         plugin = shutil.which("protoc-gen-python_betterproto2")
     if plugin is None:
-        raise SystemExit("protoc-gen-python_betterproto2 not found: pip install betterproto2-compiler")
+        raise SystemExit(
+            "protoc-gen-python_betterproto2 not found: pip install betterproto2-compiler"
+        )
     with tempfile.TemporaryDirectory() as tmp:
         cmd = [
             sys.executable,
