@@ -368,3 +368,15 @@ def test_text_lane_list_must_not_be_a_string() -> None:
         encode_batch(spec, "ab")  # type: ignore[arg-type]
     with raises("$", r"expected a list of per-lane values, got ndarray"):
         encode_batch(spec, np.array("ab"))  # type: ignore[arg-type]
+
+
+def test_text_spec_from_a_peer_needs_positive_min_length() -> None:
+    from rlmesh_trio._wire import spaces_pb as sp
+    from rlmesh_trio.spaces import to_gymnasium
+
+    zero = sp.SpaceSpec(dtype=sp.DataType.UINT8, text=sp.TextSpec(min_length=0, max_length=5))
+    with pytest.raises(ProtocolError, match=r"\$: \[Text\] min_length must be > 0"):
+        to_gymnasium(zero)
+    inverted = sp.SpaceSpec(dtype=sp.DataType.UINT8, text=sp.TextSpec(min_length=4, max_length=2))
+    with pytest.raises(ProtocolError, match="max_length 2 is below min_length 4"):
+        to_gymnasium(inverted)

@@ -250,6 +250,13 @@ def to_gymnasium(spec: spaces_pb.SpaceSpec, *, path: str = "$") -> gymnasium.Spa
     if kind == "text":
         t = spec.text
         assert t is not None
+        # 0.1.0 refuses such a spec in resolve ("decode error: $: [Text] min_length must be > 0").
+        if t.min_length <= 0:
+            raise ProtocolError("[Text] min_length must be > 0", path=path)
+        if t.max_length < t.min_length:
+            raise ProtocolError(
+                f"[Text] max_length {t.max_length} is below min_length {t.min_length}", path=path
+            )
         kwargs: dict[str, Any] = {"min_length": int(t.min_length)}
         if t.charset:
             kwargs["charset"] = t.charset
