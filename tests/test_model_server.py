@@ -20,11 +20,12 @@ from grpclib.const import Status
 from grpclib.health.v1.health_grpc import HealthStub
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
-from rlmesh_trio import spaces
+from rlmesh_trio import InvalidSpec, spaces
 from rlmesh_trio._demo_policy import CARTPOLE_POLICY, cartpole_policy
 from rlmesh_trio._wire import CAP_CONCURRENT_PREDICT, core_pb, model_pb
 from rlmesh_trio.transport import _bridge
-from rlmesh_trio.transport._model_server import ModelServer, parse_bind_address
+from rlmesh_trio.transport._address import parse_address
+from rlmesh_trio.transport._model_server import ModelServer
 from rlmesh_trio.transport._serve_model import serve_model
 
 ENV = gym.make("CartPole-v1")
@@ -399,17 +400,20 @@ async def test_unix_socket_address(tmp_path: Any) -> None:
     assert not path.exists()
 
 
-def test_parse_bind_address_forms() -> None:
-    assert parse_bind_address("127.0.0.1:0").port == 0
-    assert parse_bind_address("tcp://127.0.0.1:5").host == "127.0.0.1"
-    assert parse_bind_address("http://localhost:7").host == "localhost"
-    assert parse_bind_address(":9").host == "127.0.0.1"
-    assert parse_bind_address("9").port == 9
-    assert parse_bind_address("unix:///tmp/x.sock").path == "/tmp/x.sock"
-    assert parse_bind_address("[::1]:4").host == "::1"
+def test_bind_address_forms() -> None:
+    """Both servers parse their bind address with the clients' parser (one set of forms)."""
+    assert parse_address("127.0.0.1:0").port == 0
+    assert parse_address("tcp://127.0.0.1:5").host == "127.0.0.1"
+    assert parse_address("http://localhost:7").host == "localhost"
+    assert parse_address(":9").host == "127.0.0.1"
+    assert parse_address("9").port == 9
+    assert parse_address("unix:///tmp/x.sock").path == "/tmp/x.sock"
+    assert parse_address("[::1]:4").host == "::1"
     for bad in ("https://h:1", "unix://relative", "h:notaport", "h:70000"):
-        with pytest.raises(ValueError):
-            parse_bind_address(bad)
+        with pytest.raises(InvalidSpec):
+            parse_address(bad)
+        with pytest.raises(InvalidSpec):
+            ModelServer(lambda obs: 0, bad)
 
 
 async def test_remote_model_client_against_our_server() -> None:

@@ -115,20 +115,7 @@ async def test_two_hundred_runs_leak_nothing() -> None:
     assert growth < 0.10, f"RSS grew {growth:.1%} over {RUNS} runs"
 
 
-ENV_NO_NODELAY = (
-    "library bug: EnvServer._start_asyncio creates the listening socket as "
-    "socket.socket(family, SOCK_STREAM) (proto 0); accepted sockets inherit proto 0, and "
-    "grpclib's and asyncio's _set_nodelay only set TCP_NODELAY when proto == IPPROTO_TCP, so "
-    "every served env connection runs with Nagle on: ~40 ms delayed-ACK stalls on the "
-    "handshake and on the Join's first reply (~90 ms per new route instead of ~10 ms); fix: "
-    "socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP), as ModelServer now does"
-)
-
-
-@pytest.mark.parametrize(
-    "side",
-    [pytest.param("env", marks=pytest.mark.xfail(strict=True, reason=ENV_NO_NODELAY)), "model"],
-)
+@pytest.mark.parametrize("side", ["env", "model"])
 async def test_served_connections_get_tcp_nodelay(side: str) -> None:
     serving: Any = (
         rt.serve_env(cartpole(), "127.0.0.1:0")

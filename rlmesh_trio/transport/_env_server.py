@@ -26,16 +26,12 @@ What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
 
 from __future__ import annotations
 
-import asyncio
-import hmac
 import logging
 import os
 import signal
-import socket
 import ssl as ssl_module
 import threading
 import time
-import weakref
 from collections.abc import Callable
 from typing import Any
 
@@ -44,17 +40,14 @@ import grpclib.const
 import grpclib.server
 import trio
 from grpclib.const import Status
-from grpclib.encoding.proto import ProtoCodec
-from grpclib.events import RecvRequest, listen
 from grpclib.exceptions import GRPCError, StreamTerminatedError
-from grpclib.health.service import Health
 
 from .._envhost import SUPPORTED_EDITIONS, EnvHost, make_host
-from .._wire import MAX_MESSAGE_BYTES, PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
+from .._wire import core_pb, env_pb
 from . import _bridge
-from ._address import parse_address
 from ._env_workers import EnvWorkers
-from ._handshake import ENV_COMPONENT, local_peer_info
+from ._handshake import ENV_COMPONENT
+from ._server_base import ServerBase, defer_error_reset, handshake_reply, shutdown_reply
 
 __all__ = ["BUSY_MESSAGE", "EnvServer"]
 
@@ -67,87 +60,17 @@ SHUTDOWN_DISABLED = "remote shutdown is disabled for this environment endpoint"
 #: Bounds on stopping: in-flight env calls to drain, then the env's own close().
 DRAIN_TIMEOUT = 5.0
 CLOSE_TIMEOUT = 5.0
-# Let the Shutdown reply leave before the server starts closing connections.
-_SHUTDOWN_GRACE = 0.05
 # How long stopping waits for an open Join session to end by itself.
 _CLOSE_GRACE = 0.5
 
 _JOIN = "/rlmesh.env.v1.EnvService/Join"
-_HANDSHAKE = "/rlmesh.env.v1.EnvService/Handshake"
-_SHUTDOWN = "/rlmesh.env.v1.EnvService/Shutdown"
 
 
 def _remote_shutdown_from_env() -> bool:
     return os.environ.get("RLMESH_ALLOW_REMOTE_SHUTDOWN", "").strip().lower() in ("1", "true")
 
 
-class _SizeLimitedCodec(ProtoCodec):
-    """grpclib caps no message size itself; apply wire-v1's 256 MiB in both directions."""
-
-    def encode(self, message: Any, message_type: Any) -> bytes:
-        data = super().encode(message, message_type)
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise GRPCError(
-                Status.RESOURCE_EXHAUSTED,
-                f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
-            )
-        return data
-
-    def decode(self, data: bytes, message_type: Any) -> Any:
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise GRPCError(
-                Status.RESOURCE_EXHAUSTED,
-                f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
-            )
-        try:
-            return super().decode(data, message_type)
-        except Exception as exc:
-            name = getattr(message_type, "__name__", "message")
-            raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
-
-
-class _Connections:
-    """Track the server's HTTP/2 connections so stopping can say goodbye (GOAWAY).
-
-    grpclib's ``Server.close`` stops listening and cancels handlers but leaves
-    connections to die with the process, which 0.1.0 clients log as a broken
-    pipe. This reaches into grpclib internals (the protocol factory and the h2
-    connection), so every step is best-effort.
-    """
-
-    def __init__(self, server: grpclib.server.Server) -> None:
-        self._protocols: weakref.WeakSet[Any] = weakref.WeakSet()
-        original = getattr(server, "_protocol_factory", None)
-        if original is None:
-            return
-
-        def factory() -> Any:
-            protocol = original()
-            self._protocols.add(protocol)
-            return protocol
-
-        server._protocol_factory = factory  # type: ignore[method-assign]
-
-    def goaway(self) -> None:
-        for protocol in list(self._protocols):
-            try:
-                connection = protocol.connection
-                if connection.is_closing():
-                    continue
-                connection._connection.close_connection()  # h2: GOAWAY, NO_ERROR
-                connection.flush()
-            except Exception:
-                continue
-
-    def close(self) -> None:
-        for protocol in list(self._protocols):
-            try:
-                protocol.connection.close()
-            except Exception:
-                continue
-
-
-class EnvServer:
+class EnvServer(ServerBase):
     """Serve a gymnasium ``Env``, a list of Envs (lanes) or a ``VectorEnv`` on ``address``.
 
     Three ways to run it: ``async with serve_env(env, address) as server`` inside
@@ -166,47 +89,29 @@ class EnvServer:
         allow_remote_shutdown: bool | None = None,
         close_env: bool = True,
     ) -> None:
+        super().__init__(
+            address,
+            token=token,
+            ssl=ssl,
+            allow_remote_shutdown=_remote_shutdown_from_env()
+            if allow_remote_shutdown is None
+            else allow_remote_shutdown,
+        )
         self.host: EnvHost = (
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
-        self._bind = parse_address(address)
-        self._token = token
-        self._ssl = ssl
-        self.allow_remote_shutdown = (
-            _remote_shutdown_from_env() if allow_remote_shutdown is None else allow_remote_shutdown
-        )
-        self._address: str | None = None
-        self._grpc: grpclib.server.Server | None = None
-        self._connections: _Connections | None = None
-        self._stop: asyncio.Event | None = None
-        self._shutdown_reason: str | None = None
+        self._stop: _bridge.AsyncioEvent | None = None
         self._session_active = False
-        self._sessions_idle: asyncio.Event | None = None
+        self._sessions_idle: _bridge.AsyncioEvent | None = None
         self._workers: EnvWorkers | None = None
         self._caller_pool: EnvWorkers | None = None
         self._serve_token: trio.lowlevel.TrioToken | None = None
         self._serve_scope: trio.CancelScope | None = None
         self._serve_cancelled = False
 
+    kind = "env"
+
     # -- facts -----------------------------------------------------------------------------
-
-    @property
-    def address(self) -> str:
-        """The bound address (``127.0.0.1:54321`` or ``unix:///path``); set once running."""
-        if self._address is None:
-            raise RuntimeError("the env server is not running yet")
-        return self._address
-
-    @property
-    def url(self) -> str:
-        """The bound address with its scheme (``tcp://127.0.0.1:54321``), as a ready-fd line."""
-        address = self.address
-        return address if address.startswith("unix://") else f"tcp://{address}"
-
-    @property
-    def shutdown_reason(self) -> str | None:
-        """Set when a remote Shutdown was accepted."""
-        return self._shutdown_reason
 
     @property
     def contract(self) -> core_pb.EnvContract:
@@ -269,7 +174,7 @@ class EnvServer:
         default ``"worker"`` runs env calls on worker threads, lanes concurrently.
         """
         if env_thread == "worker":
-            trio.run(self._serve_main, ready_fd)
+            self._serve_trio(ready_fd)
             return
         if env_thread != "caller":
             raise ValueError(f'env_thread must be "worker" or "caller", got {env_thread!r}')
@@ -280,7 +185,7 @@ class EnvServer:
 
         def run_server() -> None:
             try:
-                trio.run(self._serve_main, ready_fd)
+                self._serve_trio(ready_fd)
             except BaseException as exc:
                 failure.append(exc)
             finally:
@@ -312,7 +217,7 @@ class EnvServer:
                 signal.signal(signum, handler)
 
         def on_signal(signum: int, _frame: Any) -> None:
-            log.info("env server %s got signal %s; stopping", self._address, signum)
+            self._note_signal(signum)
             restore()
             self._cancel_serve()
 
@@ -330,33 +235,11 @@ class EnvServer:
             except trio.RunFinishedError:
                 pass
 
-    async def _serve_main(self, ready_fd: int | None) -> None:
-        async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
-            self._serve_token = trio.lowlevel.current_trio_token()
-            self._serve_scope = nursery.cancel_scope
-            if self._serve_cancelled:
-                nursery.cancel_scope.cancel()  # a signal beat the loop's start
-            if threading.current_thread() is threading.main_thread():
-                nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
-            await nursery.start(self._run_then_stop, nursery.cancel_scope)
-            if ready_fd is not None:
-                with os.fdopen(ready_fd, "w") as ready:
-                    ready.write(self.url + "\n")
-
-    async def _run_then_stop(
-        self, scope: trio.CancelScope, *, task_status: Any = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        try:
-            await self.run(task_status=task_status)
-        finally:
-            scope.cancel()  # a remote Shutdown ends serve() too
-
-    async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                log.info("env server %s got signal %s; stopping", self._address, signum)
-                scope.cancel()
-                return
+    def _on_serve_scope(self, scope: trio.CancelScope) -> None:
+        self._serve_token = trio.lowlevel.current_trio_token()
+        self._serve_scope = scope
+        if self._serve_cancelled:
+            scope.cancel()  # a signal beat the loop's start
 
     async def _close_grpc(self) -> None:
         grpc = self._grpc
@@ -364,50 +247,22 @@ class EnvServer:
             return
         self._grpc = None
         await _bridge.call(self._aio_close, grpc)
-        if self._bind.path:
-            try:
-                os.unlink(self._bind.path)
-            except OSError:
-                pass
+        self._unlink_socket()
 
     # -- asyncio side ----------------------------------------------------------------------
 
     async def _start_asyncio(self) -> None:
-        self._stop = asyncio.Event()
-        self._sessions_idle = asyncio.Event()
+        self._stop = _bridge.AsyncioEvent()
+        self._sessions_idle = _bridge.AsyncioEvent()
         self._sessions_idle.set()
-        server = grpclib.server.Server(
-            [_EnvService(self), Health()],
-            codec=_SizeLimitedCodec(),
+        await self._listen(
+            _EnvService(self),
             config=grpclib.config.Configuration(
                 # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
                 http2_connection_window_size=16 * 1024 * 1024,
                 http2_stream_window_size=16 * 1024 * 1024,
             ),
         )
-        if self._token is not None:
-            listen(server, RecvRequest, self._check_token)
-        self._connections = _Connections(server)
-        bind = self._bind
-        if bind.path is not None:
-            await server.start(path=bind.path, ssl=self._ssl)
-            self._address = f"unix://{bind.path}"
-        else:
-            # Bind the socket ourselves so the resolved port is known (port 0 allowed).
-            family = socket.AF_INET6 if ":" in (bind.host or "") else socket.AF_INET
-            sock = socket.socket(family, socket.SOCK_STREAM)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind((bind.host, bind.port))
-                sock.setblocking(False)
-                await server.start(sock=sock, ssl=self._ssl)
-            except BaseException:
-                sock.close()
-                raise
-            host, port = sock.getsockname()[:2]
-            self._address = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
-        self._grpc = server
-        log.info("env server listening on %s", self._address)
 
     async def _aio_close(self, grpc: grpclib.server.Server) -> None:
         # Give an open session a chance to end on its own first: after a remote
@@ -420,23 +275,15 @@ class EnvServer:
             try:
                 # Inside the Trio-side bound, so the listener is always closed below.
                 grace = 0.8 * DRAIN_TIMEOUT if remote else min(_CLOSE_GRACE, DRAIN_TIMEOUT / 2)
-                await asyncio.wait_for(idle.wait(), grace)
+                await _bridge.asyncio_wait_for(idle.wait(), grace)
             except TimeoutError:
                 pass
         grpc.close()
         await grpc.wait_closed()
         if self._connections is not None:
             self._connections.goaway()
-            await asyncio.sleep(0)  # let the GOAWAY frames reach the sockets
+            await _bridge.asyncio_sleep(0)  # let the GOAWAY frames reach the sockets
             self._connections.close()
-
-    async def _check_token(self, event: RecvRequest) -> None:
-        if event.method_name.startswith("/grpc.health."):
-            return  # health probes stay open, as orchestrators poll them unauthenticated
-        supplied = event.metadata.get("authorization")
-        expected = (self._token or "").encode()
-        if not isinstance(supplied, str) or not hmac.compare_digest(supplied.encode(), expected):
-            raise GRPCError(Status.UNAUTHENTICATED, "invalid env token")
 
     def _is_stopping(self) -> bool:
         return self._grpc is None or (self._stop is not None and self._stop.is_set())
@@ -472,45 +319,31 @@ class _EnvService(env_pb.EnvServiceBase):
         return mapping
 
     async def handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
-        base = message.base
-        if base is None:
-            raise GRPCError(Status.INVALID_ARGUMENT, "handshake request missing base")
         host = self._server.host
-        # Only the generation decides compatibility; editions are the runtime's business.
-        compatible = base.protocol_generation.strip() == PROTOCOL_GENERATION
-        reply = core_pb.HandshakeResponse(
-            compatible=compatible,
-            peer_info=local_peer_info(ENV_COMPONENT),
+        reply = handshake_reply(
+            message.base,
+            component=ENV_COMPONENT,
             capabilities=host.capabilities,
-            supported_workflow_editions=list(SUPPORTED_EDITIONS),
-            preferred_workflow_edition=WORKFLOW_EDITION,
-            error_message=None
-            if compatible
-            else (
-                f"protocol generation {base.protocol_generation} not compatible with server "
-                f"{PROTOCOL_GENERATION}"
-            ),
+            editions=SUPPORTED_EDITIONS,
         )
         return env_pb.HandshakeResponse(
-            base=reply, env_contract=host.contract if compatible else None
+            base=reply, env_contract=host.contract if reply.compatible else None
         )
 
     async def shutdown(self, message: env_pb.ShutdownRequest) -> env_pb.ShutdownResponse:
-        base = message.base
-        if base is None:
-            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
         server = self._server
-        if not server.allow_remote_shutdown:
-            return env_pb.ShutdownResponse(
-                base=core_pb.ShutdownResponse(accepted=False, message=SHUTDOWN_DISABLED)
+        return env_pb.ShutdownResponse(
+            base=shutdown_reply(
+                message.base,
+                allowed=server.allow_remote_shutdown,
+                refusal=SHUTDOWN_DISABLED,
+                stop=server.request_shutdown,
             )
-        reason = base.reason
-        text = f"shutdown accepted: {reason}" if reason else "shutdown accepted"
-        asyncio.get_running_loop().call_later(_SHUTDOWN_GRACE, server.request_shutdown, reason)
-        return env_pb.ShutdownResponse(base=core_pb.ShutdownResponse(accepted=True, message=text))
+        )
 
     async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         server = self._server
+        defer_error_reset(stream)
         if not server._claim_session():
             raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
         try:
@@ -536,10 +369,10 @@ class _JoinSession:
         self._host = host
         self._stream = stream
         self._workers = workers
-        self._loop = asyncio.get_running_loop()
-        self._inflight: set[asyncio.Task[None]] = set()
-        self._send_lock = asyncio.Lock()
-        self._finished = asyncio.Event()
+        self._loop = _bridge.running_loop()
+        self._inflight: set[_bridge.AsyncioTask[None]] = set()
+        self._send_lock = _bridge.AsyncioLock()
+        self._finished = _bridge.AsyncioEvent()
         self._ended = False  # a Close reply or a non-recoverable error went out
         self._closed_by_request = False
         # A request the server could not read (oversized, undecodable): the stream
@@ -558,7 +391,7 @@ class _JoinSession:
         if self._read_error is not None and not self._ended:
             raise self._read_error
 
-    async def _drain(self, reader: asyncio.Task[None]) -> None:
+    async def _drain(self, reader: _bridge.AsyncioTask[None]) -> None:
         """Wait for in-flight env calls (they cannot be interrupted) before the slot frees.
 
         A client that drops the connection gets this handler cancelled, possibly
@@ -567,11 +400,11 @@ class _JoinSession:
         bounded on the Trio side, so this cannot hang a shutdown.
         """
         pending = {*self._inflight, reader}
-        drained = asyncio.ensure_future(asyncio.wait(pending))
+        drained = _bridge.spawn_asyncio(_bridge.asyncio_wait(pending))
         while not drained.done():
             try:
-                await asyncio.shield(drained)
-            except asyncio.CancelledError:
+                await _bridge.asyncio_shield(drained)
+            except _bridge.AsyncioCancelledError:
                 if self._stopping():
                     raise
 
@@ -589,7 +422,7 @@ class _JoinSession:
             log.debug("env Join stream read ended: %r", exc)
         finally:
             if self._inflight:
-                await asyncio.wait(set(self._inflight))
+                await _bridge.asyncio_wait(set(self._inflight))
             self._finished.set()
 
     def _spawn(self, request: env_pb.JoinRequest) -> None:

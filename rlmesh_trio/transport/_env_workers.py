@@ -18,13 +18,14 @@ later one that waits for it).
 
 from __future__ import annotations
 
-import asyncio
 import queue
 import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 import trio
+
+from . import _bridge
 
 __all__ = ["EnvWorkers"]
 
@@ -56,7 +57,7 @@ class EnvWorkers:
         """Set the Trio run that finished jobs report back to."""
         self._token = token
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    def submit(self, fn: Callable[..., T], *args: Any) -> _bridge.AsyncioFuture[T]:
         """Run ``fn(*args)`` on a worker; the returned future resolves on the event loop.
 
         Asyncio side only. Cancelling the future does not stop the call (an env
@@ -64,7 +65,7 @@ class EnvWorkers:
         """
         if self._stopped:
             raise RuntimeError("the env worker pool is stopped")
-        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        future: _bridge.AsyncioFuture[T] = _bridge.running_loop().create_future()
 
         def settle(result: Any, error: BaseException | None) -> None:
             if future.done():

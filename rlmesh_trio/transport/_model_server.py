@@ -25,44 +25,27 @@ hand-off blocks.
 
 from __future__ import annotations
 
-import asyncio
-import hmac
 import logging
 import math
-import os
-import platform
-import signal
-import socket
 import ssl as ssl_module
-import threading
 from collections.abc import Iterable
 from typing import Any, cast
 
-import attrs
 import betterproto2
 import grpclib.const
 import grpclib.server
 import trio
 from grpclib import GRPCError
 from grpclib.const import Status
-from grpclib.encoding.proto import ProtoCodec
-from grpclib.events import RecvRequest, listen
-from grpclib.health.service import Health
 
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
-from .._version import __version__
-from .._wire import (
-    CAP_CONCURRENT_PREDICT,
-    MAX_MESSAGE_BYTES,
-    PROTOCOL_GENERATION,
-    WORKFLOW_EDITION,
-    core_pb,
-    model_pb,
-)
+from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 from . import _bridge
+from ._handshake import MODEL_COMPONENT
 from ._model_fastwire import decode_join_request, encode_join_response
+from ._server_base import ServerBase, defer_error_reset, handshake_reply, shutdown_reply
 
-__all__ = ["BindAddress", "ModelServer", "parse_bind_address"]
+__all__ = ["ModelServer"]
 
 log = logging.getLogger("rlmesh_trio.transport.model_server")
 
@@ -71,107 +54,10 @@ DRAIN_TIMEOUT = 5.0
 SHUTDOWN_DISABLED = "remote shutdown is disabled for this model endpoint"
 
 
-# ---------------------------------------------------------------------- addresses
-
-
-@attrs.frozen
-class BindAddress:
-    """Where to listen: a TCP host and port, or a unix socket path."""
-
-    host: str | None = None
-    port: int | None = None
-    path: str | None = None
-
-
-def parse_bind_address(address: str) -> BindAddress:
-    """Accept the address forms 0.1.0 accepts (``host:port``, ``tcp://``, ``http://``,
-    ``unix:///abs/path``, a bare ``port`` or ``:port`` on 127.0.0.1); refuse ``https://``."""
-    text = address.strip()
-    if text.startswith("unix://"):
-        path = text[len("unix://") :]
-        if not path.startswith("/"):
-            raise ValueError(f"unix socket address must be absolute: {address!r}")
-        return BindAddress(path=path)
-    if text.startswith("https://"):
-        raise ValueError(f"https:// addresses are not supported (pass ssl= instead): {address!r}")
-    for scheme in ("tcp://", "http://"):
-        if text.startswith(scheme):
-            text = text[len(scheme) :]
-    host, sep, port_text = text.rpartition(":")
-    if not sep:
-        host, port_text = "", text
-    host = host.strip("[]") or "127.0.0.1"
-    try:
-        port = int(port_text)
-    except ValueError:
-        raise ValueError(f"not a host:port address: {address!r}") from None
-    if not 0 <= port <= 65535:
-        raise ValueError(f"port out of range in {address!r}")
-    return BindAddress(host=host, port=port)
-
-
-# ---------------------------------------------------------------------- handshake bits
-
-
-def _peer_info() -> core_pb.PeerInfo:
-    frameworks: dict[str, str] = {}
-    for name in ("numpy", "torch", "jax", "gymnasium"):
-        module = __import__("sys").modules.get(name)
-        version = getattr(module, "__version__", None)
-        if isinstance(version, str):
-            frameworks[name] = version
-    uname = platform.uname()
-    return core_pb.PeerInfo(
-        component="rlmesh-model",
-        package_version=__version__,
-        language="python",
-        language_version=platform.python_version(),
-        os=uname.system.lower(),
-        os_version=uname.release,
-        arch=uname.machine,
-        framework_versions=frameworks,
-        extra={
-            "rlmesh.workflow.base": WORKFLOW_EDITION,
-            "rlmesh.workflow.edition": WORKFLOW_EDITION,
-            "implementation": "rlmesh-trio",
-        },
-    )
-
-
-class _LimitedCodec(ProtoCodec):
-    """grpclib has no message size cap of its own; enforce wire-v1's 256 MiB both ways."""
-
-    def encode(self, message: Any, message_type: Any) -> bytes:
-        # Join messages travel as bytes: the Join loop encodes them itself (_model_fastwire).
-        data = message if message_type is bytes else super().encode(message, message_type)
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise GRPCError(
-                Status.RESOURCE_EXHAUSTED,
-                f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
-            )
-        return data
-
-    def decode(self, data: bytes, message_type: Any) -> Any:
-        if len(data) > MAX_MESSAGE_BYTES:
-            raise GRPCError(
-                Status.RESOURCE_EXHAUSTED,
-                f"message of {len(data)} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
-            )
-        if message_type is bytes:
-            return data
-        try:
-            return super().decode(data, message_type)
-        except Exception as exc:
-            # Without a request id no typed reply is possible: end the stream with a status
-            # saying why, rather than letting grpclib report an application error (UNKNOWN).
-            name = getattr(message_type, "__name__", "message")
-            raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
-
-
 # ---------------------------------------------------------------------- the server
 
 
-class ModelServer:
+class ModelServer(ServerBase):
     """Serve ``policy`` on ``address`` over gRPC.
 
     ``policy`` is anything :func:`rlmesh_trio.policy` accepts. Sync policies
@@ -181,6 +67,8 @@ class ModelServer:
     Three ways to run it: ``async with serve_model(policy, address)`` inside
     Trio; ``await nursery.start(server.run)``; or blocking :meth:`serve`.
     """
+
+    kind = "model"
 
     def __init__(
         self,
@@ -196,38 +84,14 @@ class ModelServer:
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
+        super().__init__(address, token=token, ssl=ssl, allow_remote_shutdown=allow_remote_shutdown)
         self.host = (
             policy if isinstance(policy, ModelHost) else ModelHost(policy, editions=editions)
         )
-        self._bind = parse_bind_address(address)
-        self._token = token
-        self._ssl = ssl
-        self.allow_remote_shutdown = allow_remote_shutdown
         self.threaded = threaded
         self.max_concurrency = max_concurrency
-        self._address: str | None = None
         self._runner = _TrioRunner(ThreadedInvoker() if threaded else inline_invoke)
-        self._shutdown: asyncio.Event | None = None
-        self._shutdown_reason: str | None = None
-        self._grpc: grpclib.server.Server | None = None
-
-    @property
-    def address(self) -> str:
-        """The bound address (``127.0.0.1:54321`` or ``unix:///path``); set once running."""
-        if self._address is None:
-            raise RuntimeError("the model server is not running yet")
-        return self._address
-
-    @property
-    def url(self) -> str:
-        """The bound address with its scheme (``tcp://127.0.0.1:54321``), as a ready-fd line."""
-        address = self.address
-        return address if address.startswith("unix://") else f"tcp://{address}"
-
-    @property
-    def shutdown_reason(self) -> str | None:
-        """Why serving stopped: the accepted remote Shutdown's reason, or ``signal SIGTERM``."""
-        return self._shutdown_reason
+        self._shutdown: _bridge.AsyncioEvent | None = None
 
     # ------------------------------------------------------------------ Trio side
 
@@ -254,11 +118,8 @@ class ModelServer:
                 log.info("model server %s shutting down: %s", self._address, self._shutdown_reason)
             finally:
                 with trio.CancelScope(shield=True), trio.move_on_after(DRAIN_TIMEOUT):
-                    await self._close()
+                    await _bridge.call(self._close_asyncio)
                 nursery.cancel_scope.cancel()
-
-    async def _close(self) -> None:
-        await _bridge.call(self._close_asyncio)
 
     def serve(self, ready_fd: int | None = None) -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
@@ -272,98 +133,31 @@ class ModelServer:
         about 70 µs per request, a quarter of the server's CPU per predict.
         Async and threaded policies are served from Trio.
         """
-        if self.inline:
-            loop = asyncio.SelectorEventLoop()
-            try:
-                loop.run_until_complete(self._serve_plain_asyncio(ready_fd))
-            finally:
-                loop.close()
-        else:
-            trio.run(self._serve_main, ready_fd)
+        if not self.inline:
+            self._serve_trio(ready_fd)
+            return
 
-    async def _serve_plain_asyncio(self, ready_fd: int | None) -> None:
-        loop = asyncio.get_running_loop()
-        await self._start_asyncio()
-        assert self._shutdown is not None
-        signals = (signal.SIGINT, signal.SIGTERM)
-        handled = threading.current_thread() is threading.main_thread()
-        try:
-            if handled:
-                for signum in signals:
-                    loop.add_signal_handler(
-                        signum, self.request_shutdown, f"signal {signal.Signals(signum).name}"
-                    )
-            if ready_fd is not None:
-                with os.fdopen(ready_fd, "w") as ready:
-                    ready.write(self.url + "\n")
-            await self._shutdown.wait()
-            log.info("model server %s shutting down: %s", self._address, self._shutdown_reason)
-        finally:
-            if handled:
-                for signum in signals:
-                    loop.remove_signal_handler(signum)
-            try:
-                await asyncio.wait_for(self._close_asyncio(), DRAIN_TIMEOUT)
-            except TimeoutError:
-                log.warning("model server %s: close took over %ss", self._address, DRAIN_TIMEOUT)
+        async def main() -> None:
+            await self._serve_plain_asyncio(
+                ready_fd,
+                start=self._start_asyncio,
+                stopped=self._stopped,
+                close=self._close_asyncio,
+                request_stop=self.request_shutdown,
+                close_timeout=DRAIN_TIMEOUT,
+            )
 
-    async def _serve_main(self, ready_fd: int | None) -> None:
-        async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
-            if threading.current_thread() is threading.main_thread():
-                nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
-            await nursery.start(self._run_then_stop, nursery.cancel_scope)
-            if ready_fd is not None:
-                with os.fdopen(ready_fd, "w") as ready:
-                    ready.write(self.url + "\n")
-
-    async def _run_then_stop(
-        self, scope: trio.CancelScope, *, task_status: Any = trio.TASK_STATUS_IGNORED
-    ) -> None:
-        try:
-            await self.run(task_status=task_status)
-        finally:
-            scope.cancel()  # a remote Shutdown ends serve() too
-
-    async def _stop_on_signal(self, scope: trio.CancelScope) -> None:
-        with trio.open_signal_receiver(signal.SIGINT, signal.SIGTERM) as signals:
-            async for signum in signals:
-                self._shutdown_reason = f"signal {signal.Signals(signum).name}"
-                log.info("model server %s stopping: %s", self._address, self._shutdown_reason)
-                scope.cancel()
-                return
+        _bridge.run_plain_asyncio(main)
 
     # ------------------------------------------------------------------ asyncio side
 
     async def _start_asyncio(self) -> None:
-        self._shutdown = asyncio.Event()
-        service = _ModelService(self)
-        server = grpclib.server.Server([service, Health()], codec=_LimitedCodec())
-        if self._token is not None:
-            listen(server, RecvRequest, self._check_token)
-        bind = self._bind
-        if bind.path is not None:
-            await server.start(path=bind.path, ssl=self._ssl)
-            self._address = f"unix://{bind.path}"
-        else:
-            # Bind the socket ourselves so the resolved port is known without peeking
-            # into grpclib's internals.
-            family = socket.AF_INET6 if ":" in (bind.host or "") else socket.AF_INET
-            # IPPROTO_TCP explicitly: accepted sockets inherit the listener's proto, and
-            # asyncio/grpclib only set TCP_NODELAY when it is IPPROTO_TCP (Nagle otherwise
-            # adds ~40 ms delayed-ACK stalls to small request/response exchanges).
-            sock = socket.socket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-            try:
-                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-                sock.bind((bind.host, bind.port))
-                sock.setblocking(False)
-                await server.start(sock=sock, ssl=self._ssl)
-            except BaseException:
-                sock.close()
-                raise
-            host, port = sock.getsockname()[:2]
-            self._address = f"[{host}]:{port}" if family == socket.AF_INET6 else f"{host}:{port}"
-        self._grpc = server
-        log.info("model server listening on %s", self._address)
+        self._shutdown = _bridge.AsyncioEvent()
+        await self._listen(_ModelService(self))
+
+    async def _stopped(self) -> None:
+        assert self._shutdown is not None
+        await self._shutdown.wait()
 
     async def _close_asyncio(self) -> None:
         grpc = self._grpc
@@ -372,19 +166,7 @@ class ModelServer:
         self._grpc = None
         grpc.close()
         await grpc.wait_closed()
-        if self._bind.path:
-            try:
-                os.unlink(self._bind.path)
-            except OSError:
-                pass
-
-    async def _check_token(self, event: RecvRequest) -> None:
-        if event.method_name.startswith("/grpc.health."):
-            return  # health probes stay open, as orchestrators poll them unauthenticated
-        supplied = event.metadata.get("authorization")
-        expected = (self._token or "").encode()
-        if not isinstance(supplied, str) or not hmac.compare_digest(supplied.encode(), expected):
-            raise GRPCError(Status.UNAUTHENTICATED, "invalid model token")
+        self._unlink_socket()
 
     def request_shutdown(self, reason: str) -> None:
         """Ask :meth:`run` to stop (asyncio side or Trio side; never blocks)."""
@@ -423,7 +205,7 @@ class _TrioRunner:
             async for fn, arg, future in self._recv:
                 nursery.start_soon(self._one, fn, arg, future)
 
-    async def _one(self, fn: PolicyFn, arg: Any, future: asyncio.Future[Any]) -> None:
+    async def _one(self, fn: PolicyFn, arg: Any, future: _bridge.AsyncioFuture[Any]) -> None:
         with trio.CancelScope() as scope:
             # The asyncio caller gave up (its stream was cancelled): stop the call too.
             future.add_done_callback(lambda f: scope.cancel() if f.cancelled() else None)
@@ -444,7 +226,7 @@ class _TrioRunner:
 
     async def submit(self, fn: PolicyFn, arg: Any) -> Any:
         """Asyncio side: run ``fn(arg)`` in Trio and await its result."""
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        future: _bridge.AsyncioFuture[Any] = _bridge.running_loop().create_future()
         self._send.send_nowait((fn, arg, future))
         return await future
 
@@ -489,43 +271,28 @@ class _ModelService(model_pb.ModelServiceBase):
         return mapping
 
     async def handshake(self, message: model_pb.HandshakeRequest) -> model_pb.HandshakeResponse:
-        base = message.base
-        if base is None:
-            raise GRPCError(Status.INVALID_ARGUMENT, "handshake request missing base")
-        generation = base.protocol_generation.strip()
-        compatible = generation == PROTOCOL_GENERATION
         return model_pb.HandshakeResponse(
-            base=core_pb.HandshakeResponse(
-                compatible=compatible,
-                peer_info=_peer_info(),
+            base=handshake_reply(
+                message.base,
+                component=MODEL_COMPONENT,
                 capabilities={CAP_CONCURRENT_PREDICT: "true"},
-                supported_workflow_editions=list(self._host.editions),
-                preferred_workflow_edition=WORKFLOW_EDITION,
-                error_message=None
-                if compatible
-                else (
-                    f"protocol generation {base.protocol_generation} not compatible with "
-                    f"server {PROTOCOL_GENERATION}"
-                ),
+                editions=self._host.editions,
             )
         )
 
     async def shutdown(self, message: model_pb.ShutdownRequest) -> model_pb.ShutdownResponse:
-        base = message.base
-        if base is None:
-            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
-        if not self._server.allow_remote_shutdown:
-            return model_pb.ShutdownResponse(
-                base=core_pb.ShutdownResponse(accepted=False, message=SHUTDOWN_DISABLED)
+        server = self._server
+        return model_pb.ShutdownResponse(
+            base=shutdown_reply(
+                message.base,
+                allowed=server.allow_remote_shutdown,
+                refusal=SHUTDOWN_DISABLED,
+                stop=lambda reason: server.request_shutdown(reason or "remote shutdown"),
             )
-        text = f"shutdown accepted: {base.reason}" if base.reason else "shutdown accepted"
-        # Stop after this reply is on its way: the Trio side closes the server.
-        asyncio.get_running_loop().call_later(
-            0.05, self._server.request_shutdown, base.reason or "remote shutdown"
         )
-        return model_pb.ShutdownResponse(base=core_pb.ShutdownResponse(accepted=True, message=text))
 
     async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        defer_error_reset(stream)
         # Pitfall 1: 0.1.0 clients wait for the response headers before sending anything.
         await stream.send_initial_metadata()
         if self._server.inline:
@@ -550,10 +317,10 @@ class _ConcurrentJoin:
         self._host = server.host
         self._invoke = server.asyncio_invoke()
         self._stream = stream
-        self._slots = asyncio.Semaphore(server.max_concurrency)
-        self._send_lock = asyncio.Lock()
-        self._tails: dict[str, asyncio.Task[None]] = {}
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._slots = _bridge.AsyncioSemaphore(server.max_concurrency)
+        self._send_lock = _bridge.AsyncioLock()
+        self._tails: dict[str, _bridge.AsyncioTask[None]] = {}
+        self._tasks: set[_bridge.AsyncioTask[None]] = set()
         self._failure: BaseException | None = None
 
     async def run(self) -> None:
@@ -579,12 +346,12 @@ class _ConcurrentJoin:
     def _spawn(self, request: model_pb.JoinRequest) -> None:
         keys = _ordering_keys(request)
         before = [self._tails[k] for k in keys if k in self._tails]
-        task = asyncio.ensure_future(self._process(request, before))
+        task = _bridge.spawn_asyncio(self._process(request, before))
         self._tasks.add(task)
         for key in keys:
             self._tails[key] = task
 
-        def done(finished: asyncio.Task[None]) -> None:
+        def done(finished: _bridge.AsyncioTask[None]) -> None:
             self._tasks.discard(finished)
             self._slots.release()
             for key in keys:
@@ -596,11 +363,11 @@ class _ConcurrentJoin:
         task.add_done_callback(done)
 
     async def _process(
-        self, request: model_pb.JoinRequest, before: list[asyncio.Task[None]]
+        self, request: model_pb.JoinRequest, before: list[_bridge.AsyncioTask[None]]
     ) -> None:
         if before:
             # asyncio.wait, not gather: our cancellation must not cancel the predecessors.
-            await asyncio.wait(before)
+            await _bridge.asyncio_wait(before)
         response = await self._host.handle(request, self._invoke)
         await self._send(response)
 
@@ -611,4 +378,4 @@ class _ConcurrentJoin:
 
     async def _drain(self) -> None:
         while self._tasks:
-            await asyncio.wait(list(self._tasks))
+            await _bridge.asyncio_wait(list(self._tasks))

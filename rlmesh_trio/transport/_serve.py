@@ -6,10 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import trio
-
-from . import _bridge
 from ._env_server import EnvServer
+from ._server_base import running
 
 __all__ = ["serve_env"]
 
@@ -31,10 +29,5 @@ async def serve_env(
     a shielded, bounded scope, so it cannot hang the caller. An accepted remote
     Shutdown stops the server early; the block's body keeps running.
     """
-    server = EnvServer(env, address, **options)
-    async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel()
+    async with running(EnvServer(env, address, **options)) as server:
+        yield server

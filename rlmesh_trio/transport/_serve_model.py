@@ -6,10 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-import trio
-
-from . import _bridge
 from ._model_server import ModelServer
+from ._server_base import running
 
 __all__ = ["serve_model"]
 
@@ -30,10 +28,5 @@ async def serve_model(
     stops the server, cancelling in-flight requests; the close is shielded and
     bounded, so it cannot hang the caller.
     """
-    server = ModelServer(policy, address, **options)
-    async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
-        await nursery.start(server.run)
-        try:
-            yield server
-        finally:
-            nursery.cancel_scope.cancel()
+    async with running(ModelServer(policy, address, **options)) as server:
+        yield server
