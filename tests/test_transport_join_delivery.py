@@ -191,3 +191,53 @@ async def test_stream_end_and_undecodable_reply_in_both_delivery_modes(delivery:
     async with serve_fake(service) as address, RemoteEnv(address) as env:
         with pytest.raises(ConnectError, match="undecodable Join response"):
             await env.configure("2026.06")
+
+
+# ---- socket reads without trio-asyncio's per-read loop pass -----------------
+
+
+async def test_client_connections_read_without_the_per_read_sync(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlmesh_trio.transport import _bridge as bridge
+
+    results: list[bool] = []
+    original = bridge.read_without_sync
+
+    def spy(fd: int) -> bool:
+        results.append(original(fd))
+        return results[-1]
+
+    monkeypatch.setattr(bridge, "read_without_sync", spy)
+
+    async def join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            request = env_pb.JoinRequest.parse(data)
+            if request.step is not None and request.step.env_indices == [2]:
+                return  # then the server drops the stream mid-request
+            await stream.send_message(bytes(lane_step_response(request)))
+
+    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    async with serve_fake(service) as address:
+        async with RemoteEnv(address) as env:
+            await env.configure("2026.06")
+            for lane in range(2):
+                assert (await env.step(step_request(lane))).response.rewards == [float(lane)]
+            with pytest.raises(EnvRpcError, match="connection closed"):
+                await env.step(step_request(2))
+        # a second client on a new connection gets its own reader, and closes cleanly
+        async with RemoteEnv(address) as env:
+            await env.configure("2026.06")
+    assert results == [True, True]
+
+
+async def test_read_without_sync_refuses_unknown_descriptors() -> None:
+    import socket
+
+    from rlmesh_trio.transport import _bridge as bridge
+
+    async with bridge.asyncio_loop():
+        left, right = socket.socketpair()
+        with left, right:
+            assert bridge.read_without_sync(left.fileno()) is False

@@ -20,11 +20,19 @@ Two ways across:
   task), so resolving a Trio event from an asyncio callback is safe. This
   costs about 20 µs per round and keeps asyncio task creation off the
   per-request path.
+
+:func:`read_without_sync` trims the receive side of a client connection:
+trio-asyncio runs each socket reader in a Trio task that, after every read,
+waits for one full pass of the asyncio loop (``synchronize``); for a
+connection whose responses are delivered from the read callback itself
+that pass is pure overhead (two task switches and a loop iteration per
+response).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -49,10 +57,13 @@ __all__ = [
     "call",
     "in_loop",
     "post",
+    "read_without_sync",
     "run_plain_asyncio",
     "running_loop",
     "spawn_asyncio",
 ]
+
+log = logging.getLogger(__name__)
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -209,6 +220,66 @@ def post(fn: Callable[..., Any], *args: Any) -> None:
 def spawn_asyncio(coro: Awaitable[Any]) -> asyncio.Task[Any]:
     """Start an asyncio task on the current loop (call from asyncio-side code only)."""
     return asyncio.ensure_future(coro)
+
+
+def read_without_sync(fd: int) -> bool:
+    """Serve the asyncio reader registered for ``fd`` from a Trio task that never synchronizes.
+
+    trio-asyncio's reader task calls the reader callback (e.g. a socket
+    transport's ``_read_ready``) each time ``fd`` is readable and then waits
+    for the asyncio loop to run everything queued so far. This swaps it for a
+    task that only calls the callback, exactly like trio-asyncio's otherwise:
+    same handle type, registered the same way in the loop's selector, so the
+    transport's own ``remove_reader`` (on close or pause) cancels it as usual.
+    Call from code running on the asyncio side of the bridge or in a Trio
+    task inside :func:`asyncio_loop`, right after the connection is made.
+
+    It still waits for the asyncio loop after a read that queued asyncio
+    callbacks, so a reply read through grpclib's own buffer is handed over
+    before a later read (an EOF, say) is processed, as before.
+
+    Reaches into trio-asyncio internals (``_selector``, ``_set_read_handle``,
+    ``_nursery``, ``_q_send``, ``ScopedHandle``); returns ``False`` and changes
+    nothing when they are not as expected.
+    """
+    try:
+        from trio_asyncio._handles import ScopedHandle
+
+        loop: Any = trio_asyncio.current_loop.get()
+        key = loop._selector.get_key(fd)
+        old = key.data[0]
+        if old is None or old._cancelled or not isinstance(old, ScopedHandle):
+            return False
+        handle = ScopedHandle(old._callback, old._args, loop)
+        nursery = loop._nursery
+        if nursery is None or not callable(loop._q_send.statistics):
+            return False
+        loop._set_read_handle(fd, handle)
+    except Exception:
+        log.debug("keeping trio-asyncio's reader for fd %s", fd, exc_info=True)
+        return False
+    old.cancel()
+    nursery.start_soon(_read_loop, loop, fd, handle)
+    return True
+
+
+async def _read_loop(loop: Any, fd: int, handle: Any) -> None:
+    # trio-asyncio's reader loop, except that it synchronizes only when the read
+    # queued asyncio callbacks (e.g. woke a task waiting in grpclib's own buffer):
+    # those still run before the next read (a reply is seen before a later EOF),
+    # while a read whose responses were delivered directly costs no loop pass.
+    queued = loop._q_send.statistics
+    with handle._scope:
+        try:
+            while not handle._cancelled:
+                await trio.lowlevel.wait_readable(fd)
+                if handle._cancelled:
+                    break
+                handle._run()
+                if queued().current_buffer_used:
+                    await loop.synchronize()
+        except Exception as exc:
+            handle._raise(exc)
 
 
 class Slot(Generic[T]):

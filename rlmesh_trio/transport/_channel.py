@@ -153,6 +153,7 @@ class ClientConnection:
         self._ssl = ssl
         self._channel: grpclib.client.Channel | None = None
         self._closed = False
+        self._fast_reads: object = None  # the grpclib protocol whose reads skip the sync
 
     @property
     def channel(self) -> grpclib.client.Channel:
@@ -163,7 +164,12 @@ class ClientConnection:
     async def _aio_connect(self) -> None:
         if self._channel is None:
             self._channel = new_channel(self.address, ssl=self._ssl)
-        await self._channel.__connect__()
+        protocol = await self._channel.__connect__()
+        if protocol is not self._fast_reads:
+            # Responses are delivered from the read callback (see _join), so the
+            # loop pass trio-asyncio waits for after each read buys nothing.
+            self._fast_reads = protocol
+            _read_without_sync(protocol)
 
     async def connect(self) -> None:
         """Open the connection within ``connect_timeout`` seconds.
@@ -211,6 +217,16 @@ class ClientConnection:
         channel, self._channel = self._channel, None
         if channel is not None:
             bridge.post(channel.close)
+
+
+def _read_without_sync(protocol: Any) -> bool:
+    """Hand a fresh grpclib connection's socket reads to :func:`bridge.read_without_sync`."""
+    try:
+        sock = protocol.connection._transport.get_extra_info("socket")
+        fd = sock.fileno()
+    except Exception:
+        return False
+    return bridge.read_without_sync(fd)
 
 
 def _describe_os_error(exc: BaseException) -> str:
