@@ -57,8 +57,8 @@ def test_only_the_bridge_imports_asyncio() -> None:
 
 def test_the_bridge_is_where_asyncio_lives() -> None:
     (bridge,) = ALLOWED
-    modules = {m for _line, m in forbidden_imports((PACKAGE / bridge).read_text("utf-8"))}
-    assert modules == {"asyncio", "trio_asyncio"}
+    found = forbidden_imports((PACKAGE / bridge).read_text("utf-8"))
+    assert {module.split(".")[0] for _line, module in found} == {"asyncio", "trio_asyncio"}
 
 
 @pytest.mark.parametrize(

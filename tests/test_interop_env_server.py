@@ -222,16 +222,32 @@ CALLER_THREAD_SCRIPT = textwrap.dedent(
             self.env.close()
 
     env = MainThreadOnly(gym.make("CartPole-v1"))
-    EnvServer(env, "127.0.0.1:0").serve(ready_fd=int(sys.argv[1]), env_thread="caller")
+    EnvServer(env, "127.0.0.1:0").serve(ready_fd=int(sys.argv[1]), env_thread=sys.argv[2])
+    """
+)
+
+WORKER_SCRIPT = textwrap.dedent(
+    """
+    import sys, threading
+    import gymnasium as gym
+    from rlmesh_trio.transport._env_server import EnvServer
+
+    class Where(gym.Wrapper):
+        def step(self, action):
+            print("step on", threading.current_thread().name, flush=True)
+            return self.env.step(action)
+
+    env = Where(gym.make("CartPole-v1"))
+    EnvServer(env, "127.0.0.1:0").serve(ready_fd=int(sys.argv[1]), env_thread=sys.argv[2])
     """
 )
 
 
-def _serve_in_subprocess(script: str) -> tuple[subprocess.Popen[bytes], str]:
+def _serve_in_subprocess(script: str, *args: str) -> tuple[subprocess.Popen[bytes], str]:
     read_fd, write_fd = os.pipe()
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     proc = subprocess.Popen(
-        [sys.executable, "-c", script, str(write_fd)],
+        [sys.executable, "-c", script, str(write_fd), *args],
         pass_fds=(write_fd,),
         cwd=root,
         stdout=subprocess.PIPE,
@@ -243,8 +259,12 @@ def _serve_in_subprocess(script: str) -> tuple[subprocess.Popen[bytes], str]:
     return proc, line
 
 
-def test_blocking_serve_can_keep_env_calls_on_the_calling_thread() -> None:
-    proc, address = _serve_in_subprocess(CALLER_THREAD_SCRIPT)
+@pytest.mark.parametrize("env_thread", ["caller", "loop", "auto"])
+def test_blocking_serve_can_keep_env_calls_on_the_calling_thread(env_thread: str) -> None:
+    """``caller`` (Trio on a background thread) and ``loop`` (plain asyncio, env calls
+    inline; what ``auto`` picks for one env) both keep every env call and the close on
+    the thread that called ``serve()``."""
+    proc, address = _serve_in_subprocess(CALLER_THREAD_SCRIPT, env_thread)
     try:
         assert address.startswith("tcp://127.0.0.1:")
         result = rlmesh.run(rlmesh_numpy.Model(lean_policy), address, seeds=[1, 2])
@@ -534,3 +554,19 @@ async def test_session_loop_with_a_served_rlmesh_model(close_env: bool) -> None:
     assert [(e.seed, e.steps, e.reward) for e in session.episodes] == [
         (e.seed, e.steps, e.reward) for e in native.episodes
     ]
+
+
+def test_blocking_serve_with_worker_threads_stops_on_sigterm() -> None:
+    proc, address = _serve_in_subprocess(WORKER_SCRIPT, "worker")
+    try:
+        result = rlmesh.run(rlmesh_numpy.Model(lean_policy), address, seeds=[1, 2])
+        assert [e.steps for e in result.episodes] == [51, 35]
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=20)
+        assert proc.returncode == 0, err.decode()
+        threads = {line.split()[-1] for line in out.decode().splitlines() if "step on" in line}
+        assert threads and "MainThread" not in threads  # env calls ran on the workers
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()

@@ -208,6 +208,11 @@ class EnvHost(abc.ABC):
     def num_envs(self) -> int:
         return self._contract.num_envs
 
+    @property
+    def concurrent(self) -> bool:
+        """True when two requests can run at once (lanes backed by different envs)."""
+        return False
+
     # -- the request path ----------------------------------------------------------------
 
     def admit(self, request: env_pb.JoinRequest) -> Ticket:

@@ -74,6 +74,7 @@ class LaneHost(EnvHost):
             by_object.setdefault(id(env), set()).add(lane)
         self._groups = [frozenset(by_object[id(env)]) for env in self._lanes]
         unique = list({id(env): env for env in self._lanes}.values())
+        self._concurrent = len(unique) > 1
         super().__init__(
             contract=contract,
             capabilities={CAP_SUBSET_STEP: "true"},
@@ -81,6 +82,10 @@ class LaneHost(EnvHost):
         )
 
     # -- ordering ------------------------------------------------------------------------
+
+    @property
+    def concurrent(self) -> bool:
+        return self._concurrent
 
     def _lanes_of(self, request: env_pb.JoinRequest) -> Iterable[int] | None:
         kind, arm = betterproto2.which_one_of(request, "kind")

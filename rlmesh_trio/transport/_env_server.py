@@ -42,9 +42,10 @@ import trio
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from .._envhost import SUPPORTED_EDITIONS, EnvHost, make_host
+from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from .._wire import core_pb, env_pb
 from . import _bridge
+from ._env_fastwire import decode_join_request, encode_join_response
 from ._env_workers import EnvWorkers
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase, defer_error_reset, handshake_reply, shutdown_reply
@@ -103,7 +104,7 @@ class EnvServer(ServerBase):
         self._stop: _bridge.AsyncioEvent | None = None
         self._session_active = False
         self._sessions_idle: _bridge.AsyncioEvent | None = None
-        self._workers: EnvWorkers | None = None
+        self._workers: EnvWorkers | None = None  # None while serving inline
         self._caller_pool: EnvWorkers | None = None
         self._serve_token: trio.lowlevel.TrioToken | None = None
         self._serve_scope: trio.CancelScope | None = None
@@ -160,24 +161,40 @@ class EnvServer(ServerBase):
         if self._stop is not None:
             self._stop.set()
 
-    def serve(self, ready_fd: int | None = None, *, env_thread: str = "worker") -> None:
+    def serve(self, ready_fd: int | None = None, *, env_thread: str = "auto") -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
 
         With ``ready_fd``, writes one line with the bound address
         (``tcp://127.0.0.1:54321``) to that file descriptor once listening, then
         closes it, as ``python -m rlmesh._cli.serve_env --ready-fd N`` does.
 
-        ``env_thread="caller"`` runs every env call (and the env's close) on the
-        thread that called ``serve()``, as 0.1.0's blocking serve does, for
-        simulators that only work from the thread that created them; the server
-        itself then runs on a background thread, and lanes take turns. The
-        default ``"worker"`` runs env calls on worker threads, lanes concurrently.
+        Where env calls run (``env_thread``):
+
+        * ``"loop"``: inline on the serving thread (the caller's), which runs a
+          plain asyncio loop: no thread hand-off and no Trio, the cheapest per
+          step. The trade-off: while an env call runs, nothing else is served
+          (health probes, a Shutdown, a refused second Join wait for it), and
+          lanes take turns.
+        * ``"worker"``: on worker threads, lanes concurrently, from a plain
+          asyncio loop on the calling thread; the loop stays responsive during
+          env calls.
+        * ``"caller"``: on the thread that called ``serve()``, with the server on
+          a background Trio thread (0.1.0's blocking-serve behaviour, for
+          simulators bound to the thread that created them); lanes take turns.
+        * ``"auto"`` (default): ``"loop"`` when the env runs one request at a
+          time anyway (one env, or a vector env), ``"worker"`` for several lanes.
+          ``"loop"`` keeps env calls on the calling thread too.
         """
-        if env_thread == "worker":
-            self._serve_trio(ready_fd)
+        if env_thread == "auto":
+            env_thread = "worker" if self.host.concurrent else "loop"
+        if env_thread in ("loop", "worker"):
+            inline = env_thread == "loop"
+            _bridge.run_plain_asyncio(lambda: self._serve_plain(ready_fd, inline=inline))
             return
         if env_thread != "caller":
-            raise ValueError(f'env_thread must be "worker" or "caller", got {env_thread!r}')
+            raise ValueError(
+                f'env_thread must be "auto", "loop", "worker" or "caller", got {env_thread!r}'
+            )
         pool = EnvWorkers(0)
         self._caller_pool = pool
         done = threading.Event()
@@ -203,6 +220,42 @@ class EnvServer(ServerBase):
             self._caller_pool = None
         if failure:
             raise failure[0]
+
+    async def _serve_plain(self, ready_fd: int | None, *, inline: bool) -> None:
+        """The blocking serve on a plain asyncio loop (no Trio); env calls inline or
+        on worker threads that wake the loop with ``call_soon_threadsafe``."""
+        workers = None
+        if not inline:
+            workers = EnvWorkers(self.host.num_envs + 1)
+            workers.bind_loop(_bridge.running_loop())
+        self._workers = workers
+
+        async def close() -> None:
+            grpc = self._grpc
+            self._grpc = None
+            if grpc is not None:
+                await self._aio_close(grpc)
+            self._unlink_socket()
+            if workers is None:
+                self.host.close()
+                return
+            try:
+                await _bridge.asyncio_wait_for(workers.submit(self.host.close), CLOSE_TIMEOUT)
+            finally:
+                workers.stop()
+
+        async def stopped() -> None:
+            assert self._stop is not None
+            await self._stop.wait()
+
+        await self._serve_plain_asyncio(
+            ready_fd,
+            start=self._start_asyncio,
+            stopped=stopped,
+            close=close,
+            request_stop=self.request_shutdown,
+            close_timeout=DRAIN_TIMEOUT + CLOSE_TIMEOUT,
+        )
 
     def _stop_on_caller_signals(self) -> Callable[[], None]:
         """In ``env_thread="caller"`` mode the main thread handles SIGINT/SIGTERM: the
@@ -313,8 +366,10 @@ class _EnvService(env_pb.EnvServiceBase):
         mapping[_JOIN] = grpclib.const.Handler(
             self._join,
             grpclib.const.Cardinality.STREAM_STREAM,
-            env_pb.JoinRequest,
-            env_pb.JoinResponse,
+            # Raw bytes: the session parses and serialises Join messages itself
+            # (_env_fastwire: Step/Reset by hand, betterproto2 for the rest).
+            bytes,
+            bytes,
         )
         return mapping
 
@@ -349,10 +404,18 @@ class _EnvService(env_pb.EnvServiceBase):
         try:
             # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
             await stream.send_initial_metadata()
-            assert server._workers is not None
             await _JoinSession(server.host, stream, server._workers, server._is_stopping).run()
         finally:
             server._release_session()
+
+
+def _decode(data: bytes) -> env_pb.JoinRequest:
+    try:
+        return decode_join_request(data)
+    except Exception as exc:
+        # No request id can be read, so no typed reply is possible: the stream ends
+        # with a status saying why once the requests in flight are answered.
+        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
 
 
 class _JoinSession:
@@ -362,7 +425,7 @@ class _JoinSession:
         self,
         host: EnvHost,
         stream: grpclib.server.Stream[Any, Any],
-        workers: EnvWorkers,
+        workers: EnvWorkers | None,
         stopping: Callable[[], bool] = lambda: False,
     ) -> None:
         self._stopping = stopping
@@ -411,10 +474,16 @@ class _JoinSession:
     async def _read(self) -> None:
         try:
             while not self._ended:
-                request = await self._stream.recv_message()
-                if request is None:
+                data = await self._stream.recv_message()
+                if data is None:
                     break  # half-close: answer what is in flight, then end
-                self._spawn(request)
+                received = time.perf_counter_ns()
+                request = _decode(data)
+                if self._workers is None:
+                    # Inline (serve(env_thread="loop")): one request at a time, in order.
+                    await self._answer(request, self._host.handle(request), received)
+                else:
+                    self._spawn(request, received)
         except GRPCError as exc:
             log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
             self._read_error = exc
@@ -425,8 +494,7 @@ class _JoinSession:
                 await _bridge.asyncio_wait(set(self._inflight))
             self._finished.set()
 
-    def _spawn(self, request: env_pb.JoinRequest) -> None:
-        received = time.perf_counter_ns()
+    def _spawn(self, request: env_pb.JoinRequest, received: int) -> None:
         # Admission fixes the request's place in line, so it happens here, in arrival order.
         ticket = self._host.admit(request)
         task = self._loop.create_task(self._process(request, ticket, received))
@@ -435,11 +503,17 @@ class _JoinSession:
 
     async def _process(self, request: env_pb.JoinRequest, ticket: Any, received: int) -> None:
         host = self._host
+        assert self._workers is not None
         try:
             reply = await self._workers.submit(host.run, ticket)
         except BaseException:
             host.discard(ticket)
             raise
+        await self._answer(request, reply, received)
+
+    async def _answer(
+        self, request: env_pb.JoinRequest, reply: HostReply | None, received: int
+    ) -> None:
         if reply is None or self._ended:
             return
         response = reply.response
@@ -454,7 +528,7 @@ class _JoinSession:
         response.endpoint_total_ns = time.perf_counter_ns() - received
         try:
             async with self._send_lock:
-                await self._stream.send_message(response)
+                await self._stream.send_message(encode_join_response(response))
         except Exception as exc:  # the stream is gone (h2 StreamClosedError, reset, ...)
             log.debug("env Join stream send failed: %r", exc)
             self._ended = True

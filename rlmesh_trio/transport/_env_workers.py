@@ -43,7 +43,7 @@ class EnvWorkers:
     ) -> None:
         if size < 0:
             raise ValueError("the worker pool size must be >= 0")
-        self._token = token
+        self._schedule: Callable[..., Any] | None = None if token is None else token.run_sync_soon
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopped = False
         self._threads = [
@@ -55,7 +55,11 @@ class EnvWorkers:
 
     def bind(self, token: trio.lowlevel.TrioToken) -> None:
         """Set the Trio run that finished jobs report back to."""
-        self._token = token
+        self._schedule = token.run_sync_soon
+
+    def bind_loop(self, loop: Any) -> None:
+        """Report finished jobs to a plain asyncio loop (``call_soon_threadsafe``)."""
+        self._schedule = loop.call_soon_threadsafe
 
     def submit(self, fn: Callable[..., T], *args: Any) -> _bridge.AsyncioFuture[T]:
         """Run ``fn(*args)`` on a worker; the returned future resolves on the event loop.
@@ -138,10 +142,10 @@ class EnvWorkers:
             self._report(settle, result, None)
 
     def _report(self, settle: Any, result: Any, error: BaseException | None) -> None:
-        token = self._token
-        if token is None:
+        schedule = self._schedule
+        if schedule is None:
             return
         try:
-            token.run_sync_soon(settle, result, error)
-        except trio.RunFinishedError:
-            pass  # the event loop is gone; nobody is waiting any more
+            schedule(settle, result, error)
+        except (trio.RunFinishedError, RuntimeError):
+            pass  # the event loop is gone (or closed); nobody is waiting any more
