@@ -1,14 +1,13 @@
 """Per-operation timing samples, telemetry windows and the summary.
 
-Samples are kept per ``(op, component, metric)`` in a bounded uniform
-reservoir, so memory stays flat on long runs; counts and averages are exact,
-percentiles are nearest-rank over the reservoir (index ``ceil((len - 1) * p)``).
+Samples are kept per ``(op, component, metric)`` in a bounded reservoir
+(Vitter's algorithm R), so memory stays flat on long runs; counts and
+averages are exact, percentiles are nearest-rank over the reservoir
+(index ``ceil((len - 1) * p)``).
 
-The reservoir uses Li's algorithm L: instead of one random draw per sample
-(algorithm R), it draws how many samples to skip until the next replacement,
-so adding a sample is two additions and a comparison on the hot path (a
-route adds some twenty samples per step) while the kept samples are still a
-uniform random subset of everything seen.
+A route adds some twenty samples per step, so the add path is kept short:
+each ``(op, component, metric)``'s add function is looked up once and
+cached, and window series are only kept when someone takes the windows.
 """
 
 from __future__ import annotations
@@ -52,43 +51,26 @@ def percentile(ordered: list[float], p: float) -> float:
 class Series:
     """Count, sum and a bounded reservoir of one metric's samples."""
 
-    __slots__ = ("cap", "count", "next", "rng", "samples", "total", "weight")
+    __slots__ = ("cap", "count", "random", "samples", "total")
 
     def __init__(self, cap: int = RESERVOIR_SIZE, rng: random.Random | None = None) -> None:
-        if cap < 1:
-            raise ValueError(f"reservoir cap must be at least 1, got {cap}")
         self.cap = cap
         self.count = 0
         self.total = 0.0
         self.samples: list[float] = []
-        self.rng = rng
-        #: The ``count`` at which the next sample is kept (0 while the reservoir fills).
-        self.next = 0
-        self.weight = 1.0  # algorithm L's running W
+        self.random = (rng or random).random
 
     def add(self, value: float) -> None:
         self.count += 1
         self.total += value
-        if self.count >= self.next:
-            self._keep(value)
-
-    def _keep(self, value: float) -> None:
         samples = self.samples
         if len(samples) < self.cap:
             samples.append(value)
-            if len(samples) < self.cap:
-                return
-            rng = self.rng or random
         else:
-            rng = self.rng or random
-            samples[rng.randrange(self.cap)] = value
-        # Algorithm L: W *= U^(1/cap); skip floor(log U' / log(1 - W)) samples.
-        self.weight *= math.exp(math.log(1.0 - rng.random()) / self.cap)
-        if self.weight >= 1.0:  # only when cap is huge relative to float precision
-            self.next = self.count + 1
-            return
-        skip = math.log(1.0 - rng.random()) / math.log1p(-self.weight)
-        self.next = self.count + 1 + int(min(skip, 1e18))
+            # Algorithm R: keep each of the n samples seen so far with probability cap/n.
+            j = int(self.random() * self.count)
+            if j < self.cap:
+                samples[j] = value
 
     def row(self, op: str, component: str, metric: str) -> TelemetryRow:
         ordered = sorted(self.samples)
