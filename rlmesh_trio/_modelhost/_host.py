@@ -256,7 +256,9 @@ class ModelHost:
         ``times``, when given, accumulates the decode/policy/encode durations.
         """
         adapter = self.check_predict(request)
-        return await self._predict_checked(request, adapter, invoke, times or PhaseTimes())
+        return await self._predict_checked(
+            request, adapter, invoke, PhaseTimes() if times is None else times
+        )
 
     async def _predict_checked(
         self,
@@ -297,7 +299,7 @@ class ModelHost:
         exactly as a plain Predict would be.
         """
         groups = request.groups
-        times = times or PhaseTimes()
+        times = PhaseTimes() if times is None else times
         results: list[model_pb.GroupedPredictResult | None] = [None] * len(groups)
         buckets: dict[bytes, list[tuple[int, Adapter]]] = {}
         for index, group in enumerate(groups):

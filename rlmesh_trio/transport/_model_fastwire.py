@@ -16,105 +16,54 @@ from __future__ import annotations
 
 from typing import Any
 
-from .._wire import model_pb, spaces_pb
+from .._wire import model_pb
+from ._pbwire import (
+    Fallback,
+    decode_space_value,
+    fields,
+    put_len,
+    put_space_value,
+    put_varint,
+    signed64,
+    text,
+)
 
 __all__ = ["decode_join_request", "encode_join_response"]
-
-_U64 = (1 << 64) - 1
-
-
-class _Fallback(Exception):
-    """Not a hot shape: let betterproto2 handle it."""
-
 
 # ---------------------------------------------------------------------- decoding
 
 
-def _varint(data: bytes, pos: int) -> tuple[int, int]:
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise _Fallback
-        byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(data: bytes) -> list[tuple[int, int | bytes]]:
-    """(field number, value) pairs; only varint and length-delimited wire types."""
-    out: list[tuple[int, int | bytes]] = []
-    pos = 0
-    end = len(data)
-    while pos < end:
-        key, pos = _varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _varint(data, pos)
-            out.append((number, value))
-        elif wire == 2:
-            size, pos = _varint(data, pos)
-            if pos + size > end:
-                raise _Fallback
-            out.append((number, data[pos : pos + size]))
-            pos += size
-        else:
-            raise _Fallback
-    return out
-
-
-def _text(value: int | bytes) -> str:
-    if not isinstance(value, bytes):
-        raise _Fallback
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise _Fallback from None
-
-
 def _blob(value: int | bytes) -> bytes:
     if not isinstance(value, bytes):
-        raise _Fallback
+        raise Fallback
     return value
 
 
 def _context(data: bytes) -> model_pb.AdapterContext:
     texts = ["", "", ""]
     seen = 0
-    for number, value in _fields(data):
+    for number, _wire, value in fields(data):
         if not 1 <= number <= 3 or seen & (1 << number):
-            raise _Fallback
+            raise Fallback
         seen |= 1 << number
-        texts[number - 1] = _text(value)
+        texts[number - 1] = text(value)
     return model_pb.AdapterContext(session_id=texts[0], env_id=texts[1], request_id=texts[2])
-
-
-def _space_value(data: bytes) -> spaces_pb.SpaceValue:
-    leaves = []
-    for number, value in _fields(data):
-        if number != 1:
-            raise _Fallback
-        leaves.append(_blob(value))
-    return spaces_pb.SpaceValue(leaves=leaves)
 
 
 def _episode_info(data: bytes) -> model_pb.EpisodeInfo:
     episode_id = ""
     seed: int | None = None
     seen = 0
-    for number, value in _fields(data):
-        if seen & (1 << number):
-            raise _Fallback
+    for number, _wire, value in fields(data):
+        if number > 2 or seen & (1 << number):
+            raise Fallback
         seen |= 1 << number
         if number == 1:
-            episode_id = _text(value)
-        elif number == 2 and isinstance(value, int):
-            seed = value - (1 << 64) if value >= (1 << 63) else value
+            episode_id = text(value)
+        elif isinstance(value, int):
+            seed = signed64(value)
         else:
-            raise _Fallback
+            raise Fallback
     return model_pb.EpisodeInfo(episode_id=episode_id, seed=seed)
 
 
@@ -122,15 +71,15 @@ def _predict(data: bytes) -> model_pb.PredictRequest:
     context = None
     observation = None
     infos = []
-    for number, value in _fields(data):
+    for number, _wire, value in fields(data):
         if number == 3:
             infos.append(_episode_info(_blob(value)))
         elif number == 1 and context is None:
             context = _context(_blob(value))
         elif number == 2 and observation is None:
-            observation = _space_value(_blob(value))
+            observation = decode_space_value(_blob(value))
         else:
-            raise _Fallback
+            raise Fallback
     return model_pb.PredictRequest(context=context, observation=observation, episode_info=infos)
 
 
@@ -142,16 +91,16 @@ def decode_join_request(data: bytes) -> model_pb.JoinRequest:
     try:
         request_id = ""
         predict = None
-        for number, value in _fields(data):
+        for number, _wire, value in fields(data):
             if number == 2 and predict is None:
                 predict = _predict(_blob(value))
             elif number == 5 and not request_id:
-                request_id = _text(value)
+                request_id = text(value)
             else:
-                raise _Fallback
+                raise Fallback
         if predict is not None:
             return model_pb.JoinRequest(request_id=request_id, predict=predict)
-    except _Fallback:
+    except Fallback:
         pass
     return model_pb.JoinRequest.parse(data)
 
@@ -159,47 +108,28 @@ def decode_join_request(data: bytes) -> model_pb.JoinRequest:
 # ---------------------------------------------------------------------- encoding
 
 
-def _put_varint(out: bytearray, value: int) -> None:
-    value &= _U64
-    while value >= 0x80:
-        out.append((value & 0x7F) | 0x80)
-        value >>= 7
-    out.append(value)
-
-
-def _put_len(out: bytearray, tag: int, payload: bytes | bytearray) -> None:
-    out.append(tag)  # every tag used here is one byte (field number < 16)
-    _put_varint(out, len(payload))
-    out += payload
-
-
 def _encode_context(context: model_pb.AdapterContext) -> bytearray:
     if context._unknown_fields:
-        raise _Fallback
+        raise Fallback
     out = bytearray()
-    for tag, text in (
+    for tag, field_text in (
         (0x0A, context.session_id),
         (0x12, context.env_id),
         (0x1A, context.request_id),
     ):
-        if text:
-            _put_len(out, tag, text.encode())
+        if field_text:
+            put_len(out, tag, field_text.encode())
     return out
 
 
 def _encode_predict(predict: model_pb.PredictResponse) -> bytearray:
     if predict._unknown_fields:
-        raise _Fallback
+        raise Fallback
     out = bytearray()
     if predict.context is not None:
-        _put_len(out, 0x0A, _encode_context(predict.context))
+        put_len(out, 0x0A, _encode_context(predict.context))
     for frame in predict.actions:
-        if frame._unknown_fields:
-            raise _Fallback
-        body = bytearray()
-        for leaf in frame.leaves:
-            _put_len(body, 0x0A, leaf)
-        _put_len(out, 0x12, body)
+        put_space_value(out, 0x12, frame)
     return out
 
 
@@ -235,19 +165,19 @@ def encode_join_response(response: model_pb.JoinResponse) -> bytes:
     if predict is not None and not response._unknown_fields and _only_predict(response):
         try:
             out = bytearray()
-            _put_len(out, 0x12, _encode_predict(predict))
+            put_len(out, 0x12, _encode_predict(predict))
             if response.request_id:
-                _put_len(out, 0x2A, response.request_id.encode())
+                put_len(out, 0x2A, response.request_id.encode())
             if response.endpoint_total_ns is not None:
                 out.append(0x30)
-                _put_varint(out, response.endpoint_total_ns)
+                put_varint(out, response.endpoint_total_ns)
             for key, name in _COUNTERS:
                 value = getattr(response, name)
                 if value:
                     out += key
-                    _put_varint(out, value)
+                    put_varint(out, value)
             return bytes(out)
-        except _Fallback:
+        except Fallback:
             pass
     return bytes(response)
 
