@@ -78,7 +78,14 @@ def conformance_issues(space: gym.Space[Any], value: Any, path: str = "$") -> li
     element outside ``[low, high]``, a Text outside its length bounds or charset.
     """
     if isinstance(space, gym.spaces.Box):
-        arr = np.asarray(value).reshape(-1)
+        arr = np.asarray(value)
+        if arr.shape == space.shape:
+            # The common case, every step: in bounds. NaN compares False, so it passes
+            # here as it does below.
+            with np.errstate(invalid="ignore"):
+                if not ((arr > space.high).any() or (arr < space.low).any()):
+                    return []
+        arr = arr.reshape(-1)
         low = np.broadcast_to(space.low, space.shape).reshape(-1)
         high = np.broadcast_to(space.high, space.shape).reshape(-1)
         with np.errstate(invalid="ignore"):
