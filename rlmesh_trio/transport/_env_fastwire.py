@@ -22,6 +22,7 @@ import betterproto2
 from .._wire import env_pb, spaces_pb
 from ._pbwire import (
     Fallback,
+    blob,
     decode_space_value,
     fields,
     packed_varints,
@@ -37,12 +38,6 @@ __all__ = ["decode_join_request", "encode_join_response"]
 _U32 = (1 << 32) - 1
 
 # ---------------------------------------------------------------------- decoding
-
-
-def _blob(value: int | bytes) -> bytes:
-    if not isinstance(value, bytes):
-        raise Fallback
-    return value
 
 
 def _indices(wire: int, value: int | bytes, into: list[int]) -> None:
@@ -67,7 +62,7 @@ def _step(data: bytes) -> env_pb.StepRequest:
     seen = 0
     for number, wire, value in fields(data):
         if number == 1 and wire == 2 and action is None:
-            action = decode_space_value(_blob(value))
+            action = decode_space_value(blob(value))
         elif number == 2 and wire == 0 and not seen & 4:
             seen |= 4
             assert isinstance(value, int)
@@ -95,7 +90,7 @@ def _reset(data: bytes) -> env_pb.ResetRequest:
             raw = packed_varints(value) if isinstance(value, bytes) else [value]
             seeds.extend(signed64(seed) for seed in raw)
         elif number == 2 and wire == 2 and options is None:
-            options = _meta_map(_blob(value))
+            options = _meta_map(blob(value))
         elif number == 3 and wire == 0 and not seen & 8:
             seen |= 8
             assert isinstance(value, int)
@@ -129,9 +124,9 @@ def decode_join_request(data: bytes) -> env_pb.JoinRequest:
             if number == 5 and request_id is None:
                 request_id = text(value)
             elif number == 2 and arm is None:
-                arm = ("step", _step(_blob(value)))
+                arm = ("step", _step(blob(value)))
             elif number == 1 and arm is None:
-                arm = ("reset", _reset(_blob(value)))
+                arm = ("reset", _reset(blob(value)))
             else:
                 raise Fallback
         if arm is not None:

@@ -115,22 +115,15 @@ class EnvWorkers:
 
     def work_here(self, until: threading.Event) -> None:
         """Run jobs on the calling thread until ``until`` is set (blocking)."""
-        while not until.is_set():
-            job = self._jobs.get()
-            if job is _STOP:
-                return
-            if job is _WAKE:
-                continue
-            self._run(job)
+        self._work(until)
 
-    def _work(self) -> None:
-        while True:
+    def _work(self, until: threading.Event | None = None) -> None:
+        while until is None or not until.is_set():
             job = self._jobs.get()
             if job is _STOP:
                 return
-            if job is _WAKE:
-                continue
-            self._run(job)
+            if job is not _WAKE:
+                self._run(job)
 
     def _run(self, job: Any) -> None:
         fn, args, settle = job

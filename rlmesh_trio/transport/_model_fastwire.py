@@ -19,6 +19,7 @@ from typing import Any
 from .._wire import model_pb
 from ._pbwire import (
     Fallback,
+    blob,
     decode_space_value,
     fields,
     put_len,
@@ -31,12 +32,6 @@ from ._pbwire import (
 __all__ = ["decode_join_request", "encode_join_response"]
 
 # ---------------------------------------------------------------------- decoding
-
-
-def _blob(value: int | bytes) -> bytes:
-    if not isinstance(value, bytes):
-        raise Fallback
-    return value
 
 
 def _context(data: bytes) -> model_pb.AdapterContext:
@@ -73,11 +68,11 @@ def _predict(data: bytes) -> model_pb.PredictRequest:
     infos = []
     for number, _wire, value in fields(data):
         if number == 3:
-            infos.append(_episode_info(_blob(value)))
+            infos.append(_episode_info(blob(value)))
         elif number == 1 and context is None:
-            context = _context(_blob(value))
+            context = _context(blob(value))
         elif number == 2 and observation is None:
-            observation = decode_space_value(_blob(value))
+            observation = decode_space_value(blob(value))
         else:
             raise Fallback
     return model_pb.PredictRequest(context=context, observation=observation, episode_info=infos)
@@ -93,7 +88,7 @@ def decode_join_request(data: bytes) -> model_pb.JoinRequest:
         predict = None
         for number, _wire, value in fields(data):
             if number == 2 and predict is None:
-                predict = _predict(_blob(value))
+                predict = _predict(blob(value))
             elif number == 5 and not request_id:
                 request_id = text(value)
             else:

@@ -19,6 +19,7 @@ from .._wire import spaces_pb
 __all__ = [
     "U64",
     "Fallback",
+    "blob",
     "decode_space_value",
     "fields",
     "packed_varints",
@@ -97,6 +98,13 @@ def packed_varints(data: bytes) -> list[int]:
 def signed64(value: int) -> int:
     """A 64-bit varint read as ``int64`` (two's complement)."""
     return value - (1 << 64) if value >= (1 << 63) else value
+
+
+def blob(value: int | bytes) -> bytes:
+    """A length-delimited field's bytes (a Fallback for a varint where a message belongs)."""
+    if not isinstance(value, bytes):
+        raise Fallback
+    return value
 
 
 def text(value: int | bytes) -> str:
