@@ -241,3 +241,112 @@ async def test_read_without_sync_refuses_unknown_descriptors() -> None:
         left, right = socket.socketpair()
         with left, right:
             assert bridge.read_without_sync(left.fileno()) is False
+
+
+# ---- plain DATA frames around h2's frame walk --------------------------------
+
+
+def _echo_model_join() -> Any:
+    async def echo_join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            req = model_pb.JoinRequest.parse(data)
+            assert req.predict is not None
+            reply = model_pb.JoinResponse(
+                request_id=req.request_id,
+                predict=model_pb.PredictResponse(
+                    context=req.predict.context,
+                    actions=[req.predict.observation or spaces_pb.SpaceValue()],
+                ),
+            )
+            await stream.send_message(bytes(reply))
+
+    return echo_join
+
+
+async def test_hot_path_frames_skip_h2_both_ways(monkeypatch: pytest.MonkeyPatch) -> None:
+    from rlmesh_trio.transport import _h2fast
+
+    sent: list[bool] = []
+    original = _h2fast.send_data
+
+    def spy(stream: Any, frame: bytes) -> bool:
+        sent.append(original(stream, frame))
+        return sent[-1]
+
+    monkeypatch.setattr(_h2fast, "send_data", spy)
+    service = FakeService({f"{MODEL}/Join": (_echo_model_join(), BIDI)})
+    async with serve_fake(service) as address, RemoteModel(address) as model:
+        for n in range(20):
+            reply = await model.predict(predict_request("a", n))
+            assert reply.response.actions[0].leaves == [bytes(4)]
+        receiver = model._conn.channel._protocol.data_received
+        assert isinstance(receiver, _h2fast._FastReceive)
+        assert receiver.fast >= 15  # the first reads carry headers and settings
+    assert sent.count(True) >= 19
+
+
+async def test_flow_control_credit_keeps_flowing_on_the_short_paths() -> None:
+    # 24 MiB each way through 16 MiB windows: stalls unless both paths account
+    # the windows and the WINDOW_UPDATEs go out and come back.
+    service = FakeService({f"{MODEL}/Join": (_echo_model_join(), BIDI)})
+    async with serve_fake(service) as address, RemoteModel(address) as model:
+
+        async def worker(w: int) -> None:
+            for n in range(48):
+                req = predict_request(f"w{w}", n)
+                req.observation = spaces_pb.SpaceValue(leaves=[bytes([w, n]) * 4096])
+                reply = await model.predict(req)
+                assert reply.response.actions[0].leaves == [bytes([w, n]) * 4096]
+
+        async with trio.open_nursery() as nursery:
+            for w in range(64):
+                nursery.start_soon(worker, w)
+
+
+async def test_fast_receive_declines_anything_but_plain_data_frames() -> None:
+    from rlmesh_trio.transport import _h2fast
+
+    service = FakeService({f"{MODEL}/Join": (_echo_model_join(), BIDI)})
+    async with serve_fake(service) as address, RemoteModel(address) as model:
+        await model.predict(predict_request("a", 1))
+        receiver = model._conn.channel._protocol.data_received
+        assert isinstance(receiver, _h2fast._FastReceive)
+        (stream_id,) = receiver._processor.streams
+
+        def data_frame(payload: bytes, *, kind: int = 0, flags: int = 0, sid: int = 0) -> bytes:
+            header = len(payload).to_bytes(3, "big") + bytes([kind, flags])
+            return header + (sid or stream_id).to_bytes(4, "big") + payload
+
+        plain = data_frame(b"abc")
+        plan = receiver._plan(plain + data_frame(b"de"))
+        assert plan is not None and [(start, size) for _s, _h, start, size in plan] == [
+            (9, 3),
+            (21, 2),
+        ]
+        for chunk in (
+            data_frame(b"abc", flags=1),  # END_STREAM
+            data_frame(b"abc", flags=8),  # PADDED
+            data_frame(b"", kind=1),  # HEADERS
+            plain + data_frame(b"", kind=8),  # then a WINDOW_UPDATE
+            plain[:-1],  # a frame split across reads
+            plain[:5],
+            data_frame(b"abc", sid=stream_id + 2),  # no such stream
+        ):
+            assert receiver._plan(chunk) is None, chunk
+        # nothing above changed any state: the session still works
+        reply = await model.predict(predict_request("a", 2))
+        assert reply.response.actions[0].leaves == [bytes(4)]
+
+
+def test_install_declines_objects_that_are_not_grpclib_protocols() -> None:
+    from rlmesh_trio.transport import _h2fast
+
+    class NotAProtocol:
+        def data_received(self, data: bytes) -> None:
+            pass
+
+    thing = NotAProtocol()
+    assert _h2fast.install_fast_receive(thing) is False
+    assert not isinstance(thing.data_received, _h2fast._FastReceive)
+    assert _h2fast.send_data(object(), b"frame") is False

@@ -27,6 +27,7 @@ from grpclib.exceptions import StreamTerminatedError
 from .._errors import ConnectError, ProtocolError, format_duration
 from .._wire import MAX_MESSAGE_BYTES
 from . import _bridge as bridge
+from . import _h2fast
 from ._address import Address, parse_address
 
 __all__ = [
@@ -170,6 +171,8 @@ class ClientConnection:
             # loop pass trio-asyncio waits for after each read buys nothing.
             self._fast_reads = protocol
             _read_without_sync(protocol)
+            # DATA-only reads (every hot-path response) skip h2's generic frame walk.
+            _h2fast.install_fast_receive(protocol)
 
     async def connect(self) -> None:
         """Open the connection within ``connect_timeout`` seconds.

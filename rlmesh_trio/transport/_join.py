@@ -33,6 +33,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.metadata import decode_grpc_message
 
 from . import _bridge as bridge
+from . import _h2fast
 from ._channel import check_size
 
 __all__ = ["JoinSession", "SessionClosed"]
@@ -160,18 +161,22 @@ class JoinSession(Generic[R]):
         some 7% of a route step against rlmesh's servers). Safe only when the
         writer is idle with nothing queued (so order is kept), the stream is
         open, and the message fits the flow-control window and one DATA frame;
-        otherwise the caller queues it for the writer. Reaches into grpclib's
-        stream internals (``_stream``, ``_h2_connection``, ``_transport``),
-        guarded so any surprise falls back to the writer.
+        otherwise the caller queues it for the writer. The frame goes out by
+        :func:`_h2fast.send_data` when that accepts it, else through h2.
+        Reaches into grpclib's stream internals (``_stream``,
+        ``_h2_connection``, ``_transport``), guarded so any surprise falls
+        back to the writer.
         """
         stream = self._open_stream
         if stream is None or self._writing or self._half_closed or not self._outbox.empty():
             return False
         try:
             h2_stream = stream._stream
+            frame = b"\x00" + len(payload).to_bytes(4, "big") + payload
+            if _h2fast.send_data(h2_stream, frame):
+                return True
             h2 = h2_stream._h2_connection
             stream_id = h2_stream.id
-            frame = b"\x00" + len(payload).to_bytes(4, "big") + payload
             if stream_id is None or not h2_stream.connection.write_ready.is_set():
                 return False
             if len(frame) > min(
