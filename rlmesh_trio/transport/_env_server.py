@@ -2,9 +2,11 @@
 
 The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the
 transport-independent env host (:mod:`rlmesh_trio._envhost`); this module is
-the grpclib plumbing around it. grpclib runs on the transport's asyncio loop
-(hosted inside Trio by :mod:`._bridge`); the Join handler below is
-asyncio-side code.
+the grpclib plumbing around it (the parts shared with the model server are in
+:mod:`._server_base`). grpclib runs on an asyncio loop: the transport's
+trio-asyncio loop inside Trio (``serve_env``), or a plain asyncio loop for the
+blocking :meth:`EnvServer.serve`; the Join handler below is asyncio-side code.
+Join messages travel as bytes, parsed and built by :mod:`._env_fastwire`.
 
 What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
 
@@ -12,9 +14,11 @@ What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
   before its first request), and there is one Join at a time
   (FAILED_PRECONDITION for a second, freed when the stream ends).
 * Every response echoes its request's id and carries ``endpoint_total_ns``.
-* Env calls run in worker threads: requests for different lanes run
-  concurrently, the rest in arrival order, and the event loop (which may be
-  the caller's Trio run) never blocks on the env.
+* Inside Trio, env calls run in worker threads: requests for different lanes
+  run concurrently, the rest in arrival order, and the event loop (the
+  caller's Trio run) never blocks on the env. The blocking ``serve()`` runs
+  them inline on its own loop when the env takes one request at a time
+  anyway (see :meth:`EnvServer.serve` for the trade-off).
 * The stream ends (status OK) after Close and after a non-recoverable error;
   a half-close or a cancelled stream lets in-flight env calls finish, drops
   the session's leftover episodes, then frees the slot.
