@@ -428,3 +428,31 @@ async def test_remote_shutdown_with_an_open_session_is_bounded(monkeypatch) -> N
         with pytest.raises((GRPCError, StreamTerminatedError, ConnectionError, OSError)):
             await handshake(server.address)
         await join.close()
+
+
+@pytest.mark.parametrize("env_thread", ["loop", "worker", "auto"])
+def test_blocking_serve_on_a_taken_port_raises_and_returns(env_thread: str) -> None:
+    import socket
+
+    taken = socket.socket()
+    taken.bind(("127.0.0.1", 0))
+    taken.listen()
+    try:
+        port = taken.getsockname()[1]
+        before = threading.active_count()
+        server = EnvServer(CountingEnv(), f"127.0.0.1:{port}")
+        with pytest.raises(OSError):
+            server.serve(env_thread=env_thread)
+        # No worker thread is left behind (they exit once stopped).
+        for _ in range(100):
+            if threading.active_count() <= before:
+                break
+            threading.Event().wait(0.01)
+        assert threading.active_count() <= before
+    finally:
+        taken.close()
+
+
+def test_blocking_serve_refuses_an_unknown_env_thread() -> None:
+    with pytest.raises(ValueError, match="env_thread"):
+        EnvServer(CountingEnv(), "127.0.0.1:0").serve(env_thread="elsewhere")

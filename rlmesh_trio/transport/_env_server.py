@@ -252,14 +252,18 @@ class EnvServer(ServerBase):
             assert self._stop is not None
             await self._stop.wait()
 
-        await self._serve_plain_asyncio(
-            ready_fd,
-            start=self._start_asyncio,
-            stopped=stopped,
-            close=close,
-            request_stop=self.request_shutdown,
-            close_timeout=DRAIN_TIMEOUT + CLOSE_TIMEOUT,
-        )
+        try:
+            await self._serve_plain_asyncio(
+                ready_fd,
+                start=self._start_asyncio,
+                stopped=stopped,
+                close=close,
+                request_stop=self.request_shutdown,
+                close_timeout=DRAIN_TIMEOUT + CLOSE_TIMEOUT,
+            )
+        finally:
+            if workers is not None:
+                workers.stop()  # idempotent; covers a failed start (e.g. the port is taken)
 
     def _stop_on_caller_signals(self) -> Callable[[], None]:
         """In ``env_thread="caller"`` mode the main thread handles SIGINT/SIGTERM: the
