@@ -171,30 +171,60 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
 def _fields(data: bytes) -> list[tuple[int, int, Any]]:
     """(field number, wire type, value): a varint int, or the bytes of a LEN field."""
     out: list[tuple[int, int, Any]] = []
+    append = out.append
     pos, end = 0, len(data)
     while pos < end:
-        key, pos = _read_varint(data, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            value, pos = _read_varint(data, pos)
-            out.append((number, 0, value))
-        elif wire == 2:
-            size, pos = _read_varint(data, pos)
-            if pos + size > end:
+        # One-byte keys, sizes and values are the common case: read those inline.
+        key = data[pos]
+        if key < 0x80:
+            pos += 1
+        else:
+            key, pos = _read_varint(data, pos)
+        wire = key & 7
+        if wire == 2:
+            if pos >= end:
                 raise _Fallback
-            out.append((number, 2, data[pos : pos + size]))
-            pos += size
+            size = data[pos]
+            if size < 0x80:
+                pos += 1
+            else:
+                size, pos = _read_varint(data, pos)
+            stop = pos + size
+            if stop > end:
+                raise _Fallback
+            append((key >> 3, 2, data[pos:stop]))
+            pos = stop
+        elif wire == 0:
+            if pos >= end:
+                raise _Fallback
+            value = data[pos]
+            if value < 0x80:
+                pos += 1
+            else:
+                value, pos = _read_varint(data, pos)
+            append((key >> 3, 0, value))
         else:
             raise _Fallback  # fixed-width fields: not on the fast shapes
     return out
 
 
 def _decode_space_value(data: bytes) -> spaces_pb.SpaceValue:
+    # Walked inline (every observation and action comes through here): only
+    # field 1, LEN; anything else falls back.
     leaves = []
-    for number, wire, value in _fields(data):
-        if number != 1 or wire != 2:
+    pos, end = 0, len(data)
+    while pos < end:
+        if data[pos] != 0x0A:
             raise _Fallback
-        leaves.append(value)
+        size = data[pos + 1]
+        pos += 2
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
+            raise _Fallback
+        leaves.append(data[pos:stop])
+        pos = stop
     return spaces_pb.SpaceValue(leaves=leaves)
 
 
@@ -336,22 +366,44 @@ def _decode_envelope(
     arms: dict[int, tuple[str, Callable[[bytes], Any]]],
     counters: dict[int, str],
 ) -> dict[str, Any]:
+    # Walked inline rather than through _fields: one envelope per response.
     kwargs: dict[str, Any] = {}
     arm_seen = False
-    for number, wire, value in _fields(data):
+    pos, end = 0, len(data)
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = _read_varint(data, pos - 1)
+        number, wire = key >> 3, key & 7
         if wire == 2:
+            size = data[pos]
+            pos += 1
+            if size >= 0x80:
+                size, pos = _read_varint(data, pos - 1)
+            stop = pos + size
+            if stop > end:
+                raise _Fallback
             if number == 5:
-                kwargs["request_id"] = value.decode()
+                kwargs["request_id"] = data[pos:stop].decode()
             elif number in arms and not arm_seen:
                 name, decode = arms[number]
-                kwargs[name] = decode(value)
+                kwargs[name] = decode(data[pos:stop])
                 arm_seen = True
             else:
                 raise _Fallback
-        elif number == 6:
-            kwargs["endpoint_total_ns"] = value
-        elif number in counters:
-            kwargs[counters[number]] = value
+            pos = stop
+        elif wire == 0:
+            value = data[pos]
+            pos += 1
+            if value >= 0x80:
+                value, pos = _read_varint(data, pos - 1)
+            if number == 6:
+                kwargs["endpoint_total_ns"] = value
+            elif number in counters:
+                kwargs[counters[number]] = value
+            else:
+                raise _Fallback
         else:
             raise _Fallback
     if not arm_seen:
