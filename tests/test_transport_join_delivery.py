@@ -350,3 +350,51 @@ def test_install_declines_objects_that_are_not_grpclib_protocols() -> None:
     assert _h2fast.install_fast_receive(thing) is False
     assert not isinstance(thing.data_received, _h2fast._FastReceive)
     assert _h2fast.send_data(object(), b"frame") is False
+
+
+def test_credit_is_returned_in_batches_and_the_rest_on_release() -> None:
+    rec = Recorder()
+    buffer = _DeliveringBuffer(rec.acks.append, rec.messages.append, ack_batch=100)
+    for _ in range(7):
+        buffer.add(frame(bytes(25)), 30)
+    assert rec.acks == [120]  # 30, 60, 90, then over the batch: all of it
+    assert len(rec.messages) == 7
+    assert buffer.unacked_size() == 90  # grpclib acknowledges this on release
+    assert buffer.unacked_size() == 0
+
+
+async def test_owed_credit_is_returned_when_a_stream_is_released() -> None:
+    # Eight Join sessions in turn on one connection, each taking 3 MiB -- under the
+    # ack batch, so all of it is still owed when its stream ends. 24 MiB in all
+    # through a 16 MiB connection window: stalls unless released streams pay up.
+    big = bytes(1024 * 1024)
+
+    async def join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            request = env_pb.JoinRequest.parse(data)
+            rid = request.request_id
+            if request.configure is not None:
+                reply = env_pb.JoinResponse(request_id=rid, configure=env_pb.ConfigureEnvResponse())
+            elif request.close is not None:
+                await stream.send_message(
+                    bytes(env_pb.JoinResponse(request_id=rid, close=env_pb.CloseEnvsResponse()))
+                )
+                return
+            else:
+                observation = spaces_pb.SpaceValue(leaves=[big])
+                reply = env_pb.JoinResponse(
+                    request_id=rid, step=env_pb.StepResponse(observation=observation)
+                )
+            await stream.send_message(bytes(reply))
+
+    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    async with serve_fake(service) as address, RemoteEnv(address) as env:
+        for _session in range(8):
+            await env.configure("2026.06")
+            for lane in range(3):
+                with trio.fail_after(10):
+                    reply = await env.step(step_request(lane))
+                assert reply.response.observation is not None
+                assert len(reply.response.observation.leaves[0]) == len(big)
+            await env.close(5.0)
