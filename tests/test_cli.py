@@ -249,3 +249,27 @@ def test_run_and_check_with_a_bearer_token(tmp_path: Path) -> None:
     assert "UNAUTHENTICATED" in refused.stderr and "Traceback" not in refused.stderr
     assert checked.returncode == 0, checked.stderr
     assert "CartPole-v1" in checked.stdout and "autoreset" in checked.stdout
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("mode", ["loop", "worker", "caller"])
+def test_serve_env_thread_modes_serve_the_same_episodes(mode: str, tmp_path: Path) -> None:
+    out = tmp_path / f"{mode}.json"
+    with serving("serve-env", "CartPole-v1", "--env-thread", mode) as env:
+        result = run_cli(
+            "run",
+            "--env",
+            env,
+            "--model",
+            "rlmesh_trio._demo_policy:cartpole_policy",
+            "--seeds",
+            "3,4",
+            "--max-episode-steps",
+            "50",
+            "--json",
+            str(out),
+            "--no-progress",
+        )
+    assert result.returncode == 0, result.stderr
+    episodes = json.loads(out.read_text())["routes"][0]["episodes"]
+    assert [(ep["seed"], ep["steps"]) for ep in episodes] == [(3, 50), (4, 50)]

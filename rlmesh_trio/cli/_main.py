@@ -87,6 +87,16 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
 @click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd.")
 @click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token.")
+@click.option(
+    "--env-thread",
+    type=click.Choice(["auto", "loop", "worker", "caller"]),
+    default="auto",
+    show_default=True,
+    help="Where env calls run: 'loop' inline on the serving loop (fastest; health and "
+    "Shutdown wait while a step runs), 'worker' on worker threads (lanes run in "
+    "parallel), 'caller' on this thread; 'auto' picks loop for one-at-a-time envs, "
+    "worker for lanes.",
+)
 def serve_env_cmd(
     env: str,
     address: str,
@@ -95,6 +105,7 @@ def serve_env_cmd(
     ready_fd: int | None,
     allow_remote_shutdown: bool,
     token: str | None,
+    env_thread: str,
 ) -> None:
     """Serve ENV (a gymnasium id or module:factory) until Ctrl+C."""
     from ..transport import EnvServer
@@ -118,7 +129,7 @@ def serve_env_cmd(
     except Exception as exc:
         _fail(f"could not build env {env!r}: {type(exc).__name__}: {exc}")
     server = EnvServer(target, address, allow_remote_shutdown=allow_remote_shutdown, token=token)
-    _serve(server, ready_fd)
+    _serve(server, ready_fd, env_thread=env_thread)
 
 
 # -- serve-model ---------------------------------------------------------------
@@ -145,9 +156,9 @@ def serve_model_cmd(
     _serve(server, ready_fd)
 
 
-def _serve(server: Any, ready_fd: int | None) -> None:
+def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     try:
-        server.serve(ready_fd=ready_fd)
+        server.serve(ready_fd=ready_fd, **options)
     except KeyboardInterrupt:
         pass
     except OSError as exc:
