@@ -41,7 +41,10 @@ class LocalModel:
 
     Cancellation: ``predict`` can be cancelled while an async or threaded
     policy call is running; the route then treats the model as failed, as it
-    would a remote one. ``release_adapter`` never blocks.
+    would a remote one. After an inline sync call it is a checkpoint only if
+    a deadline passed meanwhile or a cancellation is pending (so per-operation
+    timeouts still fire); otherwise it returns without a scheduler pass.
+    ``release_adapter`` never blocks.
     """
 
     def __init__(
@@ -87,8 +90,14 @@ class LocalModel:
             response = await self.host.predict(request, self._invoke)
         except ModelFault as fault:
             raise self._error(fault) from fault.__cause__
-        # An inline sync policy never yields; give other tasks (and cancellation) a turn.
-        await trio.lowlevel.checkpoint()
+        # An inline sync policy never yields. A full checkpoint here costs a scheduler pass
+        # per step, and the route's next env call yields anyway; so yield only when it
+        # changes the outcome: a deadline that passed during the call (the caller's
+        # timeout must still fire) or a cancellation already pending.
+        if trio.current_time() >= trio.current_effective_deadline():
+            await trio.lowlevel.checkpoint()
+        else:
+            await trio.lowlevel.checkpoint_if_cancelled()
         return Reply(response, _NO_TELEMETRY)
 
     async def grouped_predict(
