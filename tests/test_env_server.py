@@ -358,7 +358,9 @@ async def test_unreadable_requests_end_the_stream_with_a_status(monkeypatch) -> 
 
 async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
     env = CountingEnv(done_at=99)
-    async with serve_env(env, "127.0.0.1:0") as server:
+    # Worker threads: the loop stays free to refuse a second Join during the call
+    # (with env_thread="loop" the call itself holds the loop, refusals included).
+    async with serve_env(env, "127.0.0.1:0", env_thread="worker") as server:
         first = RawJoin(server.address)
         await first.open()
         await first.rpc(reset=env_pb.ResetRequest())
@@ -390,7 +392,10 @@ async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
         await again.close()
 
 
-async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(monkeypatch) -> None:
+@pytest.mark.parametrize("env_thread", ["loop", "worker"])
+async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
+    monkeypatch, env_thread: str
+) -> None:
     from rlmesh_trio.transport import _env_server
 
     monkeypatch.setattr(_env_server, "DRAIN_TIMEOUT", 0.3)
@@ -399,7 +404,7 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(monkeypatc
     env.gate = threading.Event()
     try:
         with trio.fail_after(5):
-            async with serve_env(env, "127.0.0.1:0") as server:
+            async with serve_env(env, "127.0.0.1:0", env_thread=env_thread) as server:
                 join = RawJoin(server.address)
                 await join.open()
                 await join.rpc(reset=env_pb.ResetRequest())

@@ -3,10 +3,12 @@
 The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the
 transport-independent env host (:mod:`rlmesh_trio._envhost`); this module is
 the grpclib plumbing around it (the parts shared with the model server are in
-:mod:`._server_base`). grpclib runs on an asyncio loop: the transport's
-trio-asyncio loop inside Trio (``serve_env``), or a plain asyncio loop for the
-blocking :meth:`EnvServer.serve`; the Join handler below is asyncio-side code.
-Join messages travel as bytes, parsed and built by :mod:`._env_fastwire`.
+:mod:`._server_base`). grpclib runs on an asyncio loop: a plain asyncio loop
+for the blocking :meth:`EnvServer.serve` and for ``serve_env`` (which runs
+that same blocking serve on a dedicated thread), or the transport's
+trio-asyncio loop inside the caller's Trio run for ``nursery.start(server.run)``;
+the Join handler below is asyncio-side code. Join messages travel as bytes,
+parsed and built by :mod:`._env_fastwire`.
 
 What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
 
@@ -14,11 +16,11 @@ What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
   before its first request), and there is one Join at a time
   (FAILED_PRECONDITION for a second, freed when the stream ends).
 * Every response echoes its request's id and carries ``endpoint_total_ns``.
-* Inside Trio, env calls run in worker threads: requests for different lanes
-  run concurrently, the rest in arrival order, and the event loop (the
-  caller's Trio run) never blocks on the env. The blocking ``serve()`` runs
-  them inline on its own loop when the env takes one request at a time
-  anyway (see :meth:`EnvServer.serve` for the trade-off).
+* Env calls run on the serving loop's own thread when the env takes one
+  request at a time anyway, or on worker threads (requests for different
+  lanes concurrently, the rest in arrival order); see :meth:`EnvServer.serve`
+  for the trade-off. Under ``server.run`` inside a Trio run they always run on
+  worker threads, so the caller's Trio thread never blocks on the env.
 * The stream ends (status OK) after Close and after a non-recoverable error;
   a half-close or a cancelled stream lets in-flight env calls finish, drops
   the session's leftover episodes, then frees the slot.
@@ -52,7 +54,13 @@ from . import _bridge
 from ._env_fastwire import decode_join_request, encode_join_response
 from ._env_workers import EnvWorkers
 from ._handshake import ENV_COMPONENT
-from ._server_base import ServerBase, defer_error_reset, handshake_reply, shutdown_reply
+from ._server_base import (
+    ServerBase,
+    defer_error_reset,
+    handshake_reply,
+    shutdown_reply,
+    write_ready,
+)
 
 __all__ = ["BUSY_MESSAGE", "EnvServer"]
 
@@ -69,6 +77,7 @@ CLOSE_TIMEOUT = 5.0
 _CLOSE_GRACE = 0.5
 
 _JOIN = "/rlmesh.env.v1.EnvService/Join"
+_ENV_THREADS = ("auto", "loop", "worker", "caller")
 
 
 def _remote_shutdown_from_env() -> bool:
@@ -79,9 +88,14 @@ class EnvServer(ServerBase):
     """Serve a gymnasium ``Env``, a list of Envs (lanes) or a ``VectorEnv`` on ``address``.
 
     Three ways to run it: ``async with serve_env(env, address) as server`` inside
-    Trio; ``await nursery.start(server.run)`` (with the transport's asyncio loop
-    open); or blocking :meth:`serve`. ``close_env`` (default True, as in 0.1.0)
+    Trio (the blocking serve on a thread of its own); blocking :meth:`serve`;
+    or ``await nursery.start(server.run)`` with the transport's asyncio loop
+    open (served by the caller's Trio thread through trio-asyncio: slower, for
+    when no extra thread is wanted). ``close_env`` (default True, as in 0.1.0)
     closes the env when the server stops.
+
+    ``env_thread`` says where env calls run (see :meth:`serve`); ``serve_env``
+    and :meth:`serve` use it, ``run`` always uses worker threads.
     """
 
     def __init__(
@@ -93,7 +107,12 @@ class EnvServer(ServerBase):
         ssl: ssl_module.SSLContext | None = None,
         allow_remote_shutdown: bool | None = None,
         close_env: bool = True,
+        env_thread: str = "auto",
     ) -> None:
+        if env_thread not in _ENV_THREADS:
+            raise ValueError(
+                f'env_thread must be "auto", "loop", "worker" or "caller", got {env_thread!r}'
+            )
         super().__init__(
             address,
             token=token,
@@ -105,14 +124,15 @@ class EnvServer(ServerBase):
         self.host: EnvHost = (
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
+        self.env_thread = env_thread
         self._stop: _bridge.AsyncioEvent | None = None
+        # Set by request_shutdown (remote Shutdown, signals): stopping then waits longer
+        # for an open session to end by itself than an owner's stop does.
+        self._stop_requested = False
         self._session_active = False
         self._sessions_idle: _bridge.AsyncioEvent | None = None
         self._workers: EnvWorkers | None = None  # None while serving inline
         self._caller_pool: EnvWorkers | None = None
-        self._serve_token: trio.lowlevel.TrioToken | None = None
-        self._serve_scope: trio.CancelScope | None = None
-        self._serve_cancelled = False
 
     kind = "env"
 
@@ -160,12 +180,22 @@ class EnvServer(ServerBase):
                 workers.stop()
 
     def request_shutdown(self, reason: str = "") -> None:
-        """Ask :meth:`run` to stop (from either side of the bridge; never blocks)."""
+        """Ask :meth:`run` to stop (on the serving loop's thread; never blocks)."""
         self._shutdown_reason = reason
+        self._stop_requested = True
         if self._stop is not None:
             self._stop.set()
 
-    def serve(self, ready_fd: int | None = None, *, env_thread: str = "auto") -> None:
+    def _owner_stop(self) -> None:
+        # stop_threadsafe's hook, on the loop: stop without a reason or the long grace.
+        if self._stop is not None:
+            self._stop.set()
+
+    def close_bound(self) -> float:
+        """Stopping drains in-flight env calls, then closes the env, each bounded."""
+        return DRAIN_TIMEOUT + CLOSE_TIMEOUT
+
+    def serve(self, ready_fd: int | None = None, *, env_thread: str | None = None) -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
 
         With ``ready_fd``, writes one line with the bound address
@@ -188,17 +218,32 @@ class EnvServer(ServerBase):
         * ``"auto"`` (default): ``"loop"`` when the env runs one request at a
           time anyway (one env, or a vector env), ``"worker"`` for several lanes.
           ``"loop"`` keeps env calls on the calling thread too.
+
+        ``env_thread=None`` takes the one given to the constructor.
         """
+        mode = self.env_thread if env_thread is None else env_thread
+        if mode not in _ENV_THREADS:
+            raise ValueError(
+                f'env_thread must be "auto", "loop", "worker" or "caller", got {mode!r}'
+            )
+        self._reset_stop()
+        self._serve_mode(mode, lambda: write_ready(ready_fd, self.url))
+
+    def serve_blocking(self, announce: Callable[[], None]) -> None:
+        """Serve on the calling thread until stopped, ``announce()`` once listening
+        (what ``serve_env`` runs on its thread). ``env_thread="caller"`` is
+        refused here: that mode needs a second thread of its own."""
+        if self.env_thread == "caller":
+            raise ValueError('env_thread="caller" is for the blocking serve() only')
+        self._serve_mode(self.env_thread, announce)
+
+    def _serve_mode(self, env_thread: str, announce: Callable[[], None]) -> None:
         if env_thread == "auto":
             env_thread = "worker" if self.host.concurrent else "loop"
         if env_thread in ("loop", "worker"):
             inline = env_thread == "loop"
-            _bridge.run_plain_asyncio(lambda: self._serve_plain(ready_fd, inline=inline))
+            _bridge.run_plain_asyncio(lambda: self._serve_plain(announce, inline=inline))
             return
-        if env_thread != "caller":
-            raise ValueError(
-                f'env_thread must be "auto", "loop", "worker" or "caller", got {env_thread!r}'
-            )
         pool = EnvWorkers(0)
         self._caller_pool = pool
         done = threading.Event()
@@ -206,7 +251,7 @@ class EnvServer(ServerBase):
 
         def run_server() -> None:
             try:
-                self._serve_trio(ready_fd)
+                self._serve_trio(announce)
             except BaseException as exc:
                 failure.append(exc)
             finally:
@@ -225,7 +270,7 @@ class EnvServer(ServerBase):
         if failure:
             raise failure[0]
 
-    async def _serve_plain(self, ready_fd: int | None, *, inline: bool) -> None:
+    async def _serve_plain(self, announce: Callable[[], None], *, inline: bool) -> None:
         """The blocking serve on a plain asyncio loop (no Trio); env calls inline or
         on worker threads that wake the loop with ``call_soon_threadsafe``."""
         workers = None
@@ -254,11 +299,12 @@ class EnvServer(ServerBase):
 
         try:
             await self._serve_plain_asyncio(
-                ready_fd,
+                announce,
                 start=self._start_asyncio,
                 stopped=stopped,
                 close=close,
                 request_stop=self.request_shutdown,
+                owner_stop=self._owner_stop,
                 close_timeout=DRAIN_TIMEOUT + CLOSE_TIMEOUT,
             )
         finally:
@@ -280,27 +326,11 @@ class EnvServer(ServerBase):
         def on_signal(signum: int, _frame: Any) -> None:
             self._note_signal(signum)
             restore()
-            self._cancel_serve()
+            self.stop_threadsafe()  # a signal before the loop's start stops it once up
 
         for signum in previous:
             signal.signal(signum, on_signal)
         return restore
-
-    def _cancel_serve(self) -> None:
-        """Stop a running :meth:`serve` from any thread (never blocks)."""
-        self._serve_cancelled = True
-        token, scope = self._serve_token, self._serve_scope
-        if token is not None and scope is not None:
-            try:
-                token.run_sync_soon(scope.cancel)
-            except trio.RunFinishedError:
-                pass
-
-    def _on_serve_scope(self, scope: trio.CancelScope) -> None:
-        self._serve_token = trio.lowlevel.current_trio_token()
-        self._serve_scope = scope
-        if self._serve_cancelled:
-            scope.cancel()  # a signal beat the loop's start
 
     async def _close_grpc(self) -> None:
         grpc = self._grpc
@@ -332,7 +362,7 @@ class EnvServer(ServerBase):
         # end normally rather than reset. Then cancel what is left, and close.
         idle = self._sessions_idle
         if idle is not None:
-            remote = self._stop is not None and self._stop.is_set()
+            remote = self._stop_requested
             try:
                 # Inside the Trio-side bound, so the listener is always closed below.
                 grace = 0.8 * DRAIN_TIMEOUT if remote else min(_CLOSE_GRACE, DRAIN_TIMEOUT / 2)

@@ -16,11 +16,15 @@ module only moves its requests and responses over grpclib:
   optional bearer token and an optional TLS context.
 
 grpclib is asyncio code; everything below the ``# asyncio side`` marker runs
-on the trio-asyncio loop. The Trio side owns the lifetime (:meth:`run`).
-Policy calls that must happen in Trio (async policies, worker threads) are
-handed over a Trio memory channel to a Trio task of ours, and their results
-come back through an asyncio future; both loops share one thread, so neither
-hand-off blocks.
+on the server's asyncio loop. A sync policy (not ``threaded``) needs no Trio:
+the blocking :meth:`ModelServer.serve`, and ``serve_model`` (which runs that
+blocking serve on a dedicated thread), serve it from a plain asyncio loop.
+Otherwise the loop is trio-asyncio's inside a Trio run that owns the lifetime
+(:meth:`run`): a Trio run of the server's own thread, or the caller's for
+``nursery.start(server.run)``. Policy calls that must happen in Trio (async
+policies, worker threads) are handed over a Trio memory channel to a Trio
+task of ours, and their results come back through an asyncio future; both
+loops share one thread, so neither hand-off blocks.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from __future__ import annotations
 import logging
 import math
 import ssl as ssl_module
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, cast
 
 import betterproto2
@@ -43,7 +47,13 @@ from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 from . import _bridge
 from ._handshake import MODEL_COMPONENT
 from ._model_fastwire import decode_join_request, encode_join_response
-from ._server_base import ServerBase, defer_error_reset, handshake_reply, shutdown_reply
+from ._server_base import (
+    ServerBase,
+    defer_error_reset,
+    handshake_reply,
+    shutdown_reply,
+    write_ready,
+)
 
 __all__ = ["ModelServer"]
 
@@ -65,7 +75,9 @@ class ModelServer(ServerBase):
     Trio worker thread, one call at a time); async policies run as Trio tasks.
 
     Three ways to run it: ``async with serve_model(policy, address)`` inside
-    Trio; ``await nursery.start(server.run)``; or blocking :meth:`serve`.
+    Trio (the blocking serve on a thread of its own); blocking :meth:`serve`;
+    or ``await nursery.start(server.run)`` with the transport's asyncio loop
+    open (served by the caller's Trio thread through trio-asyncio).
     """
 
     kind = "model"
@@ -133,21 +145,32 @@ class ModelServer(ServerBase):
         about 70 µs per request, a quarter of the server's CPU per predict.
         Async and threaded policies are served from Trio.
         """
+        self._reset_stop()
+        self.serve_blocking(lambda: write_ready(ready_fd, self.url))
+
+    def serve_blocking(self, announce: Callable[[], None]) -> None:
+        """Serve on the calling thread until stopped, ``announce()`` once listening
+        (what ``serve_model`` runs on its thread)."""
         if not self.inline:
-            self._serve_trio(ready_fd)
+            self._serve_trio(announce)
             return
 
         async def main() -> None:
             await self._serve_plain_asyncio(
-                ready_fd,
+                announce,
                 start=self._start_asyncio,
                 stopped=self._stopped,
                 close=self._close_asyncio,
                 request_stop=self.request_shutdown,
+                owner_stop=self._owner_stop,
                 close_timeout=DRAIN_TIMEOUT,
             )
 
         _bridge.run_plain_asyncio(main)
+
+    def close_bound(self) -> float:
+        """Stopping cancels in-flight requests and closes connections, bounded."""
+        return DRAIN_TIMEOUT
 
     # ------------------------------------------------------------------ asyncio side
 
@@ -169,8 +192,13 @@ class ModelServer(ServerBase):
         self._unlink_socket()
 
     def request_shutdown(self, reason: str) -> None:
-        """Ask :meth:`run` to stop (asyncio side or Trio side; never blocks)."""
+        """Ask :meth:`run` to stop (on the serving loop's thread; never blocks)."""
         self._shutdown_reason = reason
+        if self._shutdown is not None:
+            self._shutdown.set()
+
+    def _owner_stop(self) -> None:
+        # stop_threadsafe's hook, on the loop: stop without recording a reason.
         if self._shutdown is not None:
             self._shutdown.set()
 

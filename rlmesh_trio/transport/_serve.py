@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from . import _bridge
 from ._env_server import EnvServer
-from ._server_base import running
+from ._server_base import serving_in_thread
 
 __all__ = ["serve_env"]
 
@@ -16,18 +17,42 @@ __all__ = ["serve_env"]
 async def serve_env(
     env: Any, address: str = "127.0.0.1:0", **options: Any
 ) -> AsyncIterator[EnvServer]:
-    """Serve ``env`` over gRPC inside the current Trio run; yields the running server.
+    """Serve ``env`` over gRPC from a Trio program; yields the server once it is listening.
 
     ``async with serve_env(env, "127.0.0.1:0") as server:`` then connect to
     ``server.address``. ``env`` is a gymnasium ``Env``, a list of Envs (lanes)
     or a ``VectorEnv``; ``options`` are :class:`EnvServer`'s keyword arguments
-    (``token``, ``ssl``, ``allow_remote_shutdown``, ``close_env``). Opens the
-    transport's asyncio loop unless one is already running.
+    (``token``, ``ssl``, ``allow_remote_shutdown``, ``close_env``,
+    ``env_thread``). A bad address or an env that cannot be served raises here,
+    as does a failure to listen (``OSError`` when the port is taken). Opens the
+    transport's asyncio loop in the caller's run for the block unless one is
+    already running (clients in the body share it).
+
+    The server runs :meth:`EnvServer.serve`'s machinery on a dedicated thread
+    with its own plain asyncio loop, so it never competes with the caller's
+    Trio tasks for their thread (only for the GIL). Thread safety: from then
+    on the env belongs to the server. With ``env_thread="auto"`` (default) a
+    single env or a vector env is called on the server's thread (``"loop"``:
+    cheapest, but a slow env call delays health probes and refusals until it
+    returns), lanes on worker threads (``"worker"``, lanes concurrently); the
+    env is closed on one of those threads too. Do not use the env from other
+    threads while it is served.
 
     Cancellation: leaving the block (normally, by error or by cancellation)
-    stops the server; in-flight env calls are drained and the env closed under
-    a shielded, bounded scope, so it cannot hang the caller. An accepted remote
-    Shutdown stops the server early; the block's body keeps running.
+    stops the server: in-flight env calls are drained and the env closed,
+    each bounded, while the caller waits shielded for at most the server's
+    close bound plus a second, so it cannot hang (a thread stuck in an env
+    call is left behind with a warning). An accepted remote Shutdown stops the
+    server early; the block's body keeps running.
     """
-    async with running(EnvServer(env, address, **options)) as server:
-        yield server
+    server = EnvServer(env, address, **options)
+    if server.env_thread == "caller":
+        raise ValueError('serve_env cannot use env_thread="caller"; use EnvServer.serve()')
+    # The caller's run still gets the transport's asyncio loop for the block, as
+    # before the server moved to its own thread: clients opened in the body
+    # (run_routes, check_health, bridge calls) share it instead of each opening one.
+    async with (
+        _bridge.asyncio_loop(),
+        serving_in_thread(server, name="rlmesh-trio-env-server") as running,
+    ):
+        yield running

@@ -6,8 +6,9 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from . import _bridge
 from ._model_server import ModelServer
-from ._server_base import running
+from ._server_base import serving_in_thread
 
 __all__ = ["serve_model"]
 
@@ -16,17 +17,33 @@ __all__ = ["serve_model"]
 async def serve_model(
     policy: Any, address: str = "127.0.0.1:0", **options: Any
 ) -> AsyncIterator[ModelServer]:
-    """Serve ``policy`` over gRPC inside the current Trio run; yields the running server.
+    """Serve ``policy`` over gRPC from a Trio program; yields the server once it is listening.
 
     ``async with serve_model(policy, "127.0.0.1:0") as server:`` then connect to
     ``server.address``. ``options`` are :class:`ModelServer`'s keyword arguments
     (``token``, ``ssl``, ``allow_remote_shutdown``, ``threaded``,
-    ``max_concurrency``, ``editions``). Opens the transport's asyncio loop
-    unless one is already running.
+    ``max_concurrency``, ``editions``). A bad address raises here, as does a
+    failure to listen (``OSError`` when the port is taken). Opens the
+    transport's asyncio loop in the caller's run for the block unless one is
+    already running (clients in the body share it).
+
+    The server runs :meth:`ModelServer.serve`'s machinery on a dedicated
+    thread: a sync policy is called inline on that thread's plain asyncio
+    loop; an async (Trio) policy runs in a Trio run of that thread, not the
+    caller's, so it must not wait on the caller's Trio objects; ``threaded``
+    policies run on worker threads of that run. Thread safety: the policy is
+    called from threads other than the caller's.
 
     Cancellation: leaving the block (normally, by error or by cancellation)
-    stops the server, cancelling in-flight requests; the close is shielded and
-    bounded, so it cannot hang the caller.
+    stops the server, cancelling in-flight requests; the caller waits
+    shielded and bounded for its thread, so it cannot hang.
     """
-    async with running(ModelServer(policy, address, **options)) as server:
-        yield server
+    server = ModelServer(policy, address, **options)
+    # The caller's run still gets the transport's asyncio loop for the block, as
+    # before the server moved to its own thread: clients opened in the body
+    # (run_routes, check_health, bridge calls) share it instead of each opening one.
+    async with (
+        _bridge.asyncio_loop(),
+        serving_in_thread(server, name="rlmesh-trio-model-server") as running,
+    ):
+        yield running

@@ -1,14 +1,20 @@
-"""What the env and model servers share: listening, limits, tokens, handshake, blocking serve.
+"""What the env and model servers share: listening, limits, tokens, handshake, serving.
 
-Both servers are grpclib servers on the transport's asyncio loop with the
-same outer shape (protocol notes §8): a bind address in the forms 0.1.0
-accepts (parsed by :func:`~._address.parse_address`), a listening socket made
-here (so port 0 resolves and accepted sockets get ``TCP_NODELAY``), the gRPC
-health service, wire-v1's 256 MiB message cap, an optional bearer token
-compared in constant time, the generation-only handshake, a Shutdown refused
-unless allowed, and a blocking ``serve()`` that stops on SIGINT/SIGTERM and
-can announce readiness on a file descriptor. Each server keeps its own Join
-semantics; only this plumbing lives here.
+Both servers are grpclib servers on an asyncio loop with the same outer
+shape (protocol notes §8): a bind address in the forms 0.1.0 accepts (parsed
+by :func:`~._address.parse_address`), a listening socket made here (so port 0
+resolves and accepted sockets get ``TCP_NODELAY``), the gRPC health service,
+wire-v1's 256 MiB message cap, an optional bearer token compared in constant
+time, the generation-only handshake, a Shutdown refused unless allowed, and a
+blocking serve that stops on SIGINT/SIGTERM (main thread only) and announces
+readiness. Each server keeps its own Join semantics; only this plumbing lives
+here.
+
+The blocking serve is also how ``serve_env``/``serve_model`` run a server
+inside Trio: :func:`serving_in_thread` runs it on a dedicated thread (its own
+plain asyncio loop, no trio-asyncio hop per request, and no competition with
+the caller's Trio thread beyond the GIL) and stops it from the Trio side
+through a thread-safe stop hook (:meth:`ServerBase.stop_threadsafe`).
 """
 
 from __future__ import annotations
@@ -46,8 +52,9 @@ __all__ = [
     "SizeLimitedCodec",
     "defer_error_reset",
     "handshake_reply",
-    "running",
+    "serving_in_thread",
     "shutdown_reply",
+    "write_ready",
 ]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
@@ -188,10 +195,24 @@ def _listening_socket(bind: Address) -> socket.socket:
     return sock
 
 
-def _write_ready(ready_fd: int | None, url: str) -> None:
+def write_ready(ready_fd: int | None, url: str) -> None:
+    """Announce readiness the 0.1.0 way: one line with the bound URL on ``ready_fd``, closed."""
     if ready_fd is not None:
         with os.fdopen(ready_fd, "w") as ready:
             ready.write(url + "\n")
+
+
+def _sole_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None:
+    """The one exception inside (possibly nested) groups, or None if there are several."""
+    leaves: list[BaseException] = []
+    pending: list[BaseException] = [group]
+    while pending:
+        exc = pending.pop()
+        if isinstance(exc, BaseExceptionGroup):
+            pending.extend(exc.exceptions)
+        else:
+            leaves.append(exc)
+    return leaves[0] if len(leaves) == 1 else None
 
 
 class Connections:
@@ -260,6 +281,11 @@ class ServerBase:
         self._shutdown_reason: str | None = None
         self._grpc: grpclib.server.Server | None = None
         self._connections: Connections | None = None
+        # The thread-safe stop hand-off (see stop_threadsafe): whoever runs the
+        # serving loop arms a hook that stops it from any thread.
+        self._stop_lock = threading.Lock()
+        self._stop_hook: Callable[[], None] | None = None
+        self._stop_asked = False
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -283,6 +309,53 @@ class ServerBase:
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         raise NotImplementedError
+
+    def close_bound(self) -> float:
+        """Seconds stopping may take (drain in-flight requests, close); subclasses set it."""
+        return 5.0
+
+    def serve_blocking(self, announce: Callable[[], None]) -> None:
+        """Serve on the calling thread until stopped; ``announce()`` once listening.
+
+        What :func:`serving_in_thread` runs on its dedicated thread, and what
+        each server's public ``serve()`` wraps. Stops on an accepted remote
+        Shutdown, on :meth:`stop_threadsafe`, and (main thread only) on
+        SIGINT/SIGTERM.
+        """
+        raise NotImplementedError
+
+    # -- stopping from another thread ------------------------------------------------------
+
+    def stop_threadsafe(self) -> None:
+        """Ask a running serve to stop, from any thread (never blocks).
+
+        An owner's stop: unlike a remote Shutdown it leaves
+        :attr:`shutdown_reason` alone. Asked before the serving loop is up, the
+        loop stops as soon as it has started.
+        """
+        with self._stop_lock:
+            self._stop_asked = True
+            hook = self._stop_hook
+        if hook is not None:
+            hook()
+
+    def _arm_stop(self, hook: Callable[[], None]) -> None:
+        """Called on the serving thread once its loop runs: ``hook()`` stops it from any
+        thread (and must swallow "that loop is gone")."""
+        with self._stop_lock:
+            self._stop_hook = hook
+            asked = self._stop_asked
+        if asked:
+            hook()
+
+    def _disarm_stop(self) -> None:
+        with self._stop_lock:
+            self._stop_hook = None
+
+    def _reset_stop(self) -> None:
+        with self._stop_lock:
+            self._stop_asked = False
+            self._stop_hook = None
 
     # -- asyncio side ----------------------------------------------------------------------
 
@@ -335,20 +408,40 @@ class ServerBase:
 
     # -- blocking serve --------------------------------------------------------------------
 
-    def _serve_trio(self, ready_fd: int | None) -> None:
-        """Blocking: run :meth:`run` in a new Trio run with the asyncio loop open."""
-        trio.run(self._serve_main, ready_fd)
+    def _serve_trio(self, announce: Callable[[], None]) -> None:
+        """Blocking: run :meth:`run` in a new Trio run with a trio-asyncio loop open
+        (for servers whose requests need Trio: async or threaded policies)."""
+        trio.run(self._serve_main, announce)
 
     def _on_serve_scope(self, scope: trio.CancelScope) -> None:
         """Called with the blocking serve's cancel scope once its Trio run is up."""
+        token = trio.lowlevel.current_trio_token()
 
-    async def _serve_main(self, ready_fd: int | None) -> None:
-        async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
-            self._on_serve_scope(nursery.cancel_scope)
-            if threading.current_thread() is threading.main_thread():
-                nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
-            await nursery.start(self._run_then_stop, nursery.cancel_scope)
-            _write_ready(ready_fd, self.url)
+        def cancel() -> None:
+            try:
+                token.run_sync_soon(scope.cancel)
+            except trio.RunFinishedError:
+                pass  # that run is over already
+
+        self._arm_stop(cancel)
+
+    async def _serve_main(self, announce: Callable[[], None]) -> None:
+        try:
+            async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
+                self._on_serve_scope(nursery.cancel_scope)
+                if threading.current_thread() is threading.main_thread():
+                    nursery.start_soon(self._stop_on_signal, nursery.cancel_scope)
+                await nursery.start(self._run_then_stop, nursery.cancel_scope)
+                announce()
+        except BaseExceptionGroup as group:
+            # A failure to start (the port is taken) comes out wrapped by each
+            # nursery it crossed; raise it as itself, as the plain-asyncio serve does.
+            sole = _sole_leaf(group)
+            if sole is None:
+                raise
+            raise sole from None
+        finally:
+            self._disarm_stop()
 
     async def _run_then_stop(
         self, scope: trio.CancelScope, *, task_status: Any = trio.TASK_STATUS_IGNORED
@@ -371,16 +464,18 @@ class ServerBase:
 
     async def _serve_plain_asyncio(
         self,
-        ready_fd: int | None,
+        announce: Callable[[], None],
         *,
         start: Callable[[], Awaitable[None]],
         stopped: Callable[[], Awaitable[Any]],
         close: Callable[[], Awaitable[None]],
         request_stop: Callable[[str], None],
+        owner_stop: Callable[[], None],
         close_timeout: float,
     ) -> None:
         """The blocking serve on a plain asyncio loop (no Trio): ``start``, announce,
-        wait for ``stopped`` (SIGINT/SIGTERM call ``request_stop``), then ``close``
+        wait for ``stopped`` (SIGINT/SIGTERM call ``request_stop``, and
+        :meth:`stop_threadsafe` calls ``owner_stop`` on the loop), then ``close``
         bounded by ``close_timeout``. Runs inside :func:`_bridge.run_plain_asyncio`."""
         loop = _bridge.running_loop()
         await start()
@@ -391,14 +486,22 @@ class ServerBase:
             self._note_signal(signum)
             request_stop(self._shutdown_reason or "signal")
 
+        def stop_from_elsewhere() -> None:
+            try:
+                loop.call_soon_threadsafe(owner_stop)
+            except RuntimeError:
+                pass  # the loop is closed: serving is over already
+
         try:
+            self._arm_stop(stop_from_elsewhere)
             if handled:
                 for signum in signals:
                     loop.add_signal_handler(signum, on_signal, signum)
-            _write_ready(ready_fd, self.url)
+            announce()
             await stopped()
             log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
         finally:
+            self._disarm_stop()
             if handled:
                 for signum in signals:
                     loop.remove_signal_handler(signum)
@@ -411,17 +514,81 @@ class ServerBase:
 
 
 @asynccontextmanager
-async def running(server: S) -> AsyncIterator[S]:
-    """Run ``server`` in the current Trio run for the ``async with`` block; yield it listening.
+async def serving_in_thread(server: S, *, name: str) -> AsyncIterator[S]:
+    """Run ``server.serve_blocking`` on a dedicated thread for the ``async with`` block.
 
-    Opens the transport's asyncio loop unless one is already running.
-    Cancellation: leaving the block stops the server (its own shielded,
-    bounded close runs); an accepted remote Shutdown stops it early while the
-    block's body keeps running.
+    Yields ``server`` once it is listening (``server.address`` is set). A
+    failure to start (the port is taken, say) is raised here, as the
+    exception the server raised. The server's own loop runs on that thread, so
+    its requests never wait for the caller's Trio thread, and it needs no
+    trio-asyncio loop in the caller's run.
+
+    Cancellation: leaving the block (normally, by error or by cancellation,
+    including while still starting) asks the server to stop with
+    :meth:`ServerBase.stop_threadsafe` and waits for its thread, shielded and
+    bounded by the server's :meth:`~ServerBase.close_bound` plus a second, so
+    it never hangs: a thread stuck in user code (an env call that never
+    returns) is left behind (a daemon thread) and a warning logged. An
+    accepted remote Shutdown stops the server early; the block's body keeps
+    running. A failure while serving or stopping is raised on leaving the
+    block unless the body raised first (then it is logged).
     """
-    async with _bridge.asyncio_loop(), trio.open_nursery() as nursery:
-        await nursery.start(server.run)
+    token = trio.lowlevel.current_trio_token()
+    settled = trio.Event()  # listening, or the thread has ended
+    finished = trio.Event()  # the thread has ended
+    failure: list[BaseException] = []
+
+    def tell(fn: Callable[[], None]) -> None:
         try:
-            yield server
+            token.run_sync_soon(fn)
+        except trio.RunFinishedError:
+            pass  # the caller's run is over: it stopped waiting long ago
+
+    def finish() -> None:
+        finished.set()
+        settled.set()
+
+    def main() -> None:
+        try:
+            server.serve_blocking(lambda: tell(settled.set))
+        except BaseException as exc:
+            failure.append(exc)
         finally:
-            nursery.cancel_scope.cancel()
+            tell(finish)
+
+    async def stop_and_wait() -> None:
+        server.stop_threadsafe()
+        bound = server.close_bound() + 1.0
+        with trio.CancelScope(shield=True), trio.move_on_after(bound):
+            await finished.wait()
+        if not finished.is_set():
+            log.warning(
+                "%s server %s did not stop within %ss; leaving its thread behind",
+                server.kind,
+                server._address,
+                bound,
+            )
+
+    server._reset_stop()
+    thread = threading.Thread(target=main, name=name, daemon=True)
+    thread.start()
+    try:
+        await settled.wait()
+    except BaseException:
+        await stop_and_wait()  # cancelled while starting
+        raise
+    if finished.is_set():
+        if failure:
+            raise failure[0]
+        raise RuntimeError(f"the {server.kind} server stopped before it was listening")
+    body_failed = True
+    try:
+        yield server
+        body_failed = False
+    finally:
+        await stop_and_wait()
+        if failure and finished.is_set():
+            if body_failed:
+                log.error("%s server failed", server.kind, exc_info=failure[0])
+            else:
+                raise failure[0]
