@@ -380,3 +380,39 @@ def test_text_spec_from_a_peer_needs_positive_min_length() -> None:
     inverted = sp.SpaceSpec(dtype=sp.DataType.UINT8, text=sp.TextSpec(min_length=4, max_length=2))
     with pytest.raises(ProtocolError, match="max_length 2 is below min_length 4"):
         to_gymnasium(inverted)
+
+
+def test_check_batch_checks_framing_only() -> None:
+    from rlmesh_trio.spaces import check_batch, encode_batch, from_gymnasium
+
+    space = gym.spaces.Dict(
+        {"pos": gym.spaces.Box(-1, 1, (3,), np.float32), "name": gym.spaces.Text(8)}
+    )
+    spec = from_gymnasium(space)
+    good = encode_batch(spec, [space.sample(), space.sample()])
+    check_batch(spec, good, 2)  # a well-framed batch passes
+    name_leaf, pos_leaf = good.leaves  # wire order: keys sorted
+    short = spaces_pb.SpaceValue(leaves=[name_leaf, pos_leaf[:-4]])
+    with pytest.raises(ProtocolError, match=r"\$\.pos: length mismatch: slab: got 20 bytes"):
+        check_batch(spec, short, 2)
+    with pytest.raises(ProtocolError, match=r"\$: leaf count mismatch"):
+        check_batch(spec, spaces_pb.SpaceValue(leaves=[pos_leaf]), 2)
+    with pytest.raises(ProtocolError, match=r"\$\.pos: length mismatch: slab: got 24 bytes"):
+        check_batch(spec, good, 3)
+    text_spec = from_gymnasium(gym.spaces.Text(8))
+    two = encode_batch(text_spec, ["ab", "cd"])
+    with pytest.raises(ProtocolError, match=r"\$: text slab count mismatch"):
+        check_batch(text_spec, two, 3)
+    bad_utf8 = spaces_pb.SpaceValue(leaves=[two.leaves[0][:-1] + b"\xff"])
+    with pytest.raises(ProtocolError, match="invalid UTF-8"):
+        check_batch(text_spec, bad_utf8, 2)
+
+
+def test_check_batch_leaves_value_ranges_to_the_decoder() -> None:
+    from rlmesh_trio.spaces import check_batch, from_gymnasium
+
+    spec = from_gymnasium(gym.spaces.Discrete(3))
+    out_of_range = spaces_pb.SpaceValue(leaves=[(9).to_bytes(8, "little")])
+    check_batch(spec, out_of_range, 1)
+    with pytest.raises(ProtocolError, match="not in range"):
+        decode_batch(spec, out_of_range, 1)

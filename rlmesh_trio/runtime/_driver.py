@@ -41,7 +41,7 @@ from .._errors import (
     RouteCancelled,
 )
 from .._wire import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, env_pb, model_pb, spaces_pb
-from ..spaces import decode_stacked
+from ..spaces import check_batch
 from ._events import (
     ActionReceivedEvent,
     EpisodeCompletedEvent,
@@ -533,8 +533,8 @@ class RouteDriver:
     def _check_observation(self, value: spaces_pb.SpaceValue | None, lanes: int, op: str) -> None:
         """Refuse an observation whose slabs do not fit the contract (blame the env, not the model).
 
-        A cheap structural decode (views, no copies): leaf count, exact slab
-        sizes, text headers and value ranges, for the lanes this reply covers.
+        A framing check (no values decoded): leaf count, exact slab sizes and
+        text headers, for the lanes this reply covers.
         """
         space = self._observation_space
         if space is None:
@@ -545,7 +545,7 @@ class RouteDriver:
                 f"environment endpoint {component} returned a {op} response with no observation"
             )
         try:
-            decode_stacked(space, value, lanes or self.num_envs, copy=False)
+            check_batch(space, value, lanes or self.num_envs)
         except ProtocolError as exc:
             raise ProtocolError(
                 f"environment endpoint {component} returned a malformed observation on {op} "

@@ -5,6 +5,8 @@
   :func:`encode` / :func:`decode` one value (a batch of one).
 * :func:`encode_stacked` / :func:`decode_stacked` move leaves with a leading
   batch axis, for batched policies.
+* :func:`check_batch` checks a batch's framing (leaf count, slab sizes, text
+  headers) without decoding it.
 * :func:`meta_from_python` / :func:`meta_to_python` convert infos and metadata.
 
 Malformed payloads raise :class:`rlmesh_trio.ProtocolError` naming the leaf path.
@@ -15,6 +17,7 @@ The wire message types are re-exported for type hints (``SpaceSpec``,
 
 from .._wire import spaces_pb
 from ._codec import (
+    check_batch,
     decode,
     decode_batch,
     decode_stacked,
@@ -37,6 +40,7 @@ __all__ = [
     "MetaValue",
     "SpaceSpec",
     "SpaceValue",
+    "check_batch",
     "decode",
     "decode_batch",
     "decode_stacked",

@@ -569,11 +569,21 @@ class _TupleNode(Node):
 class Codec:
     """A compiled spec: the root node and how many leaves a value carries."""
 
-    __slots__ = ("n_leaves", "root")
+    __slots__ = ("fixed", "n_leaves", "root", "texts")
 
     def __init__(self, root: Node, n_leaves: int) -> None:
         self.root = root
         self.n_leaves = n_leaves
+        leaves = _leaf_nodes(root)
+        # For check_batch: (leaf index, bytes per lane, path) of every fixed-stride leaf.
+        self.fixed = tuple((f.index, f.stride, f.path) for f in leaves if isinstance(f, _FixedLeaf))
+        self.texts = tuple(t for t in leaves if isinstance(t, _TextLeaf))
+
+
+def _leaf_nodes(node: Node) -> list[Node]:
+    if isinstance(node, _DictNode | _TupleNode):
+        return [leaf for child in node.children for leaf in _leaf_nodes(child)]
+    return [node]
 
 
 def _int_dtype(spec: spaces_pb.SpaceSpec, path: str, what: str) -> np.dtype:
@@ -740,6 +750,27 @@ def encode_stacked(spec: spaces_pb.SpaceSpec, stacked: Any, n: int) -> spaces_pb
     out: list[bytes] = []
     codec.root.encode_stacked(stacked, n, out)
     return spaces_pb.SpaceValue(leaves=out)
+
+
+def check_batch(spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue, n: int) -> None:
+    """Check an ``n``-lane ``SpaceValue``'s framing against ``spec`` without decoding values.
+
+    Leaf count, the exact byte size of every fixed-stride slab, and each text
+    slab's header, lengths and UTF-8. Value ranges are left to the decoder.
+    Cheap enough for every step (no arrays are built); raises
+    :class:`~rlmesh_trio.ProtocolError` naming the leaf path.
+    """
+    codec = compile_spec(spec)
+    leaves = _leaves(codec, value, n)
+    for index, stride, path in codec.fixed:
+        size = len(leaves[index])
+        if size != n * stride:
+            raise ProtocolError(
+                f"length mismatch: slab: got {size} bytes, expected {n} lanes * {stride}",
+                path=path,
+            )
+    for text in codec.texts:
+        text.decode_lanes(leaves, n, False)
 
 
 def decode_stacked(
