@@ -402,6 +402,10 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
     monkeypatch.setattr(_env_server, "CLOSE_TIMEOUT", 0.3)
     env = CountingEnv(done_at=99)
     env.gate = threading.Event()
+
+    def server_thread_alive() -> bool:
+        return any(t.name == "rlmesh-trio-env-server" for t in threading.enumerate())
+
     try:
         with trio.fail_after(5):
             async with serve_env(env, "127.0.0.1:0", env_thread=env_thread) as server:
@@ -410,8 +414,19 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
                 await join.rpc(reset=env_pb.ResetRequest())
                 await join.send(step=env_pb.StepRequest(action=act(1)))
                 await trio.sleep(0.05)
+        # On worker threads the server's own loop gives up on the hung call and ends;
+        # inline, the call holds the server's thread, which is left behind until it returns.
+        if env_thread == "loop":
+            assert server_thread_alive()
+        else:
+            with trio.fail_after(1):  # it has signalled "finished"; it is exiting
+                while server_thread_alive():
+                    await trio.sleep(0.01)
     finally:
-        env.gate.set()  # let the worker thread finish
+        env.gate.set()  # let the stuck thread finish
+    with trio.fail_after(5):
+        while server_thread_alive():
+            await trio.sleep(0.01)
 
 
 async def test_remote_shutdown_with_an_open_session_is_bounded(monkeypatch) -> None:

@@ -131,6 +131,7 @@ class EnvServer(ServerBase):
         self._stop_requested = False
         self._session_active = False
         self._sessions_idle: _bridge.AsyncioEvent | None = None
+        self._sessions: set[_JoinSession] = set()  # open Join streams (asyncio side)
         self._workers: EnvWorkers | None = None  # None while serving inline
         self._caller_pool: EnvWorkers | None = None
 
@@ -360,6 +361,8 @@ class EnvServer(ServerBase):
         # Shutdown, until it is idle (bounded by the Trio-side drain timeout);
         # otherwise briefly, so a client that has just half-closed sees its stream
         # end normally rather than reset. Then cancel what is left, and close.
+        loop = _bridge.running_loop()
+        deadline = loop.time() + DRAIN_TIMEOUT
         idle = self._sessions_idle
         if idle is not None:
             remote = self._stop_requested
@@ -370,7 +373,14 @@ class EnvServer(ServerBase):
             except TimeoutError:
                 pass
         grpc.close()
-        await grpc.wait_closed()
+        try:
+            # Cancelled handlers wait for their in-flight env calls; bounded, so that
+            # a call that never returns cannot keep the handlers (and the loop) alive.
+            await _bridge.asyncio_wait_for(grpc.wait_closed(), max(0.05, deadline - loop.time()))
+        except TimeoutError:
+            for session in list(self._sessions):
+                session.abandon()
+            await grpc.wait_closed()
         if self._connections is not None:
             self._connections.goaway()
             await _bridge.asyncio_sleep(0)  # let the GOAWAY frames reach the sockets
@@ -439,11 +449,14 @@ class _EnvService(env_pb.EnvServiceBase):
         defer_error_reset(stream)
         if not server._claim_session():
             raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
+        session = _JoinSession(server.host, stream, server._workers, server._is_stopping)
+        server._sessions.add(session)
         try:
             # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
             await stream.send_initial_metadata()
-            await _JoinSession(server.host, stream, server._workers, server._is_stopping).run()
+            await session.run()
         finally:
+            server._sessions.discard(session)
             server._release_session()
 
 
@@ -508,6 +521,12 @@ class _JoinSession:
             except _bridge.AsyncioCancelledError:
                 if self._stopping():
                     raise
+
+    def abandon(self) -> None:
+        """Stop waiting for in-flight env calls (stopping, past the drain bound): their
+        tasks are cancelled; the calls themselves finish on their threads, unanswered."""
+        for task in list(self._inflight):
+            task.cancel()
 
     async def _read(self) -> None:
         try:
