@@ -210,6 +210,22 @@ async def test_remote_shutdown_when_allowed_stops_the_server() -> None:
     assert server.shutdown_reason == "owner"
 
 
+async def test_remote_shutdown_under_serve_model_ends_its_thread_while_the_body_runs() -> None:
+    import threading
+
+    def alive() -> bool:
+        return any(t.name == "rlmesh-trio-model-server" for t in threading.enumerate())
+
+    async with served(allow_remote_shutdown=True) as server:
+        assert alive()
+        reply = await shutdown(server.address, core_pb.ShutdownRequest(reason="owner"))
+        assert reply.base.accepted
+        with trio.fail_after(5):
+            while alive():  # the server stops by itself; the body carries on
+                await trio.sleep(0.01)
+        assert server.shutdown_reason == "owner"
+
+
 async def test_health_service_reports_serving_for_the_server_only() -> None:
     async with served() as server:
 

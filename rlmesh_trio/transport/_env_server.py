@@ -148,8 +148,13 @@ class EnvServer(ServerBase):
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
         """Listen, report ``task_status.started(self)``, serve until cancelled or shut down.
 
-        Needs the transport's asyncio loop (``serve_env`` and :meth:`serve` open
-        it). Cancellation: stops listening, ends open streams, waits (bounded) for
+        Served by the caller's Trio thread through trio-asyncio, env calls on
+        worker threads; needs the transport's asyncio loop (``async with
+        asyncio_loop():``; the blocking serve in ``env_thread="caller"`` mode
+        opens one). ``serve_env`` does not use this: it runs the blocking serve
+        on a thread of its own, which is cheaper per request.
+
+        Cancellation: stops listening, ends open streams, waits (bounded) for
         in-flight env calls, then closes the env if it owns it; all shielded and
         bounded, so it cannot hang the caller.
         """

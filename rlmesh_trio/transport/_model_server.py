@@ -111,9 +111,13 @@ class ModelServer(ServerBase):
         """Listen, report ``task_status.started(self)``, and serve until cancelled or a
         remote Shutdown is accepted.
 
-        Needs the transport's asyncio loop (``serve_model`` and :meth:`serve`
-        open it). Cancellation: stops accepting, cancels in-flight requests and
-        closes connections, bounded by a few seconds even while cancelled.
+        Served by the current Trio thread through trio-asyncio; needs the
+        transport's asyncio loop (``async with asyncio_loop():``; the blocking
+        serve opens one for async and threaded policies). ``serve_model`` runs
+        the blocking serve on a thread of its own instead.
+
+        Cancellation: stops accepting, cancels in-flight requests and closes
+        connections, bounded by a few seconds even while cancelled.
         """
         if not _bridge.in_loop():
             raise RuntimeError(
