@@ -19,10 +19,7 @@ opens); ``async with RemoteEnv(...)`` opens one when needed.
 
 from __future__ import annotations
 
-import contextlib
-import ssl as _ssl
 from collections.abc import Callable
-from types import TracebackType
 
 import trio
 from grpclib.const import Status
@@ -37,11 +34,10 @@ from .._errors import (
 )
 from .._wire import core_pb, env_pb
 from ..runtime._protocols import EndpointInfo, Reply
-from . import _bridge as bridge
-from ._channel import ClientConnection
 from ._fastwire import decode_env_response, encode_env_step
 from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
 from ._join import JoinSession, SessionClosed
+from ._remote_base import CLOSE_GRACE, RemoteEndpoint
 from ._replies import code_label, reply_telemetry
 
 __all__ = ["RemoteEnv"]
@@ -51,7 +47,6 @@ _HANDSHAKE = f"{_SERVICE}/Handshake"
 _JOIN = f"{_SERVICE}/Join"
 _SHUTDOWN = f"{_SERVICE}/Shutdown"
 
-_CLOSE_GRACE = 1.0  # seconds aclose waits for the server to end a half-closed stream
 
 SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (shutting down)"
 
@@ -60,41 +55,14 @@ def _request_id_of(response: env_pb.JoinResponse) -> str:
     return response.request_id
 
 
-class RemoteEnv:
+class RemoteEnv(RemoteEndpoint):
     """A remote env endpoint (``host:port``, ``tcp://``, ``http://`` or ``unix:///path``).
 
     ``token`` is sent verbatim as ``authorization`` metadata; ``ssl`` turns on TLS.
     The address is parsed at once: a malformed one raises :class:`InvalidSpec`.
     """
 
-    def __init__(
-        self,
-        address: str,
-        *,
-        connect_timeout: float = 10.0,
-        token: str | None = None,
-        ssl: _ssl.SSLContext | None = None,
-    ) -> None:
-        self._conn = ClientConnection(
-            address, connect_timeout=connect_timeout, token=token, ssl=ssl
-        )
-        self._info: EndpointInfo | None = None
-        self._session: JoinSession[env_pb.JoinResponse] | None = None
-        self._last_id = 0
-        self._closed = False
-        self._exit_stack: contextlib.AsyncExitStack | None = None
-
-    def __repr__(self) -> str:
-        return f"RemoteEnv({self._conn.label!r})"
-
-    @property
-    def address(self) -> str:
-        return self._conn.label
-
-    @property
-    def info(self) -> EndpointInfo | None:
-        """The last handshake's result (``None`` before :meth:`connect`)."""
-        return self._info
+    _session: JoinSession[env_pb.JoinResponse] | None
 
     # ---- lifecycle -------------------------------------------------------
 
@@ -158,46 +126,6 @@ class RemoteEnv:
         if response.configure is None:
             raise self._unexpected("env.configure", response)
 
-    async def aclose(self) -> None:
-        """Half-close the Join stream, then drop the connection. Idempotent.
-
-        Safe in a cancelled scope when shielded (callers shield it); unshielded
-        it still tears everything down without waiting.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        session = self._session
-        try:
-            if session is not None and session.alive:
-                session.half_close()
-                with trio.move_on_after(_CLOSE_GRACE):
-                    await session.wait_finished()
-        finally:
-            if session is not None:
-                session.kill()
-            self._conn.close()
-
-    async def __aenter__(self) -> RemoteEnv:
-        stack = contextlib.AsyncExitStack()
-        await stack.enter_async_context(bridge.asyncio_loop())
-        self._exit_stack = stack
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            with trio.CancelScope(shield=True):
-                await self.aclose()
-        finally:
-            stack, self._exit_stack = self._exit_stack, None
-            if stack is not None:
-                await stack.aclose()
-
     # ---- operations ------------------------------------------------------
 
     async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
@@ -257,7 +185,7 @@ class RemoteEnv:
                 response, _req, _resp = await self._call("env.close", envelope)
                 # the server ends the stream after its reply; wait for that so a
                 # following configure() finds the env's Join slot free
-                with trio.move_on_after(_CLOSE_GRACE):
+                with trio.move_on_after(CLOSE_GRACE):
                     await session.wait_finished()
         except trio.TooSlowError:
             raise EnvRpcError(

@@ -21,10 +21,8 @@ opens); ``async with RemoteModel(...)`` opens one when needed.
 
 from __future__ import annotations
 
-import contextlib
 import ssl as _ssl
 from collections.abc import Callable, Sequence
-from types import TracebackType
 
 import trio
 from grpclib.exceptions import GRPCError, StreamTerminatedError
@@ -38,8 +36,6 @@ from .._errors import (
 )
 from .._wire import core_pb, model_pb
 from ..runtime._protocols import EndpointInfo, Reply
-from . import _bridge as bridge
-from ._channel import ClientConnection
 from ._fastwire import (
     decode_model_response,
     encode_model_grouped_predict,
@@ -47,6 +43,7 @@ from ._fastwire import (
 )
 from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
 from ._join import JoinSession, SessionClosed
+from ._remote_base import RemoteEndpoint
 from ._remote_env import SHUTDOWN_CONNECTION_LOST
 from ._replies import code_label, reply_telemetry
 
@@ -57,7 +54,6 @@ _HANDSHAKE = f"{_SERVICE}/Handshake"
 _JOIN = f"{_SERVICE}/Join"
 _SHUTDOWN = f"{_SERVICE}/Shutdown"
 
-_CLOSE_GRACE = 1.0
 
 _KINDS = (
     "resolve_adapter",
@@ -73,12 +69,14 @@ def _request_id_of(response: model_pb.JoinResponse) -> str:
     return response.request_id
 
 
-class RemoteModel:
+class RemoteModel(RemoteEndpoint):
     """A remote model endpoint (``host:port``, ``tcp://``, ``http://`` or ``unix:///path``).
 
     ``token`` is sent verbatim as ``authorization`` metadata; ``ssl`` turns on TLS.
     The address is parsed at once: a malformed one raises :class:`InvalidSpec`.
     """
+
+    _session: JoinSession[model_pb.JoinResponse] | None
 
     def __init__(
         self,
@@ -88,26 +86,8 @@ class RemoteModel:
         token: str | None = None,
         ssl: _ssl.SSLContext | None = None,
     ) -> None:
-        self._conn = ClientConnection(
-            address, connect_timeout=connect_timeout, token=token, ssl=ssl
-        )
-        self._info: EndpointInfo | None = None
+        super().__init__(address, connect_timeout=connect_timeout, token=token, ssl=ssl)
         self._connect_lock = trio.Lock()
-        self._session: JoinSession[model_pb.JoinResponse] | None = None
-        self._last_id = 0
-        self._closed = False
-        self._exit_stack: contextlib.AsyncExitStack | None = None
-
-    def __repr__(self) -> str:
-        return f"RemoteModel({self._conn.label!r})"
-
-    @property
-    def address(self) -> str:
-        return self._conn.label
-
-    @property
-    def info(self) -> EndpointInfo | None:
-        return self._info
 
     # ---- lifecycle -------------------------------------------------------
 
@@ -131,46 +111,6 @@ class RemoteModel:
             reply = model_pb.HandshakeResponse.parse(data)
             self._info = endpoint_info(self.address, reply.base)
             return self._info
-
-    async def aclose(self) -> None:
-        """Half-close the shared Join stream and drop the connection. Idempotent.
-
-        A shared model is closed by its owner once every route is done. Safe
-        in a cancelled scope when shielded; unshielded it tears down without waiting.
-        """
-        if self._closed:
-            return
-        self._closed = True
-        session = self._session
-        try:
-            if session is not None and session.alive:
-                session.half_close()
-                with trio.move_on_after(_CLOSE_GRACE):
-                    await session.wait_finished()
-        finally:
-            if session is not None:
-                session.kill()
-            self._conn.close()
-
-    async def __aenter__(self) -> RemoteModel:
-        stack = contextlib.AsyncExitStack()
-        await stack.enter_async_context(bridge.asyncio_loop())
-        self._exit_stack = stack
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        try:
-            with trio.CancelScope(shield=True):
-                await self.aclose()
-        finally:
-            stack, self._exit_stack = self._exit_stack, None
-            if stack is not None:
-                await stack.aclose()
 
     # ---- operations ------------------------------------------------------
 
