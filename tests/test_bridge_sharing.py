@@ -50,3 +50,15 @@ async def test_owner_waits_for_a_sibling_borrower() -> None:
         await trio.sleep(0.05)
         release.set()
     assert order == ["borrower done", "owner closed"]
+
+
+async def test_an_already_cancelled_caller_never_enters_the_loop_block() -> None:
+    # trio-asyncio forwards outer cancellation into its block from a helper task;
+    # the bridge must not let a cancelled caller run the block in the meantime.
+    entered = False
+    with trio.CancelScope() as scope:
+        scope.cancel()
+        async with _bridge.asyncio_loop():
+            entered = True
+    assert scope.cancelled_caught
+    assert not entered

@@ -153,6 +153,10 @@ async def asyncio_loop() -> AsyncIterator[None]:
             if use is not None:
                 use.leave()
         return
+    # trio-asyncio runs the block inside a shielded nursery and forwards an outer
+    # cancellation into it from a helper task, which may not have run by the time
+    # the block starts: a caller that is already cancelled must not get in at all.
+    await trio.lowlevel.checkpoint_if_cancelled()
     body_error: BaseException | None = None
     try:
         async with trio_asyncio.open_loop() as loop:

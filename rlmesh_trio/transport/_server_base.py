@@ -574,6 +574,9 @@ async def serving_in_thread(server: S, *, name: str) -> AsyncIterator[S]:
     thread.start()
     try:
         await settled.wait()
+        # A caller cancelled while we started never enters the block, whatever
+        # the checkpoints above did with the cancellation.
+        await trio.lowlevel.checkpoint_if_cancelled()
     except BaseException:
         await stop_and_wait()  # cancelled while starting
         raise
