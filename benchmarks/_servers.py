@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import subprocess
 import sys
 import threading
@@ -24,6 +23,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from rlmesh_trio.testing import spawn_server
 
 __all__ = [
     "STARTUP_TIMEOUT",
@@ -74,51 +75,10 @@ class Server:
 
 
 def _start(argv: list[str], what: str) -> Server:
-    read_fd, write_fd = os.pipe()
-    argv = [a.replace("{READY_FD}", str(write_fd)) for a in argv]
     env = dict(os.environ, **_CHILD_ENV)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(_REPO), env.get("PYTHONPATH")]))
-    process = subprocess.Popen(
-        argv,
-        pass_fds=(write_fd,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=env,
-        cwd=_REPO,
-    )
-    os.close(write_fd)
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    line = b""
-    try:
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RuntimeError(f"{what} did not become ready in {STARTUP_TIMEOUT}s")
-            ready, _, _ = select.select([read_fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(read_fd, 256)
-            if not chunk:
-                process.wait(timeout=10)
-                err = process.stderr.read().decode(errors="replace") if process.stderr else ""
-                raise RuntimeError(f"{what} exited before it was ready:\n{err[-2000:]}")
-            line += chunk
-    except BaseException:
-        process.kill()
-        process.wait(timeout=10)
-        raise
-    finally:
-        os.close(read_fd)
-    # Nobody reads stderr from here on; a chatty server must never block on a full pipe.
-    if process.stderr is not None:
-        threading.Thread(target=_drain, args=(process.stderr,), daemon=True).start()
-    return Server(process, line.decode().strip(), what)
-
-
-def _drain(stream: Any) -> None:
-    with contextlib.suppress(Exception):
-        while stream.read(65536):
-            pass
+    started = spawn_server(argv, what=what, env=env, cwd=_REPO, startup_timeout=STARTUP_TIMEOUT)
+    return Server(started.process, started.address, what)
 
 
 @contextlib.contextmanager

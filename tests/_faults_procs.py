@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import signal
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
+
+from rlmesh_trio.testing import spawn_server
 
 __all__ = ["REPO", "STARTUP_TIMEOUT", "ServerProc", "faulty_server", "our_env", "our_model"]
 
@@ -60,43 +60,12 @@ class ServerProc:
 
 
 def _spawn(argv: list[str], what: str, env: dict[str, str], log: Path | None) -> ServerProc:
-    read_fd, write_fd = os.pipe()
-    argv = [a.replace("{READY_FD}", str(write_fd)) for a in argv]
     full_env = dict(os.environ, PYTHONWARNINGS="ignore", **env)
     full_env["PYTHONPATH"] = os.pathsep.join(
         p for p in (str(REPO), os.environ.get("PYTHONPATH", "")) if p
     )
-    process = subprocess.Popen(
-        argv,
-        pass_fds=(write_fd,),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        env=full_env,
-        cwd=REPO,
-    )
-    os.close(write_fd)
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    line = b""
-    try:
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RuntimeError(f"{what} did not become ready in {STARTUP_TIMEOUT}s")
-            ready, _, _ = select.select([read_fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(read_fd, 256)
-            if not chunk:
-                err = process.stderr.read().decode(errors="replace") if process.stderr else ""
-                raise RuntimeError(f"{what} exited before it was ready:\n{err[-2000:]}")
-            line += chunk
-    except BaseException:
-        process.kill()
-        process.wait(timeout=10)
-        raise
-    finally:
-        os.close(read_fd)
-    return ServerProc(process, line.decode().strip(), what, log)
+    started = spawn_server(argv, what=what, env=full_env, cwd=REPO, startup_timeout=STARTUP_TIMEOUT)
+    return ServerProc(started.process, started.address, what, log)
 
 
 @contextlib.contextmanager

@@ -27,15 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import subprocess
 import sys
-import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from rlmesh_trio.testing import spawn_server
 
 __all__ = [
     "STARTUP_TIMEOUT",
@@ -93,44 +92,9 @@ class RlmeshProc:
 
 def _start(argv: list[str], what: str) -> RlmeshProc:
     _require_rlmesh()
-    read_fd, write_fd = os.pipe()
-    argv = [a.replace("{READY_FD}", str(write_fd)) for a in argv]
     env = dict(os.environ, PYTHONWARNINGS="ignore", RLMESH_WORKFLOW_EDITION="2026.06")
-    # stderr goes to a file, not a pipe: nobody drains it while the server runs
-    errors = tempfile.TemporaryFile()
-    process = subprocess.Popen(
-        argv,
-        pass_fds=(write_fd,),
-        stdout=subprocess.DEVNULL,
-        stderr=errors,
-        env=env,
-    )
-    os.close(write_fd)
-    deadline = time.monotonic() + STARTUP_TIMEOUT
-    line = b""
-    try:
-        while not line.endswith(b"\n"):
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise RuntimeError(f"{what} did not become ready in {STARTUP_TIMEOUT}s")
-            ready, _, _ = select.select([read_fd], [], [], remaining)
-            if not ready:
-                continue
-            chunk = os.read(read_fd, 256)
-            if not chunk:
-                process.wait(timeout=10)
-                errors.seek(0)
-                err = errors.read().decode(errors="replace")
-                raise RuntimeError(f"{what} exited before it was ready:\n{err[-2000:]}")
-            line += chunk
-    except BaseException:
-        process.kill()
-        process.wait(timeout=10)
-        raise
-    finally:
-        os.close(read_fd)
-        errors.close()  # the child keeps its own descriptor
-    return RlmeshProc(process, line.decode().strip(), what)
+    started = spawn_server(argv, what=what, env=env, startup_timeout=STARTUP_TIMEOUT)
+    return RlmeshProc(started.process, started.address, what)
 
 
 @contextlib.contextmanager

@@ -7,6 +7,9 @@
 * :class:`ScriptedModel` -- a ``RuntimeModel`` with fixed actions, multi-frame
   chunks, delays, failures, wrong contexts, empty answers and a release that
   never returns.
+* :func:`spawn_server` -- starts a server subprocess (``rlmesh-trio serve-env
+  ... --ready-fd {READY_FD}``, or rlmesh's) and returns its reported address
+  as a :class:`ServerProcess` (a context manager that stops it).
 * :class:`RecordingHooks` -- records every hook event in order; can fail an
   event hook or a transform on request.
 
@@ -29,5 +32,15 @@ space and a ``Discrete(2)`` (INT64) action space (:func:`scripted_contract`).
 from ._env import ScriptedEnv, scripted_contract
 from ._hooks import HookFailure, RecordingHooks
 from ._model import ScriptedModel
+from ._procs import READY_FD, ServerProcess, spawn_server
 
-__all__ = ["HookFailure", "RecordingHooks", "ScriptedEnv", "ScriptedModel", "scripted_contract"]
+__all__ = [
+    "READY_FD",
+    "HookFailure",
+    "RecordingHooks",
+    "ScriptedEnv",
+    "ScriptedModel",
+    "ServerProcess",
+    "scripted_contract",
+    "spawn_server",
+]
