@@ -22,7 +22,7 @@ def print_summary(
 ) -> None:
     """Per route: status, episodes, steps, mean reward, steps/s; then the totals."""
     console = console or Console()
-    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD)
+    table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     env_width = min(max((len(o.env) for o in report.routes), default=3), 28)
     for name, justify in (
         ("route", "left"),
