@@ -81,7 +81,7 @@ async def test_batcher_keeps_per_route_errors() -> None:
 
     from rlmesh_trio._wire import model_pb
 
-    batcher = PredictBatcher(Client())
+    batcher = PredictBatcher(Client(), in_flight=1)  # one round trip at a time: groups form
     results: dict[int, object] = {}
 
     async def one(i: int) -> None:

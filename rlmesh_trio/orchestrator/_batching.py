@@ -23,6 +23,9 @@ from ..runtime import EndpointInfo, Reply
 __all__ = ["GroupingModel", "PredictBatcher"]
 
 DEFAULT_MAX_GROUP = 64
+#: Grouped round trips in flight per model address: enough to overlap the wire
+#: with the model's work, few enough that groups still form under load.
+DEFAULT_IN_FLIGHT = 2
 
 
 class GroupingModel(Protocol):
@@ -56,9 +59,12 @@ class PredictBatcher:
     predict still waiting with ``trio.Cancelled`` in that route's own scope.
     """
 
-    def __init__(self, model: Any, *, max_group: int = DEFAULT_MAX_GROUP) -> None:
+    def __init__(
+        self, model: Any, *, max_group: int = DEFAULT_MAX_GROUP, in_flight: int = DEFAULT_IN_FLIGHT
+    ) -> None:
         self.model = model
         self.max_group = max_group
+        self.in_flight = in_flight
         self._send, self._recv = trio.open_memory_channel[_Pending](math.inf)
         self.round_trips = 0
         self.grouped_round_trips = 0
@@ -68,18 +74,33 @@ class PredictBatcher:
         return str(getattr(self.model, "label", getattr(self.model, "address", "model")))
 
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
-        """Send queued predicts, one round trip at a time, until cancelled."""
+        """Send queued predicts, at most ``in_flight`` round trips at a time, until cancelled.
+
+        A group is formed only once a round-trip slot is free, so predicts that
+        arrive while every slot is busy join the next group.
+        """
         task_status.started()
-        async for first in self._recv:
-            batch = [first]
-            while len(batch) < self.max_group:
-                try:
-                    batch.append(self._recv.receive_nowait())
-                except trio.WouldBlock:
-                    break
-            live = [p for p in batch if not p.abandoned]
-            if live:
-                await self._send_batch(live)
+        slots = trio.Semaphore(self.in_flight)
+        async with trio.open_nursery() as nursery:
+            async for first in self._recv:
+                await slots.acquire()
+                batch = [first]
+                while len(batch) < self.max_group:
+                    try:
+                        batch.append(self._recv.receive_nowait())
+                    except trio.WouldBlock:
+                        break
+                live = [p for p in batch if not p.abandoned]
+                if live:
+                    nursery.start_soon(self._send_and_release, live, slots)
+                else:
+                    slots.release()
+
+    async def _send_and_release(self, batch: list[_Pending], slots: trio.Semaphore) -> None:
+        try:
+            await self._send_batch(batch)
+        finally:
+            slots.release()
 
     async def _send_batch(self, batch: list[_Pending]) -> None:
         self.round_trips += 1
