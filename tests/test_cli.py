@@ -165,6 +165,20 @@ def test_run_against_unreachable_address(tmp_path: Path) -> None:
             "bogusMs",
         ),
         (["serve-env", "NoSuchEnv-v0"], "NoSuchEnv-v0"),
+        (
+            [
+                "run",
+                "--env",
+                "CartPole-v1",
+                "--model",
+                "127.0.0.1:2",
+                "--episodes",
+                "1",
+                "--max-episode-seconds",
+                "0",
+            ],
+            "--max-episode-seconds",
+        ),
     ],
 )
 def test_user_mistakes_are_one_line(args: list[str], needle: str) -> None:

@@ -202,3 +202,15 @@ def test_run_from_sync_code() -> None:
     assert report.total_episodes == 2
     data = report.to_dict()
     assert data["routes"][0]["status"] == "completed"
+
+
+async def test_route_passes_max_episode_seconds_to_the_driver(
+    autojump_clock: trio.abc.Clock,
+) -> None:
+    env = ScriptedEnv(episode_lengths=1000, delays={"step": 1.0})
+    route = Route(env=env, model=ScriptedModel(), episodes=2, route_id="r", max_episode_seconds=2.5)
+    report = await run_routes([route])
+    assert [ep.steps for ep in report.episodes] == [3, 3]
+    assert all(ep.truncated for ep in report.episodes)
+    with pytest.raises(rt.InvalidSpec, match="max_episode_seconds must be a positive number"):
+        Route(env=env, model=ScriptedModel(), max_episode_seconds=-1)

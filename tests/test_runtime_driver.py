@@ -8,6 +8,7 @@ from typing import Any
 
 import pytest
 import trio
+import trio.testing
 
 from rlmesh_trio import HandshakeError, InvalidSpec, ProtocolError
 from rlmesh_trio._wire import core_pb
@@ -336,3 +337,26 @@ async def test_a_driver_runs_once() -> None:
     await driver.run()
     with pytest.raises(RuntimeError, match="runs once"):
         await driver.run()
+
+
+async def test_max_episode_seconds_truncates_on_the_runs_clock(
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    env = ScriptedEnv(episode_lengths=1000, delays={"step": 1.0})
+    spec = RouteSpec(route_id="timed", session_id="s", max_episodes=3, max_episode_seconds=4.5)
+    report = await RouteDriver(spec, env, ScriptedModel()).run()
+    assert [(ep.steps, ep.truncated, ep.terminated) for ep in report.episodes] == [
+        (5, True, False)
+    ] * 3
+
+
+async def test_max_episode_seconds_is_refused_for_next_step_envs() -> None:
+    env = ScriptedEnv(num_envs=2, autoreset="next_step")
+    spec = RouteSpec(route_id="timed", session_id="s", max_episodes=2, max_episode_seconds=1.0)
+    with pytest.raises(InvalidSpec, match="max_episode_steps / max_episode_seconds require"):
+        await RouteDriver(spec, env, ScriptedModel()).run()
+
+
+def test_max_episode_seconds_must_be_positive() -> None:
+    with pytest.raises(InvalidSpec, match="max_episode_seconds must be a positive number"):
+        RouteSpec(route_id="r", session_id="s", max_episode_seconds=0).validate()

@@ -195,6 +195,11 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
 @click.option("--close-env", is_flag=True, help="Send Close to each env at the end.")
 @click.option("--timeouts", help="JSON limits, e.g. '{\"envStepTimeoutMs\": 5000}'.")
 @click.option("--max-episode-steps", type=click.IntRange(1), help="Truncate episodes at N steps.")
+@click.option(
+    "--max-episode-seconds",
+    type=click.FloatRange(min=0, min_open=True),
+    help="Truncate episodes after S seconds.",
+)
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 @click.option(
     "--batch-predicts",
@@ -215,6 +220,7 @@ def run_cmd(
     close_env: bool,
     timeouts: str | None,
     max_episode_steps: int | None,
+    max_episode_seconds: float | None,
     no_progress: bool,
     batch_predicts: bool,
     token: str | None,
@@ -239,6 +245,7 @@ def run_cmd(
             limits=parse_limits(timeouts),
             close_env_on_end=close_env,
             max_episode_steps=max_episode_steps,
+            max_episode_seconds=max_episode_seconds,
         )
         orchestrator = Orchestrator(
             routes,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
@@ -48,6 +49,12 @@ def _check_route(route: Route) -> None:
             f"route {route.route_id or '?'}: max_episode_steps must be >= 1, "
             f"got {route.max_episode_steps}"
         )
+    seconds = route.max_episode_seconds
+    if seconds is not None and not (isinstance(seconds, int | float) and 0 < seconds < math.inf):
+        raise InvalidSpec(
+            f"route {route.route_id or '?'}: max_episode_seconds must be a positive number, "
+            f"got {seconds!r}"
+        )
 
 
 @attrs.frozen(eq=False)
@@ -62,7 +69,9 @@ class Route:
 
     ``seeds`` gives one seed per episode and sets the episode count unless
     ``episodes`` is also given, in which case the two must agree. With
-    neither, the route runs until cancelled.
+    neither, the route runs until cancelled. ``max_episode_steps`` and
+    ``max_episode_seconds`` truncate episodes on the runtime side (envs whose
+    resets the runtime owns; refused for NEXT_STEP envs, as in rlmesh).
     """
 
     env: Any
@@ -74,6 +83,7 @@ class Route:
     close_env_on_end: bool = False
     max_episode_steps: int | None = None
     execution_horizon: int = 1
+    max_episode_seconds: float | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_route(self)

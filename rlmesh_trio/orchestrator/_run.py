@@ -272,6 +272,7 @@ class Orchestrator:
             limits=route.limits or Limits(),
             seeds=route.seeds,
             max_episode_steps=route.max_episode_steps,
+            max_episode_seconds=route.max_episode_seconds,
             execution_horizon=route.execution_horizon,
         )
 

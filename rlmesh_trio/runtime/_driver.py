@@ -184,6 +184,7 @@ class RouteDriver:
         self._action_space: spaces_pb.SpaceSpec | None = None
         self._observation_space: spaces_pb.SpaceSpec | None = None
         self._max_steps = spec.max_episode_steps or DEFAULT_MAX_EPISODE_STEPS
+        self._max_seconds = spec.max_episode_seconds
         self._budget = spec.episode_budget
         limits = spec.limits
         self._reset_ms = limits.timeout_ms("env_reset_timeout")
@@ -379,7 +380,7 @@ class RouteDriver:
                     "episode_seeds requires an env with autoreset disabled; this env reports "
                     "NEXT_STEP autoreset and owns its resets"
                 )
-            if spec.max_episode_steps is not None:
+            if spec.max_episode_steps is not None or spec.max_episode_seconds is not None:
                 raise InvalidSpec(
                     "max_episode_steps / max_episode_seconds require an env with autoreset "
                     "disabled; this env reports NEXT_STEP autoreset and owns its resets"
@@ -694,15 +695,23 @@ class RouteDriver:
             await self._finish(lane, meta)
             ended = True
         if not self._next_step:
+            max_seconds = self._max_seconds
+            now = self._now() if max_seconds is not None else 0.0
             for lane in lanes:
-                if lane.active and lane.steps >= self._max_steps and not self._budget_spent():
-                    await self._log(
-                        "info",
-                        f"truncating episode {lane.episode_id} on env_index {lane.env_index} "
-                        f"at the step cap ({self._max_steps})",
-                    )
-                    await self._finish(lane, None)
-                    ended = True
+                if not lane.active or self._budget_spent():
+                    continue
+                if lane.steps >= self._max_steps:
+                    cap = f"the step cap ({self._max_steps})"
+                elif max_seconds is not None and now - lane.started_at >= max_seconds:
+                    cap = f"the time cap ({max_seconds}s)"
+                else:
+                    continue
+                await self._log(
+                    "info",
+                    f"truncating episode {lane.episode_id} on env_index {lane.env_index} at {cap}",
+                )
+                await self._finish(lane, None)
+                ended = True
         return ended
 
     async def _reset_adapter(self, episode_id: str) -> None:

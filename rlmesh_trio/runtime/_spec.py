@@ -138,10 +138,11 @@ class RouteSpec:
     and ``num_envs`` default to what the env's handshake reports. ``seeds`` are
     claimed one per episode in start order (only with driver-owned resets);
     when ``max_episodes`` is not given it defaults to ``len(seeds)``.
-    ``max_episode_steps`` truncates episodes on the runtime side (driver-owned
-    resets only; the built-in bound is 100000). ``execution_horizon`` is sent
-    to the model in ResolveAdapter; extra action frames are replayed whatever
-    its value.
+    ``max_episode_steps`` and ``max_episode_seconds`` truncate episodes on the
+    runtime side (driver-owned resets only; the built-in bound is 100000
+    steps); the time cap is checked after each step, on the run's clock.
+    ``execution_horizon`` is sent to the model in ResolveAdapter; extra action
+    frames are replayed whatever its value.
     """
 
     route_id: str
@@ -157,6 +158,7 @@ class RouteSpec:
     seeds: tuple[int, ...] | None = attrs.field(default=None, converter=_opt_int_tuple)
     max_episode_steps: int | None = None
     execution_horizon: int = 1
+    max_episode_seconds: float | None = None
 
     def validate(self) -> None:
         """Raise :class:`InvalidSpec` for the first problem found; nothing is sent before this."""
@@ -178,6 +180,11 @@ class RouteSpec:
                 )
         if self.max_episode_steps is not None and self.max_episode_steps < 1:
             raise InvalidSpec(f"max_episode_steps must be >= 1, got {self.max_episode_steps}")
+        seconds = self.max_episode_seconds
+        if seconds is not None and not (
+            isinstance(seconds, int | float) and 0 < seconds < math.inf
+        ):
+            raise InvalidSpec(f"max_episode_seconds must be a positive number, got {seconds!r}")
         if not 1 <= self.execution_horizon <= 1024:
             raise InvalidSpec(f"execution_horizon must be in 1..1024, got {self.execution_horizon}")
         if self.contract is not None and self.contract.spec is None:
