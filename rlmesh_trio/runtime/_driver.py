@@ -108,6 +108,33 @@ class _Lane:
         self.rolling = False
 
 
+class _Replay:
+    """A predict response's action frames, used one per step (execution horizon)."""
+
+    __slots__ = ("frames", "pos")
+
+    def __init__(self) -> None:
+        self.frames: Sequence[spaces_pb.SpaceValue] = ()
+        self.pos = 0
+
+    def take(self) -> spaces_pb.SpaceValue | None:
+        """The next buffered frame, or ``None`` when the model must be asked again."""
+        if self.pos < len(self.frames):
+            frame = self.frames[self.pos]
+            self.pos += 1
+            return frame
+        return None
+
+    def load(self, frames: Sequence[spaces_pb.SpaceValue]) -> spaces_pb.SpaceValue:
+        self.frames = frames
+        self.pos = 1
+        return frames[0]
+
+    def flush(self) -> None:
+        self.frames = ()
+        self.pos = 0
+
+
 def _route_error(exc: BaseException) -> BaseException | None:
     """The route error inside ``exc``, or ``None`` when ``exc`` is only cancellation."""
     if isinstance(exc, trio.Cancelled):
@@ -817,6 +844,19 @@ class RouteDriver:
             await self._emit("observation_emitted", event)
         return observation
 
+    async def _next_action(
+        self,
+        lanes: Sequence[_Lane],
+        outgoing: spaces_pb.SpaceValue | None,
+        is_reset: bool,
+        replay: _Replay,
+    ) -> spaces_pb.SpaceValue:
+        """The action for this step: a replayed frame, or a fresh predict; then the transform."""
+        action = replay.take()
+        if action is None:
+            action = replay.load(await self._predict(lanes, outgoing, is_reset))
+        return await self._outgoing_action(lanes, action)
+
     async def _outgoing_action(
         self, rows: Sequence[_Lane], action: spaces_pb.SpaceValue
     ) -> spaces_pb.SpaceValue:
@@ -925,20 +965,12 @@ class RouteDriver:
         next_step = self._next_step
         observation = await self._reset_whole(lanes, auto=False)
         is_reset = True
-        frames: list[spaces_pb.SpaceValue] = []
-        frame_pos = 0
+        replay = _Replay()
         step_ms = self._step_ms
         while True:
             round_started = self._now()
             outgoing = await self._outgoing_observation(lanes, observation, is_reset)
-            if frame_pos < len(frames):
-                action = frames[frame_pos]
-                frame_pos += 1
-            else:
-                frames = await self._predict(lanes, outgoing, is_reset)
-                action = frames[0]
-                frame_pos = 1
-            action = await self._outgoing_action(lanes, action)
+            action = await self._next_action(lanes, outgoing, is_reset, replay)
             response = await self._env_step(
                 env_pb.StepRequest(
                     action=action,
@@ -960,8 +992,7 @@ class RouteDriver:
                 return
             if ended:
                 # Buffered frames were planned for episodes that are over.
-                frames = []
-                frame_pos = 0
+                replay.flush()
                 if next_step:
                     rolled = [lane for lane in lanes if not lane.active]
                     for lane in rolled:
@@ -1021,19 +1052,11 @@ class RouteDriver:
             await self._announce(rows)
             observation = response.observation
             is_reset = True
-            frames: list[spaces_pb.SpaceValue] = []
-            frame_pos = 0
+            replay = _Replay()
             while lane.active:
                 round_started = self._now()
                 outgoing = await self._outgoing_observation(rows, observation, is_reset)
-                if frame_pos < len(frames):
-                    action = frames[frame_pos]
-                    frame_pos += 1
-                else:
-                    frames = await self._predict(rows, outgoing, is_reset)
-                    action = frames[0]
-                    frame_pos = 1
-                action = await self._outgoing_action(rows, action)
+                action = await self._next_action(rows, outgoing, is_reset, replay)
                 step = await self._env_step(
                     env_pb.StepRequest(
                         action=action,

@@ -6,11 +6,10 @@ import struct
 import time
 from collections.abc import Mapping, Sequence
 
-import trio
-
 from .._errors import EnvRpcError
 from .._wire import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, env_pb, spaces_pb
 from ..runtime._protocols import EndpointInfo, Reply
+from ._script import enter_call
 
 __all__ = ["ScriptedEnv", "scripted_contract"]
 
@@ -173,17 +172,8 @@ class ScriptedEnv:
     # ------------------------------------------------------------------ plumbing
 
     async def _enter(self, op: str) -> None:
-        if self.record:
-            self.calls.append(op)
-        count = self.counts[op] = self.counts.get(op, 0) + 1
-        delay = self.delays.get(op, 0.0)
-        if delay:
-            await trio.sleep(delay)
-        else:
-            await trio.lowlevel.checkpoint()
-        if self.fail_at.get(op) == count:
-            if self.failure == "hang":
-                await trio.sleep_forever()
+        count, fail = await enter_call(self, op)
+        if fail:
             raise EnvRpcError(
                 f"env.{op}",
                 0,

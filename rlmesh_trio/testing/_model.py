@@ -10,6 +10,7 @@ import trio
 from .._errors import ModelRpcError
 from .._wire import WORKFLOW_EDITION, model_pb, spaces_pb
 from ..runtime._protocols import EndpointInfo, Reply
+from ._script import enter_call
 
 __all__ = ["ScriptedModel"]
 
@@ -84,17 +85,8 @@ class ScriptedModel:
         self.aclosed = False
 
     async def _enter(self, op: str) -> int:
-        if self.record:
-            self.calls.append(op)
-        count = self.counts[op] = self.counts.get(op, 0) + 1
-        delay = self.delays.get(op, 0.0)
-        if delay:
-            await trio.sleep(delay)
-        else:
-            await trio.lowlevel.checkpoint()
-        if self.fail_at.get(op) == count:
-            if self.failure == "hang":
-                await trio.sleep_forever()
+        count, fail = await enter_call(self, op)
+        if fail:
             raise ModelRpcError(
                 self.label,
                 f"model error: injected failure at {op} call {count}",
