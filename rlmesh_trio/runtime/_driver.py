@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
 from typing import Any, TypeVar
 
 import attrs
@@ -62,6 +63,7 @@ from ._protocols import EndpointInfo, Reply, RuntimeEnv, RuntimeModel
 from ._results import EpisodeRecord, EpisodeResult, RouteReport, record_id
 from ._spec import DEFAULT_MAX_EPISODE_STEPS, RouteSpec, mint_uuid7
 from ._telemetry import RouteTelemetry
+from ._watchdog import OperationWatchdog, current_watchdog
 
 __all__ = ["DEFAULT_CANCEL_REASON", "END_REASON", "RouteDriver"]
 
@@ -286,7 +288,8 @@ class RouteDriver:
                 if self._lanes_mode:
                     await self._run_lanes()
                 else:
-                    await self._run_whole()
+                    async with self._watched():
+                        await self._run_whole()
                 # Pending best-effort ResetAdapters get the close timeout to finish.
                 close = self.spec.limits.service_close_timeout
                 bg.cancel_scope.deadline = min(bg.cancel_scope.deadline, self._now() + close)
@@ -444,47 +447,79 @@ class RouteDriver:
         *args: Any,
         step: int | None = None,
     ) -> T:
-        """One env operation in its own timeout scope; failures become route errors.
+        """One env operation under its timeout; failures become route errors.
 
         ``step`` is the runtime step the operation is reported at (default: the
         current one; a step request reports the step its action produces).
+        The hot loop's task is guarded by an :class:`OperationWatchdog` (no
+        cancel scope per call); elsewhere the call gets its own deadline scope.
         """
         if step is None:
             step = self.step
-        with trio.CancelScope(deadline=self._now() + timeout):
-            try:
-                return await fn(*args)
-            except EnvRpcError as exc:
-                if exc.operation == op and exc.step == step:
-                    raise
-                raise EnvRpcError(
-                    op, step, exc.message, code=exc.code, recoverable=exc.recoverable
-                ) from exc
-            except RlmeshTrioError:
+        deadline = self._now() + timeout
+        watchdog = current_watchdog()
+        if watchdog is None:
+            with trio.CancelScope(deadline=deadline):
+                return await self._env_attempt(op, step, fn(*args))
+            raise OperationTimeout(
+                self.spec.route_id, self.spec.env_component_id, op, step, timeout
+            )
+        watchdog.arm(deadline, (self.spec.env_component_id, op, step, timeout))
+        try:
+            return await self._env_attempt(op, step, fn(*args))
+        finally:
+            watchdog.disarm()
+
+    async def _env_attempt(self, op: str, step: int, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except EnvRpcError as exc:
+            if exc.operation == op and exc.step == step:
                 raise
-            except Exception as exc:
-                raise EnvRpcError(op, step, f"{type(exc).__name__}: {exc}") from exc
-        raise OperationTimeout(self.spec.route_id, self.spec.env_component_id, op, step, timeout)
+            raise EnvRpcError(
+                op, step, exc.message, code=exc.code, recoverable=exc.recoverable
+            ) from exc
+        except RlmeshTrioError:
+            raise
+        except Exception as exc:
+            raise EnvRpcError(op, step, f"{type(exc).__name__}: {exc}") from exc
 
     async def _model_call(
         self, op: str, timeout: float, fn: Callable[..., Awaitable[T]], *args: Any
     ) -> T:
-        """One model operation in its own timeout scope; failures become route errors."""
+        """One model operation under its timeout; failures become route errors."""
         component = self.spec.model_component_id
-        with trio.CancelScope(deadline=self._now() + timeout):
-            try:
-                return await fn(*args)
-            except ModelRpcError as exc:
-                if exc.component_id == component:
-                    raise
-                raise ModelRpcError(
-                    component, exc.message, code=exc.code, recoverable=exc.recoverable
-                ) from exc
-            except RlmeshTrioError:
+        deadline = self._now() + timeout
+        watchdog = current_watchdog()
+        if watchdog is None:
+            with trio.CancelScope(deadline=deadline):
+                return await self._model_attempt(component, fn(*args))
+            raise OperationTimeout(self.spec.route_id, component, op, self.step, timeout)
+        watchdog.arm(deadline, (component, op, self.step, timeout))
+        try:
+            return await self._model_attempt(component, fn(*args))
+        finally:
+            watchdog.disarm()
+
+    async def _model_attempt(self, component: str, call: Awaitable[T]) -> T:
+        try:
+            return await call
+        except ModelRpcError as exc:
+            if exc.component_id == component:
                 raise
-            except Exception as exc:
-                raise ModelRpcError(component, f"{type(exc).__name__}: {exc}") from exc
-        raise OperationTimeout(self.spec.route_id, component, op, self.step, timeout)
+            raise ModelRpcError(
+                component, exc.message, code=exc.code, recoverable=exc.recoverable
+            ) from exc
+        except RlmeshTrioError:
+            raise
+        except Exception as exc:
+            raise ModelRpcError(component, f"{type(exc).__name__}: {exc}") from exc
+
+    def _watched(self) -> AbstractAsyncContextManager[None]:
+        """Guard a hot loop's task: its env and model calls time out through one watchdog."""
+        route_id = self.spec.route_id
+        watchdog: OperationWatchdog[tuple[str, str, int, float]] = OperationWatchdog()
+        return watchdog.guard(lambda timed: OperationTimeout(route_id, *timed))
 
     async def _concurrently(self, *fns: Callable[[], Awaitable[Any]]) -> list[Any]:
         """Run ``fns`` at once; the first failure cancels the rest and is raised bare."""
@@ -1019,7 +1054,8 @@ class RouteDriver:
 
             async def lane_task(lane: _Lane) -> None:
                 try:
-                    await self._drive_lane(lane)
+                    async with self._watched():
+                        await self._drive_lane(lane)
                 except Exception as exc:
                     if not failures:
                         failures.append(exc)
