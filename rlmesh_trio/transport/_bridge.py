@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from typing import Any, Generic, ParamSpec, TypeVar
@@ -272,6 +273,11 @@ async def _read_loop(loop: Any, fd: int, handle: Any) -> None:
     # queued asyncio callbacks (e.g. woke a task waiting in grpclib's own buffer):
     # those still run before the next read (a reply is seen before a later EOF),
     # while a read whose responses were delivered directly costs no loop pass.
+    # The loop's call queue is a Trio memory channel; its buffer is read directly
+    # when it is the expected deque (statistics() builds an object per call).
+    buffer = getattr(getattr(loop._q_send, "_state", None), "data", None)
+    if not isinstance(buffer, deque):
+        buffer = None
     queued = loop._q_send.statistics
     with handle._scope:
         try:
@@ -280,7 +286,7 @@ async def _read_loop(loop: Any, fd: int, handle: Any) -> None:
                 if handle._cancelled:
                     break
                 handle._run()
-                if queued().current_buffer_used:
+                if buffer if buffer is not None else queued().current_buffer_used:
                     await loop.synchronize()
         except Exception as exc:
             handle._raise(exc)

@@ -145,7 +145,7 @@ class RemoteEnv(RemoteEndpoint):
         """
         response, req_bytes, resp_bytes = await self._call(
             "env.step",
-            env_pb.JoinRequest(step=request),
+            lambda: env_pb.JoinRequest(step=request),
             lambda request_id: encode_env_step(request_id, request),
         )
         reply = response.step
@@ -229,9 +229,11 @@ class RemoteEnv(RemoteEndpoint):
 
     async def _roundtrip(
         self,
-        envelope: env_pb.JoinRequest,
+        envelope: env_pb.JoinRequest | Callable[[], env_pb.JoinRequest],
         fast_encode: Callable[[str], bytes | None] | None = None,
     ) -> tuple[env_pb.JoinResponse, int, int]:
+        """One Join round trip. ``envelope`` may be a factory, for calls that are
+        normally encoded by ``fast_encode`` (it is built only when that declines)."""
         session = self._session
         if session is None:
             raise RuntimeError(f"{self!r} is not configured: call configure() first")
@@ -239,6 +241,8 @@ class RemoteEnv(RemoteEndpoint):
         request_id = f"grpc-req-{self._last_id}"
         payload = fast_encode(request_id) if fast_encode is not None else None
         if payload is None:
+            if callable(envelope):
+                envelope = envelope()
             envelope.request_id = request_id
             payload = bytes(envelope)
         response, size = await session.request(request_id, payload, kill_on_cancel=True)
@@ -247,7 +251,7 @@ class RemoteEnv(RemoteEndpoint):
     async def _call(
         self,
         operation: str,
-        envelope: env_pb.JoinRequest,
+        envelope: env_pb.JoinRequest | Callable[[], env_pb.JoinRequest],
         fast_encode: Callable[[str], bytes | None] | None = None,
     ) -> tuple[env_pb.JoinResponse, int, int]:
         try:

@@ -135,7 +135,7 @@ class RemoteModel(RemoteEndpoint):
         response, req_bytes, resp_bytes = await self._call(
             "predict",
             request.context,
-            model_pb.JoinRequest(predict=request),
+            lambda: model_pb.JoinRequest(predict=request),
             lambda request_id: encode_model_predict(request_id, request),
         )
         reply = response.predict
@@ -303,13 +303,19 @@ class RemoteModel(RemoteEndpoint):
         self,
         kind: str,
         context: model_pb.AdapterContext | None,
-        envelope: model_pb.JoinRequest,
+        envelope: model_pb.JoinRequest | Callable[[], model_pb.JoinRequest],
         fast_encode: Callable[[str], bytes | None] | None = None,
     ) -> tuple[model_pb.JoinResponse, int, int]:
+        """One Join round trip. ``envelope`` may be a factory, for calls that are
+        normally encoded by ``fast_encode`` (it is built only when that declines)."""
         session = self._session or await self._ensure_session()
-        request_id = self._envelope_id(session, kind, context.request_id if context else "")
+        # `is not None`, never truthiness: a message's bool() walks all its fields.
+        rid = context.request_id if context is not None else ""
+        request_id = self._envelope_id(session, kind, rid)
         payload = fast_encode(request_id) if fast_encode is not None else None
         if payload is None:
+            if callable(envelope):
+                envelope = envelope()
             envelope.request_id = request_id
             payload = bytes(envelope)
         try:
@@ -332,7 +338,7 @@ class RemoteModel(RemoteEndpoint):
         self, request: model_pb.PredictRequest, reply: model_pb.PredictResponse
     ) -> None:
         if reply.context != request.context:
-            rid = request.context.request_id if request.context else ""
+            rid = request.context.request_id if request.context is not None else ""
             raise ModelRouteMismatch(self.address, rid)
         if not reply.actions:
             raise ProtocolError(
