@@ -103,3 +103,52 @@ async def test_batcher_keeps_per_route_errors() -> None:
     # All three were waiting together, so at most one went out on its own.
     assert batcher.grouped_round_trips >= 1
     assert batcher.round_trips <= 2
+
+
+async def test_batcher_bounds_round_trips_in_flight_and_skips_abandoned() -> None:
+    import trio
+
+    from rlmesh_trio._wire import model_pb
+
+    class SlowClient:
+        def __init__(self) -> None:
+            self.in_flight = 0
+            self.peak = 0
+            self.sent: list[list[str]] = []
+
+        async def _trip(self, ids: list[str]) -> None:
+            self.sent.append(ids)
+            self.in_flight += 1
+            self.peak = max(self.peak, self.in_flight)
+            await trio.sleep(0.05)
+            self.in_flight -= 1
+
+        async def predict(self, request: Any) -> Any:
+            await self._trip([request.context.request_id])
+            return rt.Reply(request)
+
+        async def grouped_predict(self, requests: list) -> list:
+            await self._trip([r.context.request_id for r in requests])
+            return [rt.Reply(r) for r in requests]
+
+    client = SlowClient()
+    batcher = PredictBatcher(client, in_flight=2)
+    answered: list[str] = []
+
+    async def one(i: int, patience: float) -> None:
+        request = model_pb.PredictRequest(context=model_pb.AdapterContext(request_id=str(i)))
+        with trio.move_on_after(patience):
+            answered.append((await batcher.predict(request)).response.context.request_id)
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(batcher.serve)
+        async with trio.open_nursery() as routes:
+            for i in range(10):
+                # route 9 gives up while queued behind the first two round trips
+                routes.start_soon(one, i, 0.01 if i == 9 else 5.0)
+                await trio.sleep(0)
+        nursery.cancel_scope.cancel()
+    assert client.peak == 2
+    assert sorted(answered, key=int) == [str(i) for i in range(9)]
+    assert "9" not in [rid for ids in client.sent for rid in ids]  # abandoned: never sent
+    assert any(len(ids) > 1 for ids in client.sent)

@@ -76,31 +76,28 @@ class PredictBatcher:
     async def serve(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Send queued predicts, at most ``in_flight`` round trips at a time, until cancelled.
 
-        A group is formed only once a round-trip slot is free, so predicts that
-        arrive while every slot is busy join the next group.
+        ``in_flight`` long-lived sender tasks take turns: an idle one takes
+        the next predict plus everything queued behind it as one group, so
+        predicts that arrive while every sender is busy join the next group.
+        (No task is started per round trip.)
         """
-        task_status.started()
-        slots = trio.Semaphore(self.in_flight)
         async with trio.open_nursery() as nursery:
-            async for first in self._recv:
-                await slots.acquire()
-                batch = [first]
-                while len(batch) < self.max_group:
-                    try:
-                        batch.append(self._recv.receive_nowait())
-                    except trio.WouldBlock:
-                        break
-                live = [p for p in batch if not p.abandoned]
-                if live:
-                    nursery.start_soon(self._send_and_release, live, slots)
-                else:
-                    slots.release()
+            for _ in range(self.in_flight):
+                nursery.start_soon(self._sender)
+            task_status.started()
 
-    async def _send_and_release(self, batch: list[_Pending], slots: trio.Semaphore) -> None:
-        try:
-            await self._send_batch(batch)
-        finally:
-            slots.release()
+    async def _sender(self) -> None:
+        receive, receive_nowait = self._recv.receive, self._recv.receive_nowait
+        while True:
+            batch = [await receive()]
+            while len(batch) < self.max_group:
+                try:
+                    batch.append(receive_nowait())
+                except trio.WouldBlock:
+                    break
+            live = [p for p in batch if not p.abandoned]
+            if live:
+                await self._send_batch(live)
 
     async def _send_batch(self, batch: list[_Pending]) -> None:
         self.round_trips += 1
