@@ -232,6 +232,48 @@ async def test_client_connections_read_without_the_per_read_sync(
     assert results == [True, True]
 
 
+async def test_client_reads_go_straight_to_the_protocol(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Reads skip the transport's dispatch layers; EOF still reaches grpclib (connection closed)."""
+    from rlmesh_trio.transport import _bridge as bridge
+
+    readers: list[list[bool] | None] = []
+    original = bridge._direct_reader
+
+    def spy(handle: Any) -> Any:
+        read = original(handle)
+        if read is None:
+            readers.append(None)
+            return None
+        reads: list[bool] = []
+        readers.append(reads)
+
+        def counted() -> bool:
+            reads.append(read())
+            return reads[-1]
+
+        return counted
+
+    monkeypatch.setattr(bridge, "_direct_reader", spy)
+
+    async def join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            request = env_pb.JoinRequest.parse(data)
+            if request.step is not None and request.step.env_indices == [2]:
+                return  # then the server ends the stream mid-request
+            await stream.send_message(bytes(lane_step_response(request)))
+
+    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    async with serve_fake(service) as address, RemoteEnv(address) as env:
+        await env.configure("2026.06")
+        for lane in range(2):
+            assert (await env.step(step_request(lane))).response.rewards == [float(lane)]
+        with pytest.raises(EnvRpcError, match="connection closed"):
+            await env.step(step_request(2))
+    assert len(readers) == 1 and readers[0] is not None
+    assert len(readers[0]) >= 3 and all(readers[0])
+
+
 async def test_read_without_sync_refuses_unknown_descriptors() -> None:
     import socket
 
