@@ -274,6 +274,75 @@ async def test_client_reads_go_straight_to_the_protocol(monkeypatch: pytest.Monk
     assert len(readers[0]) >= 3 and all(readers[0])
 
 
+async def _acks_during(monkeypatch: pytest.MonkeyPatch, hold_second_reply: bool) -> list[int]:
+    """Two lanes step at once; the server answers lane 0, then (optionally later) lane 1."""
+    import asyncio
+
+    from rlmesh_trio.transport import _bridge as bridge
+
+    monkeypatch.setattr(bridge, "EAGER_ACK_READS", 0)
+    acks: list[int] = []
+    monkeypatch.setattr(bridge, "_acknowledge_now", lambda sock, option: acks.append(option))
+
+    async def join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        held: list[Any] = []
+        async for data in stream:
+            request = env_pb.JoinRequest.parse(data)
+            if request.step is None:
+                await stream.send_message(bytes(lane_step_response(request)))
+                continue
+            held.append(request)
+            if len(held) == 2:
+                await stream.send_message(bytes(lane_step_response(held[0])))
+                if hold_second_reply:
+                    await asyncio.sleep(0.05)  # lane 1's reply comes in a read of its own
+                await stream.send_message(bytes(lane_step_response(held[1])))
+                held.clear()
+
+    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    async with serve_fake(service) as address, RemoteEnv(address) as env:
+        await env.configure("2026.06")
+        before = len(acks)
+        async with trio.open_nursery() as nursery:
+            for lane in range(2):
+                nursery.start_soon(env.step, step_request(lane))
+        return acks[before:]
+
+
+async def test_a_read_that_leaves_replies_owed_is_acknowledged_at_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import socket
+
+    acks = await _acks_during(monkeypatch, hold_second_reply=True)
+    # lane 0's reply alone: lane 1's is still owed -> ACK now; lane 1's reply: nothing owed
+    assert acks == [socket.TCP_QUICKACK]
+
+
+async def test_reads_that_answer_everything_cost_no_acknowledgement(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlmesh_trio.transport import _bridge as bridge
+
+    monkeypatch.setattr(bridge, "EAGER_ACK_READS", 0)
+    acks: list[int] = []
+    monkeypatch.setattr(bridge, "_acknowledge_now", lambda sock, option: acks.append(option))
+
+    async def join(stream: Any) -> None:
+        await stream.send_initial_metadata()
+        async for data in stream:
+            await stream.send_message(bytes(lane_step_response(env_pb.JoinRequest.parse(data))))
+
+    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    async with serve_fake(service) as address, RemoteEnv(address) as env:
+        await env.configure("2026.06")  # (its reply may follow the stream's headers: ACKed)
+        before = len(acks)
+        for _ in range(20):
+            await env.step(step_request(0))
+    assert acks[before:] == []
+
+
 async def test_read_without_sync_refuses_unknown_descriptors() -> None:
     import socket
 

@@ -212,6 +212,9 @@ class JoinSession(Generic[R]):
         elif task is None:
             self._finished.set()
 
+    def _replies_owed(self) -> bool:
+        return bool(self._pending)
+
     def _closed_error(self) -> SessionClosed:
         ending = self._ending or _Ending(_CLOSED)
         return SessionClosed(
@@ -245,8 +248,13 @@ class JoinSession(Generic[R]):
         )
         await stream.__aenter__()
         writer: bridge.AsyncioTask[None] | None = None
+        owed_checks: list[Callable[[], bool]] | None = None
         try:
             await stream.send_request()
+            # Tell the connection's reader when replies are still owed (it then ACKs at once).
+            with contextlib.suppress(Exception):
+                owed_checks = bridge.awaiting_replies(stream._stream._transport)
+                owed_checks.append(self._replies_owed)
             direct = _install_delivering_buffer(stream, self._deliver)
             writer = bridge.spawn_asyncio(self._write(stream))
             try:
@@ -277,6 +285,9 @@ class JoinSession(Generic[R]):
                 else _ending_from_trailers(status_headers)
             )
         finally:
+            if owed_checks is not None:
+                with contextlib.suppress(ValueError):
+                    owed_checks.remove(self._replies_owed)
             if writer is not None:
                 writer.cancel()
             self._finish(ending)
