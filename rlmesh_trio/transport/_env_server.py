@@ -50,7 +50,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from .._wire import core_pb, env_pb
-from . import _bridge
+from . import _bridge, _h2fast
 from ._env_fastwire import decode_join_request, encode_join_response
 from ._env_workers import EnvWorkers
 from ._handshake import ENV_COMPONENT
@@ -590,7 +590,7 @@ class _JoinSession:
         response.endpoint_total_ns = time.perf_counter_ns() - received
         try:
             async with self._send_lock:
-                await self._stream.send_message(encode_join_response(response))
+                await _h2fast.send_server_message(self._stream, encode_join_response(response))
         except Exception as exc:  # the stream is gone (h2 StreamClosedError, reset, ...)
             log.debug("env Join stream send failed: %r", exc)
             self._ended = True

@@ -31,11 +31,11 @@ from typing import Any
 from h2.connection import ConnectionState
 from h2.stream import StreamState
 
-__all__ = ["install_fast_receive", "send_data"]
+__all__ = ["install_fast_receive", "send_data", "send_server_message"]
 
 log = logging.getLogger(__name__)
 
-_CLIENT_OPEN = ConnectionState.CLIENT_OPEN
+_OPEN = (ConnectionState.CLIENT_OPEN, ConnectionState.SERVER_OPEN)
 _RECEIVING = (StreamState.OPEN, StreamState.HALF_CLOSED_LOCAL)
 _DATA_HEADER = 9
 
@@ -55,7 +55,7 @@ def send_data(stream: Any, frame: bytes) -> bool:
         size = len(frame)
         if (
             h2_stream is None
-            or h2.state_machine.state is not _CLIENT_OPEN
+            or h2.state_machine.state not in _OPEN
             or h2_stream.state_machine.state is not StreamState.OPEN
             or h2._data_to_send
             or not stream.connection.write_ready.is_set()
@@ -124,7 +124,7 @@ class _FastReceive:
         h2 = self._h2
         incoming = h2.incoming_buffer
         if (
-            h2.state_machine.state is not _CLIENT_OPEN
+            h2.state_machine.state not in _OPEN
             or incoming._data
             or incoming._headers_buffer
             or incoming._preamble_len
@@ -194,3 +194,32 @@ def install_fast_receive(protocol: Any) -> bool:
         return False
     protocol.data_received = receiver
     return True
+
+
+async def send_server_message(stream: Any, payload: bytes) -> None:
+    """Send one gRPC message on an open grpclib server stream (a Join reply).
+
+    The reply goes out as one DATA frame by :func:`send_data` when the
+    stream's headers are sent and it fits the windows, with the per-message
+    bookkeeping grpclib's ``send_message`` does; otherwise (or if grpclib's
+    internals are not as expected) through ``stream.send_message``. Servers
+    here register no grpclib event listeners, so the event dispatch
+    ``send_message`` would run is a no-op for them.
+    """
+    try:
+        fast = (
+            stream._send_initial_metadata_done
+            and stream._cardinality.server_streaming
+            and not stream._send_trailing_metadata_done
+        )
+        h2_stream = stream._stream
+    except Exception:
+        fast = False
+    if fast and send_data(h2_stream, b"\x00" + len(payload).to_bytes(4, "big") + payload):
+        stream._send_message_done = True
+        stream._messages_sent += 1
+        connection = h2_stream.connection
+        connection.messages_sent += 1
+        connection.last_message_sent = time.monotonic()
+        return
+    await stream.send_message(payload)

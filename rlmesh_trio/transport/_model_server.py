@@ -44,7 +44,7 @@ from grpclib.const import Status
 
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
 from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
-from . import _bridge
+from . import _bridge, _h2fast
 from ._handshake import MODEL_COMPONENT
 from ._model_fastwire import decode_join_request, encode_join_response
 from ._server_base import (
@@ -337,7 +337,7 @@ class _ModelService(model_pb.ModelServiceBase):
         invoke = self._server.asyncio_invoke()
         async for data in stream:
             response = await host.handle(_decode(data), invoke)
-            await stream.send_message(encode_join_response(response))
+            await _h2fast.send_server_message(stream, encode_join_response(response))
             if response.close is not None:
                 return  # Close ends the stream with status OK, as 0.1.0 does
 
@@ -406,7 +406,7 @@ class _ConcurrentJoin:
     async def _send(self, response: model_pb.JoinResponse) -> None:
         data = encode_join_response(response)
         async with self._send_lock:
-            await self._stream.send_message(data)
+            await _h2fast.send_server_message(self._stream, data)
 
     async def _drain(self) -> None:
         while self._tasks:

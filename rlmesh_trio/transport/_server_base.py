@@ -41,7 +41,7 @@ from grpclib.exceptions import GRPCError
 from grpclib.health.service import Health
 
 from .._wire import MAX_MESSAGE_BYTES, PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
-from . import _bridge
+from . import _bridge, _h2fast
 from ._address import Address, parse_address
 from ._handshake import local_peer_info
 
@@ -215,6 +215,17 @@ def _sole_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException | None
     return leaves[0] if len(leaves) == 1 else None
 
 
+def _fast_receive_once_connected(protocol: Any) -> None:
+    """DATA-only reads skip h2's frame walk (see ``_h2fast``) once the connection is up."""
+    made = protocol.connection_made
+
+    def connection_made(transport: Any) -> None:
+        made(transport)
+        _h2fast.install_fast_receive(protocol)
+
+    protocol.connection_made = connection_made
+
+
 class Connections:
     """Track the server's HTTP/2 connections so stopping can say goodbye (GOAWAY).
 
@@ -233,6 +244,7 @@ class Connections:
         def factory() -> Any:
             protocol = original()
             self._protocols.add(protocol)
+            _fast_receive_once_connected(protocol)
             return protocol
 
         server._protocol_factory = factory  # type: ignore[method-assign]
