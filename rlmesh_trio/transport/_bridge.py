@@ -388,7 +388,11 @@ def _direct_reader(handle: Any) -> Callable[[], bool] | None:
                 eager -= 1
                 owed = True
             else:
-                owed = any(check() for check in awaiting)
+                owed = False
+                for check in awaiting:
+                    if check():
+                        owed = True
+                        break
             if owed:
                 try:
                     ack(sock, quickack)
