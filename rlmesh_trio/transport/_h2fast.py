@@ -1,4 +1,4 @@
-"""A short path for plain HTTP/2 DATA frames on a grpclib client connection.
+"""A short path for plain HTTP/2 DATA frames on a grpclib connection (client or server).
 
 h2 handles every frame generically: a frame object, two state machines, a
 logger call or two and per-frame event objects -- some 25 µs per DATA frame
@@ -9,6 +9,8 @@ flags needs none of that beyond flow-control accounting, so:
 * :func:`send_data` writes one DATA frame (header + payload) straight to the
   transport, debiting h2's connection and stream send windows exactly as
   ``H2Connection.send_data`` would;
+* :func:`send_server_message` sends a server stream's reply that way, with
+  grpclib's per-message bookkeeping;
 * :func:`install_fast_receive` wraps a grpclib protocol's ``data_received``:
   a chunk made only of whole, flag-less DATA frames on open streams is
   accounted in h2's receive windows and handed to the stream's buffer, as
