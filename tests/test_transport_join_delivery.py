@@ -34,6 +34,31 @@ from .test_transport_clients import (
 pytestmark = pytest.mark.timeout(30)
 
 
+async def _echo_env_join(stream: Any) -> None:
+    await stream.send_initial_metadata()
+    async for data in stream:
+        await stream.send_message(bytes(lane_step_response(env_pb.JoinRequest.parse(data))))
+
+
+async def _env_join_ending_at_lane_2(stream: Any) -> None:
+    await stream.send_initial_metadata()
+    async for data in stream:
+        request = env_pb.JoinRequest.parse(data)
+        if request.step is not None and request.step.env_indices == [2]:
+            return  # then the server ends the stream mid-request
+        await stream.send_message(bytes(lane_step_response(request)))
+
+
+def _count_acks(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """Record every immediate ACK the readers send (none are eager)."""
+    from rlmesh_trio.transport import _bridge as bridge
+
+    monkeypatch.setattr(bridge, "EAGER_ACK_READS", 0)
+    acks: list[int] = []
+    monkeypatch.setattr(bridge, "_acknowledge_now", lambda sock, option: acks.append(option))
+    return acks
+
+
 def frame(message: bytes, *, compressed: bool = False) -> bytes:
     return bytes([1 if compressed else 0]) + len(message).to_bytes(4, "big") + message
 
@@ -123,12 +148,7 @@ def _installed(request: pytest.FixtureRequest) -> list[Any]:
 async def test_sessions_use_the_delivering_buffer(
     delivery: str, request: pytest.FixtureRequest
 ) -> None:
-    async def join(stream: Any) -> None:
-        await stream.send_initial_metadata()
-        async for data in stream:
-            await stream.send_message(bytes(lane_step_response(env_pb.JoinRequest.parse(data))))
-
-    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    service = FakeService({f"{ENV}/Join": (_echo_env_join, BIDI)})
     async with serve_fake(service) as address, RemoteEnv(address) as env:
         await env.configure("2026.06")
         for lane in range(3):
@@ -210,15 +230,7 @@ async def test_client_connections_read_without_the_per_read_sync(
 
     monkeypatch.setattr(bridge, "read_without_sync", spy)
 
-    async def join(stream: Any) -> None:
-        await stream.send_initial_metadata()
-        async for data in stream:
-            request = env_pb.JoinRequest.parse(data)
-            if request.step is not None and request.step.env_indices == [2]:
-                return  # then the server drops the stream mid-request
-            await stream.send_message(bytes(lane_step_response(request)))
-
-    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    service = FakeService({f"{ENV}/Join": (_env_join_ending_at_lane_2, BIDI)})
     async with serve_fake(service) as address:
         async with RemoteEnv(address) as env:
             await env.configure("2026.06")
@@ -255,15 +267,7 @@ async def test_client_reads_go_straight_to_the_protocol(monkeypatch: pytest.Monk
 
     monkeypatch.setattr(bridge, "_direct_reader", spy)
 
-    async def join(stream: Any) -> None:
-        await stream.send_initial_metadata()
-        async for data in stream:
-            request = env_pb.JoinRequest.parse(data)
-            if request.step is not None and request.step.env_indices == [2]:
-                return  # then the server ends the stream mid-request
-            await stream.send_message(bytes(lane_step_response(request)))
-
-    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    service = FakeService({f"{ENV}/Join": (_env_join_ending_at_lane_2, BIDI)})
     async with serve_fake(service) as address, RemoteEnv(address) as env:
         await env.configure("2026.06")
         for lane in range(2):
@@ -278,11 +282,7 @@ async def _acks_during(monkeypatch: pytest.MonkeyPatch, hold_second_reply: bool)
     """Two lanes step at once; the server answers lane 0, then (optionally later) lane 1."""
     import asyncio
 
-    from rlmesh_trio.transport import _bridge as bridge
-
-    monkeypatch.setattr(bridge, "EAGER_ACK_READS", 0)
-    acks: list[int] = []
-    monkeypatch.setattr(bridge, "_acknowledge_now", lambda sock, option: acks.append(option))
+    acks = _count_acks(monkeypatch)
 
     async def join(stream: Any) -> None:
         await stream.send_initial_metadata()
@@ -323,18 +323,10 @@ async def test_a_read_that_leaves_replies_owed_is_acknowledged_at_once(
 async def test_reads_that_answer_everything_cost_no_acknowledgement(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rlmesh_trio.transport import _bridge as bridge
 
-    monkeypatch.setattr(bridge, "EAGER_ACK_READS", 0)
-    acks: list[int] = []
-    monkeypatch.setattr(bridge, "_acknowledge_now", lambda sock, option: acks.append(option))
+    acks = _count_acks(monkeypatch)
 
-    async def join(stream: Any) -> None:
-        await stream.send_initial_metadata()
-        async for data in stream:
-            await stream.send_message(bytes(lane_step_response(env_pb.JoinRequest.parse(data))))
-
-    service = FakeService({f"{ENV}/Join": (join, BIDI)})
+    service = FakeService({f"{ENV}/Join": (_echo_env_join, BIDI)})
     async with serve_fake(service) as address, RemoteEnv(address) as env:
         await env.configure("2026.06")  # (its reply may follow the stream's headers: ACKed)
         before = len(acks)
