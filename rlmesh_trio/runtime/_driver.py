@@ -451,22 +451,30 @@ class RouteDriver:
 
         ``step`` is the runtime step the operation is reported at (default: the
         current one; a step request reports the step its action produces).
-        The hot loop's task is guarded by an :class:`OperationWatchdog` (no
-        cancel scope per call); elsewhere the call gets its own deadline scope.
         """
         if step is None:
             step = self.step
+        return await self._timed(
+            self.spec.env_component_id, op, step, timeout, self._env_attempt(op, step, fn(*args))
+        )
+
+    async def _timed(
+        self, component: str, op: str, step: int, timeout: float, call: Awaitable[T]
+    ) -> T:
+        """Await ``call`` within ``timeout``; past it, ``OperationTimeout`` names the operation.
+
+        The hot loop's task is guarded by an :class:`OperationWatchdog` (no
+        cancel scope per call); elsewhere the call gets its own deadline scope.
+        """
         deadline = self._now() + timeout
         watchdog = current_watchdog()
         if watchdog is None:
             with trio.CancelScope(deadline=deadline):
-                return await self._env_attempt(op, step, fn(*args))
-            raise OperationTimeout(
-                self.spec.route_id, self.spec.env_component_id, op, step, timeout
-            )
-        watchdog.arm(deadline, (self.spec.env_component_id, op, step, timeout))
+                return await call
+            raise OperationTimeout(self.spec.route_id, component, op, step, timeout)
+        watchdog.arm(deadline, (component, op, step, timeout))
         try:
-            return await self._env_attempt(op, step, fn(*args))
+            return await call
         finally:
             watchdog.disarm()
 
@@ -489,17 +497,9 @@ class RouteDriver:
     ) -> T:
         """One model operation under its timeout; failures become route errors."""
         component = self.spec.model_component_id
-        deadline = self._now() + timeout
-        watchdog = current_watchdog()
-        if watchdog is None:
-            with trio.CancelScope(deadline=deadline):
-                return await self._model_attempt(component, fn(*args))
-            raise OperationTimeout(self.spec.route_id, component, op, self.step, timeout)
-        watchdog.arm(deadline, (component, op, self.step, timeout))
-        try:
-            return await self._model_attempt(component, fn(*args))
-        finally:
-            watchdog.disarm()
+        return await self._timed(
+            component, op, self.step, timeout, self._model_attempt(component, fn(*args))
+        )
 
     async def _model_attempt(self, component: str, call: Awaitable[T]) -> T:
         try:
