@@ -33,6 +33,9 @@ EPISODE_KEYS = {
     "truncated",
     "success",
     "duration_s",
+    "predict_ms",
+    "step_ms",
+    "trial",
 }
 TOP_KEYS = {
     "routes",
@@ -287,3 +290,37 @@ def test_serve_env_thread_modes_serve_the_same_episodes(mode: str, tmp_path: Pat
     assert result.returncode == 0, result.stderr
     episodes = json.loads(out.read_text())["routes"][0]["episodes"]
     assert [(ep["seed"], ep["steps"]) for ep in episodes] == [(3, 50), (4, 50)]
+
+
+def test_run_deals_trial_blocks_and_reports_episode_timings(tmp_path: Path) -> None:
+    out = tmp_path / "trials.json"
+    with (
+        serving("serve-env", "CartPole-v1") as first,
+        serving("serve-env", "CartPole-v1") as second,
+    ):
+        result = run_cli(
+            "run",
+            "--env",
+            first,
+            "--env",
+            second,
+            "--model",
+            "rlmesh_trio._demo_policy:cartpole_policy",
+            "--seeds",
+            "0:5",
+            "--max-episode-steps",
+            "10",
+            "--trial-index-base",
+            "100",
+            "--json",
+            str(out),
+            "--no-progress",
+        )
+    assert result.returncode == 0, result.stderr
+    data = json.loads(out.read_text())
+    check_report_schema(data)
+    trials = [[ep["trial"] for ep in route["episodes"]] for route in data["routes"]]
+    assert trials == [[100, 101, 102], [103, 104]]  # seeds 0,2,4 and 1,3
+    for route in data["routes"]:
+        for ep in route["episodes"]:
+            assert ep["step_ms"] > 0 and ep["predict_ms"] >= 0

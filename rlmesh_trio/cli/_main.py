@@ -200,6 +200,13 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     type=click.FloatRange(min=0, min_open=True),
     help="Truncate episodes after S seconds.",
 )
+@click.option(
+    "--trial-index-base",
+    type=click.IntRange(0),
+    default=0,
+    show_default=True,
+    help="First trial ordinal; routes get consecutive blocks (reset option trial_index).",
+)
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 @click.option(
     "--batch-predicts",
@@ -221,6 +228,7 @@ def run_cmd(
     timeouts: str | None,
     max_episode_steps: int | None,
     max_episode_seconds: float | None,
+    trial_index_base: int,
     no_progress: bool,
     batch_predicts: bool,
     token: str | None,
@@ -246,6 +254,7 @@ def run_cmd(
             close_env_on_end=close_env,
             max_episode_steps=max_episode_steps,
             max_episode_seconds=max_episode_seconds,
+            trial_index_base=trial_index_base,
         )
         orchestrator = Orchestrator(
             routes,

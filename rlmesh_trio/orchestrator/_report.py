@@ -71,6 +71,9 @@ def _episode_dict(ep: EpisodeResult) -> dict[str, Any]:
         "truncated": ep.truncated,
         "success": ep.success,
         "duration_s": ep.duration_s,
+        "predict_ms": ep.predict_ms,
+        "step_ms": ep.step_ms,
+        "trial": ep.trial,
     }
 
 

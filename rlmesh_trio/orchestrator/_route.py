@@ -55,6 +55,11 @@ def _check_route(route: Route) -> None:
             f"route {route.route_id or '?'}: max_episode_seconds must be a positive number, "
             f"got {seconds!r}"
         )
+    base = route.trial_index_base
+    if not isinstance(base, int) or isinstance(base, bool) or base < 0:
+        raise InvalidSpec(
+            f"route {route.route_id or '?'}: trial_index_base must be >= 0, got {base!r}"
+        )
 
 
 @attrs.frozen(eq=False)
@@ -72,6 +77,8 @@ class Route:
     neither, the route runs until cancelled. ``max_episode_steps`` and
     ``max_episode_seconds`` truncate episodes on the runtime side (envs whose
     resets the runtime owns; refused for NEXT_STEP envs, as in rlmesh).
+    Episode ``i`` of the route walks trial ``trial_index_base + i`` (see
+    :class:`~rlmesh_trio.runtime.RouteSpec`).
     """
 
     env: Any
@@ -84,6 +91,7 @@ class Route:
     max_episode_steps: int | None = None
     execution_horizon: int = 1
     max_episode_seconds: float | None = None
+    trial_index_base: int = 0
 
     def __attrs_post_init__(self) -> None:
         _check_route(self)
@@ -112,7 +120,10 @@ def shard(
     Seeds are dealt round-robin: with three envs, env 0 gets seeds 0, 3, 6, ...,
     env 1 gets 1, 4, 7, ... . An episode count is split as evenly as possible,
     earlier routes taking the remainder. Envs that would get nothing are left out.
-    ``route_options`` go to every :class:`Route` (limits, close_env_on_end, ...).
+    ``route_options`` go to every :class:`Route` (limits, close_env_on_end, ...),
+    except that a ``trial_index_base`` is dealt in blocks: each route starts
+    where the previous route's episodes end, so every episode of the run walks
+    its own trial.
     """
     if not envs:
         raise InvalidSpec("shard needs at least one env")
@@ -137,7 +148,7 @@ def shard(
                         **route_options,
                     )
                 )
-        return routes
+        return _deal_trials(routes)
     if episodes is None:
         raise InvalidSpec("shard needs seeds or episodes")
     if episodes < 1:
@@ -155,4 +166,15 @@ def shard(
                     **route_options,
                 )
             )
-    return routes
+    return _deal_trials(routes)
+
+
+def _deal_trials(routes: list[Route]) -> list[Route]:
+    """Give the routes consecutive blocks of trial ordinals, starting at the shared base."""
+    if not routes or not routes[0].trial_index_base:
+        return routes
+    dealt, next_trial = [], routes[0].trial_index_base
+    for route in routes:
+        dealt.append(attrs.evolve(route, trial_index_base=next_trial))
+        next_trial += route.episode_budget or 0
+    return dealt

@@ -274,6 +274,7 @@ class Orchestrator:
             max_episode_steps=route.max_episode_steps,
             max_episode_seconds=route.max_episode_seconds,
             execution_horizon=route.execution_horizon,
+            trial_index_base=route.trial_index_base,
         )
 
         def on_error(error: BaseException) -> None:

@@ -42,7 +42,7 @@ from .._errors import (
     RouteCancelled,
 )
 from .._wire import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, env_pb, model_pb, spaces_pb
-from ..spaces import check_batch
+from ..spaces import check_batch, meta_map_from_python
 from ._events import (
     ActionReceivedEvent,
     EpisodeCompletedEvent,
@@ -58,7 +58,7 @@ from ._events import (
     TelemetryWindowEvent,
 )
 from ._hooks import RuntimeHooks, overrides
-from ._meta import episode_success
+from ._meta import TRIAL_INDEX_OPTION, declares_reset_option, episode_success
 from ._protocols import EndpointInfo, Reply, RuntimeEnv, RuntimeModel
 from ._results import EpisodeRecord, EpisodeResult, RouteReport, record_id
 from ._spec import DEFAULT_MAX_EPISODE_STEPS, RouteSpec, mint_uuid7
@@ -88,12 +88,15 @@ class _Lane:
         "active",
         "env_index",
         "episode_id",
+        "predict_ms",
         "record",
         "reward",
         "rolling",
         "seed",
         "started_at",
+        "step_ms",
         "steps",
+        "trial",
     )
 
     def __init__(self, env_index: int) -> None:
@@ -104,6 +107,10 @@ class _Lane:
         self.steps = 0
         self.reward = 0.0
         self.started_at = 0.0
+        self.trial: int | None = None
+        # Wall times summed over the episode's steps (means on its result).
+        self.predict_ms = 0.0
+        self.step_ms = 0.0
         self.active = False
         # NEXT_STEP: a new id was minted for this lane; the next step is its roll step,
         # which counts for neither episode.
@@ -113,11 +120,13 @@ class _Lane:
 class _Replay:
     """A predict response's action frames, used one per step (execution horizon)."""
 
-    __slots__ = ("frames", "pos")
+    __slots__ = ("charge", "frames", "pos")
 
     def __init__(self) -> None:
         self.frames: Sequence[spaces_pb.SpaceValue] = ()
         self.pos = 0
+        #: The predict wall time (ms) charged to each step a frame serves.
+        self.charge = 0.0
 
     def take(self) -> spaces_pb.SpaceValue | None:
         """The next buffered frame, or ``None`` when the model must be asked again."""
@@ -127,9 +136,12 @@ class _Replay:
             return frame
         return None
 
-    def load(self, frames: Sequence[spaces_pb.SpaceValue]) -> spaces_pb.SpaceValue:
+    def load(
+        self, frames: Sequence[spaces_pb.SpaceValue], predict_ms: float
+    ) -> spaces_pb.SpaceValue:
         self.frames = frames
         self.pos = 1
+        self.charge = predict_ms / len(frames)
         return frames[0]
 
     def flush(self) -> None:
@@ -215,6 +227,8 @@ class RouteDriver:
         self._max_steps = spec.max_episode_steps or DEFAULT_MAX_EPISODE_STEPS
         self._max_seconds = spec.max_episode_seconds
         self._budget = spec.episode_budget
+        self._trial_base = spec.trial_index_base
+        self._trial_option = False
         limits = spec.limits
         self._reset_ms = limits.timeout_ms("env_reset_timeout")
         self._step_ms = limits.timeout_ms("env_step_timeout")
@@ -404,6 +418,7 @@ class RouteDriver:
         if spec.num_envs is not None:
             num_envs = spec.num_envs
         self._next_step = mode == core_pb.AutoresetMode.NEXT_STEP
+        self._trial_option = declares_reset_option(contract.spec.metadata, TRIAL_INDEX_OPTION)
         if self._next_step:
             if spec.seeds is not None:
                 raise InvalidSpec(
@@ -414,6 +429,11 @@ class RouteDriver:
                 raise InvalidSpec(
                     "max_episode_steps / max_episode_seconds require an env with autoreset "
                     "disabled; this env reports NEXT_STEP autoreset and owns its resets"
+                )
+            if spec.trial_index_base:
+                raise InvalidSpec(
+                    "trial_index_base requires an env with autoreset disabled; this env reports "
+                    "NEXT_STEP autoreset and owns its resets"
                 )
         elif num_envs > 1 and not env_info.has_capability(CAP_SUBSET_STEP):
             raise InvalidSpec(
@@ -544,7 +564,8 @@ class RouteDriver:
 
     async def _predict(
         self, rows: Sequence[_Lane], observation: spaces_pb.SpaceValue | None, is_reset: bool
-    ) -> list[spaces_pb.SpaceValue]:
+    ) -> tuple[list[spaces_pb.SpaceValue], float]:
+        """The model's action frames for ``rows``, and the predict's wall time (ms)."""
         ctx = self._context("reset_observation" if is_reset else "step_observation")
         request = model_pb.PredictRequest(
             context=ctx,
@@ -555,11 +576,9 @@ class RouteDriver:
         reply: Reply[model_pb.PredictResponse] = await self._model_call(
             "model.predict", self.spec.limits.model_predict_timeout, self.model.predict, request
         )
+        rpc_ms = (self._now() - started) * 1000.0
         self._telemetry.add_operation(
-            "model.predict",
-            self.spec.model_component_id,
-            (self._now() - started) * 1000.0,
-            reply.telemetry,
+            "model.predict", self.spec.model_component_id, rpc_ms, reply.telemetry
         )
         response = reply.response
         got = response.context
@@ -576,7 +595,7 @@ class RouteDriver:
                 f"model endpoint {self.spec.model_component_id} returned a predict response "
                 "with no actions"
             )
-        return response.actions
+        return response.actions, rpc_ms
 
     async def _env_reset(self, request: env_pb.ResetRequest) -> env_pb.ResetResponse:
         started = self._now()
@@ -616,7 +635,8 @@ class RouteDriver:
                 path=exc.path,
             ) from None
 
-    async def _env_step(self, request: env_pb.StepRequest) -> env_pb.StepResponse:
+    async def _env_step(self, request: env_pb.StepRequest) -> tuple[env_pb.StepResponse, float]:
+        """The env's step response, and the step's wall time (ms)."""
         started = self._now()
         # An env failure or timeout is reported at the step this action produces.
         reply: Reply[env_pb.StepResponse] = await self._env_call(
@@ -627,16 +647,14 @@ class RouteDriver:
             step=self.step + 1,
         )
         self.step += 1
+        rpc_ms = (self._now() - started) * 1000.0
         self._telemetry.add_operation(
-            "env.step",
-            self.spec.env_component_id,
-            (self._now() - started) * 1000.0,
-            reply.telemetry,
+            "env.step", self.spec.env_component_id, rpc_ms, reply.telemetry
         )
         self._telemetry.window_steps += 1
         response = reply.response
         self._check_observation(response.observation, len(request.env_indices), "step")
-        return response
+        return response, rpc_ms
 
     # ------------------------------------------------------------------ episodes
 
@@ -655,9 +673,17 @@ class RouteDriver:
         lane.record = EpisodeRecord(record_id(index), index, episode_id, lane.env_index, seed, auto)
         lane.steps = 0
         lane.reward = 0.0
+        lane.predict_ms = lane.step_ms = 0.0
+        lane.trial = None if self._next_step else self._trial_base + index
         lane.active = True
         lane.rolling = False
         lane.started_at = self._now()
+
+    def _reset_options(self, lane: _Lane) -> spaces_pb.MetaMap | None:
+        """``{"trial_index": ...}`` for an env that declared that reset option, else nothing."""
+        if not self._trial_option or lane.trial is None:
+            return None
+        return meta_map_from_python({TRIAL_INDEX_OPTION: lane.trial})
 
     async def _announce(self, lanes: Sequence[_Lane]) -> None:
         if not self._h_started:
@@ -712,6 +738,9 @@ class RouteDriver:
             success=episode_success(final_info),
             duration_s=duration,
             record_id=record.record_id,
+            predict_ms=lane.predict_ms / lane.steps if lane.steps else None,
+            step_ms=lane.step_ms / lane.steps if lane.steps else None,
+            trial=lane.trial,
         )
         self._episodes.append(result)
         if self._h_completed:
@@ -889,7 +918,7 @@ class RouteDriver:
         """The action for this step: a replayed frame, or a fresh predict; then the transform."""
         action = replay.take()
         if action is None:
-            action = replay.load(await self._predict(lanes, outgoing, is_reset))
+            action = replay.load(*await self._predict(lanes, outgoing, is_reset))
         return await self._outgoing_action(lanes, action)
 
     async def _outgoing_action(
@@ -980,6 +1009,7 @@ class RouteDriver:
         seeds = [lane.seed for lane in lanes if lane.seed is not None]
         request = env_pb.ResetRequest(
             seeds=seeds if len(seeds) == len(lanes) else [],
+            options=self._reset_options(lanes[0]) if len(lanes) == 1 else None,
             timeout_ms=self._reset_ms,
             episode_ids=[lane.episode_id for lane in lanes],
         )
@@ -1006,7 +1036,7 @@ class RouteDriver:
             round_started = self._now()
             outgoing = await self._outgoing_observation(lanes, observation, is_reset)
             action = await self._next_action(lanes, outgoing, is_reset, replay)
-            response = await self._env_step(
+            response, took_ms = await self._env_step(
                 env_pb.StepRequest(
                     action=action,
                     timeout_ms=step_ms,
@@ -1014,11 +1044,14 @@ class RouteDriver:
                 )
             )
             rewards = response.rewards
+            charge = replay.charge
             for k, lane in enumerate(lanes):
                 if lane.rolling:
                     lane.rolling = False
                     continue
                 lane.steps += 1
+                lane.predict_ms += charge
+                lane.step_ms += took_ms
                 if k < len(rewards):
                     lane.reward += rewards[k]
             await self._after_step(lanes, response, round_started)
@@ -1080,6 +1113,7 @@ class RouteDriver:
             response = await self._env_reset(
                 env_pb.ResetRequest(
                     seeds=[lane.seed] if lane.seed is not None else [],
+                    options=self._reset_options(lane),
                     timeout_ms=self._reset_ms,
                     env_indices=indices,
                     episode_ids=[lane.episode_id],
@@ -1093,7 +1127,7 @@ class RouteDriver:
                 round_started = self._now()
                 outgoing = await self._outgoing_observation(rows, observation, is_reset)
                 action = await self._next_action(rows, outgoing, is_reset, replay)
-                step = await self._env_step(
+                step, took_ms = await self._env_step(
                     env_pb.StepRequest(
                         action=action,
                         timeout_ms=step_ms,
@@ -1103,6 +1137,8 @@ class RouteDriver:
                 )
                 if lane.active:
                     lane.steps += 1
+                    lane.predict_ms += replay.charge
+                    lane.step_ms += took_ms
                     if step.rewards:
                         lane.reward += step.rewards[0]
                 await self._after_step(rows, step, round_started)

@@ -1,13 +1,42 @@
-"""The little the driver needs from a completion's ``final_info``: the success flag."""
+"""What the driver reads from metadata: a completion's success flag, declared reset options."""
 
 from __future__ import annotations
 
 from .._wire import spaces_pb
 
-__all__ = ["SUCCESS_KEYS", "episode_success"]
+__all__ = [
+    "RESET_OPTIONS_KEY",
+    "SUCCESS_KEYS",
+    "TRIAL_INDEX_OPTION",
+    "declares_reset_option",
+    "episode_success",
+]
 
 #: Keys read for success, first present wins (as the 0.1.0 native loop does).
 SUCCESS_KEYS = ("is_success", "success", "task_success")
+#: Env metadata key listing the reserved reset options an env accepts.
+RESET_OPTIONS_KEY = "rlmesh.env.v1.reset_options"
+#: The reserved reset option carrying an episode's trial ordinal.
+TRIAL_INDEX_OPTION = "trial_index"
+
+
+def declares_reset_option(metadata: spaces_pb.MetaMap | None, key: str) -> bool:
+    """Whether env metadata lists ``key`` under :data:`RESET_OPTIONS_KEY` (a text or a list).
+
+    A reserved option goes only to an env that asked for it, so an env that
+    passes ``options`` on to a third-party ``reset`` never sees a key it
+    cannot interpret (rlmesh 0.1.0's rule).
+    """
+    if metadata is None:
+        return False
+    declared = metadata.entries.get(RESET_OPTIONS_KEY)
+    if declared is None:
+        return False
+    if declared.text is not None:
+        return declared.text == key
+    if declared.list is not None:
+        return any(item.text == key for item in declared.list.items)
+    return False
 
 
 def episode_success(final_info: spaces_pb.MetaMap | None) -> bool | None:

@@ -48,6 +48,11 @@ class EpisodeResult:
     from the completion's ``final_info`` (first of ``is_success``, ``success``,
     ``task_success``) and is ``None`` when absent. ``duration_s`` comes from
     the env's timestamps when it sent them, else from the runtime's clock.
+    ``predict_ms`` and ``step_ms`` are the episode's own per-step means of the
+    predict and env-step wall times (a predict that returned several action
+    frames is spread over the steps it served), ``None`` before its first
+    step; ``trial`` is ``trial_index_base + index`` (``None`` when the env
+    owns its resets). These three are as in rlmesh 0.1.0's ``EpisodeResult``.
     """
 
     index: int
@@ -61,6 +66,9 @@ class EpisodeResult:
     success: bool | None
     duration_s: float
     record_id: str = ""
+    predict_ms: float | None = None
+    step_ms: float | None = None
+    trial: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -142,7 +142,11 @@ class RouteSpec:
     runtime side (driver-owned resets only; the built-in bound is 100000
     steps); the time cap is checked after each step, on the run's clock.
     ``execution_horizon`` is sent to the model in ResolveAdapter; extra action
-    frames are replayed whatever its value.
+    frames are replayed whatever its value. Episode ``i`` (start order) walks
+    trial ``trial_index_base + i``: recorded on its result, and sent as
+    ``ResetRequest.options = {"trial_index": ...}`` to an env that lists
+    ``trial_index`` under ``rlmesh.env.v1.reset_options`` in its metadata (as
+    rlmesh 0.1.0 does; a non-zero base needs driver-owned resets).
     """
 
     route_id: str
@@ -159,6 +163,7 @@ class RouteSpec:
     max_episode_steps: int | None = None
     execution_horizon: int = 1
     max_episode_seconds: float | None = None
+    trial_index_base: int = 0
 
     def validate(self) -> None:
         """Raise :class:`InvalidSpec` for the first problem found; nothing is sent before this."""
@@ -185,6 +190,9 @@ class RouteSpec:
             isinstance(seconds, int | float) and 0 < seconds < math.inf
         ):
             raise InvalidSpec(f"max_episode_seconds must be a positive number, got {seconds!r}")
+        base = self.trial_index_base
+        if not isinstance(base, int) or isinstance(base, bool) or base < 0:
+            raise InvalidSpec(f"trial_index_base must be >= 0, got {base!r}")
         if not 1 <= self.execution_horizon <= 1024:
             raise InvalidSpec(f"execution_horizon must be in 1..1024, got {self.execution_horizon}")
         if self.contract is not None and self.contract.spec is None:
