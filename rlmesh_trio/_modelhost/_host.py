@@ -25,13 +25,14 @@ from typing import Any, cast
 
 import attrs
 import betterproto2
+import numpy as np
 
 from .. import spaces
 from .._errors import ProtocolError
 from .._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
 from ._faults import Code, ModelFault
 from ._policy import Policy, PolicyFn, as_policy
-from ._tree import concat_rows, split_rows
+from ._tree import concat_rows, leading_len, split_rows
 
 __all__ = ["Invoke", "ModelHost", "PhaseTimes", "inline_invoke"]
 
@@ -91,6 +92,7 @@ class ModelHost:
 
     def __init__(self, policy: Any, *, editions: Iterable[str] = (WORKFLOW_EDITION,)) -> None:
         self.policy: Policy = as_policy(policy)
+        self._chunks_refused = False
         self.editions: tuple[str, ...] = tuple(editions)
         self._adapters: dict[str, Adapter] = {}
 
@@ -273,6 +275,10 @@ class ModelHost:
         observation = request.observation
         if observation is None:  # not ``or``: a message's truth test walks all its fields
             observation = spaces_pb.SpaceValue()
+        if self._chunked(adapter):
+            frames = await self._chunk_frames(adapter, obs_space, observation, rows, invoke, times)
+            if frames is not None:
+                return model_pb.PredictResponse(context=request.context, actions=frames)
         if policy.predict is not None and (rows == 1 or policy.predict_batch is None):
             values = _decode(spaces.decode_batch, obs_space, observation, rows, times)
             actions = [await _call(invoke, policy.predict, value, times) for value in values]
@@ -284,6 +290,62 @@ class ModelHost:
             frame = _encode(spaces.encode_stacked, adapter.action_space, times, result, rows)
         # The context goes back untouched: 0.1.0 and our driver compare it field by field.
         return model_pb.PredictResponse(context=request.context, actions=[frame])
+
+    def _chunked(self, adapter: Adapter) -> bool:
+        """Whether predicts for ``adapter`` are answered with action chunks."""
+        return (
+            adapter.execution_horizon > 1
+            and self.policy.predict_chunk is not None
+            and not self._chunks_refused
+        )
+
+    async def _chunk_frames(
+        self,
+        adapter: Adapter,
+        obs_space: spaces_pb.SpaceSpec,
+        observation: spaces_pb.SpaceValue,
+        rows: int,
+        invoke: Invoke,
+        times: PhaseTimes,
+    ) -> list[spaces_pb.SpaceValue] | None:
+        """The first ``min(K, execution_horizon)`` steps of every row's chunk, one frame each.
+
+        ``None`` when the policy's ``predict_chunk`` turns out not to be
+        implemented (an rlmesh-style base class's default raises
+        ``NotImplementedError``): single actions from then on.
+        """
+        chunk_fn = self.policy.predict_chunk
+        assert chunk_fn is not None
+        values = _decode(spaces.decode_batch, obs_space, observation, rows, times)
+        chunks = []
+        for value in values:
+            try:
+                chunks.append(_stackable(await _call(invoke, chunk_fn, value, times)))
+            except ModelFault as fault:
+                if isinstance(fault.__cause__, NotImplementedError):
+                    self._chunks_refused = True
+                    return None
+                raise
+        try:
+            lengths = [leading_len(chunk) for chunk in chunks]
+            steps = min(adapter.execution_horizon, *lengths)
+            per_step = [
+                split_rows(chunk, [1] * n) for chunk, n in zip(chunks, lengths, strict=True)
+            ]
+            stacked = [concat_rows([row[j] for row in per_step]) for j in range(steps)]
+        except (ValueError, TypeError, IndexError) as exc:
+            raise ModelFault.internal(
+                "internal error: model error: predict_chunk returned a value without a "
+                f"leading chunk axis: {type(exc).__name__}: {exc}"
+            ) from None
+        if steps < 1:
+            raise ModelFault.internal(
+                "internal error: model error: predict_chunk returned an empty chunk"
+            )
+        return [
+            _encode(spaces.encode_stacked, adapter.action_space, times, step, rows)
+            for step in stacked
+        ]
 
     async def grouped_predict(
         self,
@@ -308,8 +370,9 @@ class ModelHost:
             except ModelFault as fault:
                 results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
                 continue
-            # Without a batched form every group is its own bucket.
-            key = adapter.fuse_key if self.policy.batched else index.to_bytes(8, "little")
+            # Without a batched form (or answering with chunks) every group is its own bucket.
+            fusable = self.policy.batched and not self._chunked(adapter)
+            key = adapter.fuse_key if fusable else index.to_bytes(8, "little")
             buckets.setdefault(key, []).append((index, adapter))
         for members in buckets.values():
             if len(members) == 1:
@@ -378,6 +441,13 @@ class ModelHost:
 
 
 # ---------------------------------------------------------------------- helpers
+
+
+def _stackable(chunk: Any) -> Any:
+    """A chunk as a stacked value: a plain list of numbers becomes an array (texts stay a list)."""
+    if isinstance(chunk, list) and not all(isinstance(item, str) for item in chunk):
+        return np.asarray(chunk)
+    return chunk
 
 
 def _observation_space(adapter: Adapter) -> spaces_pb.SpaceSpec:

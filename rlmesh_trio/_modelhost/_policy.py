@@ -1,7 +1,8 @@
 """What a "policy" is: a per-observation ``predict`` and/or a batched ``predict_batch``.
 
 Users hand us a plain callable, an object with ``predict`` (and maybe
-``predict_batch``), or a :class:`Policy` built with :func:`policy`. We
+``predict_batch`` and ``predict_chunk``), or a :class:`Policy` built with
+:func:`policy`. We
 normalise all three once, up front, so the hot path never inspects the
 user's object again.
 """
@@ -63,13 +64,17 @@ class Policy:
     the same way. Either may be ``async def``; either may be missing, not both.
     When ``predict`` is missing a single row goes through ``predict_batch`` as
     a batch of one; when ``predict_batch`` is missing R rows are predicted one
-    by one.
+    by one. ``predict_chunk(obs) -> chunk`` (optional) returns a CHUNK of
+    actions for one observation, stacked along a leading axis like a batch;
+    a route resolved with ``execution_horizon`` h > 1 gets the first
+    ``min(len(chunk), h)`` of them as action frames, replayed one per step.
     """
 
     predict: PolicyFn | None = attrs.field(converter=_to_fn, default=None)
     predict_batch: PolicyFn | None = attrs.field(
         converter=_to_fn, default=None, validator=_at_least_one
     )
+    predict_chunk: PolicyFn | None = attrs.field(converter=_to_fn, default=None)
 
     @property
     def batched(self) -> bool:
@@ -84,30 +89,37 @@ def policy(
     predict: Callable[[Any], Any] | None = None,
     *,
     batched: Callable[[Any], Any] | None = None,
+    chunk: Callable[[Any], Any] | None = None,
 ) -> Policy:
     """Build a :class:`Policy` from a per-observation and/or a batched function.
 
     ``rlmesh_trio.policy(fn)`` is a single-observation policy;
     ``rlmesh_trio.policy(fn, batched=fn_batch)`` adds the batched form that
     model servers fuse across routes; ``rlmesh_trio.policy(batched=fn_batch)``
-    is batched only.
+    is batched only. ``chunk=fn_chunk`` adds an action-chunk form (see
+    :class:`Policy`).
     """
-    return Policy(predict=predict, predict_batch=batched)
+    return Policy(predict=predict, predict_batch=batched, predict_chunk=chunk)
 
 
 def as_policy(obj: Any) -> Policy:
     """Normalise anything we accept as a policy.
 
     A :class:`Policy` is returned as is; an object with a callable ``predict``
-    attribute contributes ``predict`` and, if present, ``predict_batch``; any
-    other callable is a per-observation ``predict``.
+    attribute contributes ``predict`` and, if present, ``predict_batch`` and
+    ``predict_chunk``; any other callable is a per-observation ``predict``.
     """
     if isinstance(obj, Policy):
         return obj
     predict = getattr(obj, "predict", None)
     if callable(predict):
         batch = getattr(obj, "predict_batch", None)
-        return Policy(predict=predict, predict_batch=batch if callable(batch) else None)
+        chunk = getattr(obj, "predict_chunk", None)
+        return Policy(
+            predict=predict,
+            predict_batch=batch if callable(batch) else None,
+            predict_chunk=chunk if callable(chunk) else None,
+        )
     if callable(obj):
         return Policy(predict=obj)
     raise TypeError(

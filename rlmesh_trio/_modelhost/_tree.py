@@ -14,7 +14,16 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["concat_rows", "split_rows"]
+__all__ = ["concat_rows", "leading_len", "split_rows"]
+
+
+def leading_len(value: Any) -> int:
+    """The length of a stacked value's leading axis (its first leaf's)."""
+    while isinstance(value, Mapping | tuple):
+        if not value:
+            raise ValueError("an empty Dict/Tuple value has no leading axis")
+        value = next(iter(value.values())) if isinstance(value, Mapping) else value[0]
+    return len(value if isinstance(value, list | np.ndarray) else np.asarray(value))
 
 
 def concat_rows(parts: Sequence[Any]) -> Any:
