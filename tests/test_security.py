@@ -393,3 +393,50 @@ async def test_server_refuses_an_oversized_message_over_grpc(
 def _big_action() -> Any:
     space = gymnasium.spaces.Box(0, 255, (16384,), np.uint8)
     return rt.spaces.encode(rt.spaces.from_gymnasium(space), np.zeros(16384, np.uint8))
+
+
+def test_cli_serves_and_runs_over_tls(tls: Tls, other_tls: Tls, tmp_path: Path) -> None:
+    from ._cli import run_cli, serving
+
+    cert, key = str(tls.cert), str(tls.key)
+    with (
+        serving("serve-env", "CartPole-v1", "--tls-cert", cert, "--tls-key", key) as env,
+        serving(
+            "serve-model",
+            "rlmesh_trio._demo_policy:CARTPOLE_POLICY",
+            "--tls-cert",
+            cert,
+            "--tls-key",
+            key,
+        ) as model,
+    ):
+        common = ["--model", model, "--episodes", "1", "--max-episode-steps", "15", "--no-progress"]
+        ok = run_cli("run", "--env", env, *common, "--tls-ca", cert)
+        assert ok.returncode == 0, ok.stderr
+        assert "completed" in ok.stdout
+        checked = run_cli("check", env, "--tls-ca", cert)
+        assert checked.returncode == 0, checked.stderr
+        assert "health        SERVING" in checked.stdout
+        # the wrong CA: refused at connect, one clear error line
+        wrong = run_cli("run", "--env", env, *common, "--tls-ca", str(other_tls.cert))
+        assert wrong.returncode == 1
+        assert "Traceback" not in wrong.stderr
+        assert any(line.startswith("error:") for line in wrong.stderr.splitlines())
+        # plaintext against a TLS server fails too, it does not hang
+        plain = run_cli("check", env, "--timeout", "3")
+        assert plain.returncode != 0
+
+
+def test_cli_tls_options_name_what_is_wrong(tmp_path: Path) -> None:
+    from ._cli import run_cli
+
+    missing = tmp_path / "nope.pem"
+    only_cert = run_cli("serve-env", "CartPole-v1", "--tls-cert", str(missing))
+    assert only_cert.returncode == 2
+    assert "--tls-cert and --tls-key go together" in only_cert.stderr
+    unreadable = run_cli(
+        "serve-env", "CartPole-v1", "--tls-cert", str(missing), "--tls-key", str(missing)
+    )
+    assert unreadable.returncode == 2 and str(missing) in unreadable.stderr
+    bad_ca = run_cli("check", "127.0.0.1:1", "--tls-ca", str(missing))
+    assert bad_ca.returncode == 2 and "--tls-ca" in bad_ca.stderr

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import ssl
+
 import trio
 
 from .._errors import ConnectError
@@ -20,18 +22,22 @@ def _space(spec: object) -> str:
 
 
 async def run_check(
-    address: str, timeout: float, is_model: bool, token: str | None = None
+    address: str,
+    timeout: float,
+    is_model: bool,
+    token: str | None = None,
+    tls: ssl.SSLContext | None = None,
 ) -> list[str]:
     async with asyncio_loop():
         endpoint: RemoteEnv | RemoteModel = (
-            RemoteModel(address, connect_timeout=timeout, token=token)
+            RemoteModel(address, connect_timeout=timeout, token=token, ssl=tls)
             if is_model
-            else RemoteEnv(address, connect_timeout=timeout, token=token)
+            else RemoteEnv(address, connect_timeout=timeout, token=token, ssl=tls)
         )
         try:
             with trio.fail_after(timeout + 1):
                 info = await endpoint.connect()
-                health = await check_health(address, timeout=timeout, token=token)
+                health = await check_health(address, timeout=timeout, token=token, ssl=tls)
         except trio.TooSlowError:
             raise ConnectError(address, f"no answer within {timeout}s") from None
         finally:

@@ -18,6 +18,7 @@ from .._errors import RlmeshTrioError, RunFailed
 from ..orchestrator import RunInterrupted, RunReport
 from ._summary import print_summary, write_report
 from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
+from ._tls import client_context, server_context
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -88,6 +89,10 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
 @click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token.")
 @click.option(
+    "--tls-cert", type=click.Path(path_type=Path), help="Serve TLS with this certificate (PEM)."
+)
+@click.option("--tls-key", type=click.Path(path_type=Path), help="The certificate's private key.")
+@click.option(
     "--env-thread",
     type=click.Choice(["auto", "loop", "worker", "caller"]),
     default="auto",
@@ -105,6 +110,8 @@ def serve_env_cmd(
     ready_fd: int | None,
     allow_remote_shutdown: bool,
     token: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
     env_thread: str,
 ) -> None:
     """Serve ENV (a gymnasium id or module:factory) until Ctrl+C."""
@@ -128,7 +135,10 @@ def serve_env_cmd(
             target = factory()
     except Exception as exc:
         _fail(f"could not build env {env!r}: {type(exc).__name__}: {exc}")
-    server = EnvServer(target, address, allow_remote_shutdown=allow_remote_shutdown, token=token)
+    tls = _server_tls(tls_cert, tls_key)
+    server = EnvServer(
+        target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
+    )
     _serve(server, ready_fd, env_thread=env_thread)
 
 
@@ -144,15 +154,28 @@ def serve_env_cmd(
 @click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd.")
 @click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token.")
+@click.option(
+    "--tls-cert", type=click.Path(path_type=Path), help="Serve TLS with this certificate (PEM)."
+)
+@click.option("--tls-key", type=click.Path(path_type=Path), help="The certificate's private key.")
 def serve_model_cmd(
-    policy: str, address: str, ready_fd: int | None, allow_remote_shutdown: bool, token: str | None
+    policy: str,
+    address: str,
+    ready_fd: int | None,
+    allow_remote_shutdown: bool,
+    token: str | None,
+    tls_cert: Path | None,
+    tls_key: Path | None,
 ) -> None:
     """Serve POLICY (module:callable, or an object with predict/predict_batch) until Ctrl+C."""
     from ..transport import ModelServer
     from ._targets import load_object
 
+    tls = _server_tls(tls_cert, tls_key)
     target = load_object(policy, "policy")
-    server = ModelServer(target, address, allow_remote_shutdown=allow_remote_shutdown, token=token)
+    server = ModelServer(
+        target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
+    )
     _serve(server, ready_fd)
 
 
@@ -216,6 +239,12 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
 @click.option(
     "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."
 )
+@click.option(
+    "--tls-ca",
+    type=click.Path(path_type=Path),
+    help="Use TLS, verifying servers against these CA certificates (PEM).",
+)
+@click.option("--tls", "use_tls", is_flag=True, help="Use TLS, verifying against the system roots.")
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -232,6 +261,8 @@ def run_cmd(
     no_progress: bool,
     batch_predicts: bool,
     token: str | None,
+    tls_ca: Path | None,
+    use_tls: bool,
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
 
@@ -261,7 +292,7 @@ def run_cmd(
             on_failure="isolate" if on_failure == "isolate" else "cancel_siblings",
             max_concurrency=max_concurrency,
             batch_predicts=batch_predicts,
-            client_options={"token": token} if token else None,
+            client_options=_client_options(token, tls_ca, use_tls),
         )
     except click.BadParameter as exc:
         _fail(exc.format_message())
@@ -303,16 +334,51 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds to wait for the peer.")
 @click.option("--model", "is_model", is_flag=True, help="The address is a model server.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token to send.")
-def check(address: str, timeout: float, is_model: bool, token: str | None) -> None:
+@click.option(
+    "--tls-ca",
+    type=click.Path(path_type=Path),
+    help="Use TLS, verifying servers against these CA certificates (PEM).",
+)
+@click.option("--tls", "use_tls", is_flag=True, help="Use TLS, verifying against the system roots.")
+def check(
+    address: str,
+    timeout: float,
+    is_model: bool,
+    token: str | None,
+    tls_ca: Path | None,
+    use_tls: bool,
+) -> None:
     """Handshake with ADDRESS (and ask its health), then print what it serves."""
     from ._check import run_check
 
     try:
-        lines = trio.run(run_check, address, timeout, is_model, token)
+        tls = client_context(tls_ca, use_tls)
+    except click.BadParameter as exc:
+        _fail(exc.format_message())
+    try:
+        lines = trio.run(run_check, address, timeout, is_model, token, tls)
     except RlmeshTrioError as exc:
         _fail(str(exc), EXIT_FAILED)
     for line in lines:
         click.echo(line)
+
+
+def _server_tls(cert: Path | None, key: Path | None) -> Any:
+    try:
+        return server_context(cert, key)
+    except click.BadParameter as exc:
+        _fail(exc.format_message())
+
+
+def _client_options(token: str | None, ca: Path | None, use_tls: bool) -> dict[str, Any] | None:
+    """What every client of the run gets: the bearer token and the TLS context, if any."""
+    options: dict[str, Any] = {}
+    if token:
+        options["token"] = token
+    tls = client_context(ca, use_tls)
+    if tls is not None:
+        options["ssl"] = tls
+    return options or None
 
 
 def main() -> None:
