@@ -167,7 +167,8 @@ def serve_model_cmd(
     tls_cert: Path | None,
     tls_key: Path | None,
 ) -> None:
-    """Serve POLICY (module:callable, or an object with predict/predict_batch) until Ctrl+C."""
+    """Serve POLICY until Ctrl+C: module:callable, or an object with predict (and optionally
+    predict_batch, predict_chunk)."""
     from ..transport import ModelServer
     from ._targets import load_object
 
