@@ -152,3 +152,72 @@ async def test_batcher_bounds_round_trips_in_flight_and_skips_abandoned() -> Non
     assert sorted(answered, key=int) == [str(i) for i in range(9)]
     assert "9" not in [rid for ids in client.sent for rid in ids]  # abandoned: never sent
     assert any(len(ids) > 1 for ids in client.sent)
+
+
+async def test_direct_path_groups_bounds_and_answers_from_the_reply() -> None:
+    """A client that sends without waiting: no sender task; the next group goes out on landing."""
+    import trio
+
+    from rlmesh_trio._wire import model_pb
+
+    class SubmittingClient:
+        def __init__(self) -> None:
+            self.in_flight: list[tuple[list[Any], Any]] = []
+            self.sent: list[list[str]] = []
+            self.peak = 0
+            self.ready = True  # False: "no stream yet", the batcher falls back
+
+        def submit_predicts(self, requests: list, on_done: Any) -> bool:
+            if not self.ready:
+                return False
+            self.sent.append([r.context.request_id for r in requests])
+            self.in_flight.append((list(requests), on_done))
+            self.peak = max(self.peak, len(self.in_flight))
+            return True
+
+        def answer_oldest(self) -> None:
+            requests, on_done = self.in_flight.pop(0)
+            on_done(
+                [
+                    rt.ModelRpcError("m", "bad 4") if r.context.request_id == "4" else rt.Reply(r)
+                    for r in requests
+                ]
+            )
+
+        async def predict(self, request: Any) -> Any:  # the fallback path
+            return rt.Reply(request)
+
+    client = SubmittingClient()
+    batcher = PredictBatcher(client, in_flight=2)
+    answered: dict[str, object] = {}
+
+    async def one(i: int, patience: float) -> None:
+        request = model_pb.PredictRequest(context=model_pb.AdapterContext(request_id=str(i)))
+        with trio.move_on_after(patience):
+            try:
+                answered[str(i)] = (await batcher.predict(request)).response.context.request_id
+            except rt.ModelRpcError as exc:
+                answered[str(i)] = exc
+
+    async with trio.open_nursery() as nursery:
+        await nursery.start(batcher.serve)
+        async with trio.open_nursery() as routes:
+            for i in range(9):  # 0 and 1 take both slots; 2..8 queue (8 gives up)
+                routes.start_soon(one, i, 0.05 if i == 8 else 5.0)
+                await trio.sleep(0)
+            await trio.sleep(0.1)
+            assert client.sent == [["0"], ["1"]]  # no sender task involved
+            client.answer_oldest()  # lands -> the queue goes out as one group, minus 8
+            assert client.sent[2] == [str(i) for i in range(2, 8)]
+            while client.in_flight:
+                client.answer_oldest()
+        client.ready = False  # no stream: the sender tasks take over
+        await one(9, 5.0)
+        nursery.cancel_scope.cancel()
+    assert client.peak == 2
+    assert "8" not in answered and all(ids != ["8"] for ids in client.sent)
+    assert isinstance(answered["4"], rt.ModelRpcError) and "bad 4" in str(answered["4"])
+    assert {k: v for k, v in answered.items() if k != "4"} == {
+        str(i): str(i) for i in range(10) if i not in (4, 8)
+    }
+    assert batcher.grouped_round_trips == 1 and batcher.round_trips == 4

@@ -2,17 +2,24 @@
 
 Predicts that are waiting at the same moment go out together as one
 ``GroupedPredict`` (the model server fuses the groups into one batched call
-when the policy has a batched form). While one round trip is in flight, new
-predicts queue up and form the next group, so batching grows with load and
-costs nothing when there is nothing to batch. Per-route semantics do not
+when the policy has a batched form). While every round-trip slot is busy,
+new predicts queue up and form the next group, so batching grows with load
+and costs nothing when there is nothing to batch. Per-route semantics do not
 change: each route still checks its own context, gets its own error, and
 keeps its own timeout (a route that gives up simply abandons its place).
+
+With a client that can send without waiting (``submit_predicts``, as
+:class:`~rlmesh_trio.transport.RemoteModel` does) no task sits in between:
+the route that finds a slot free sends the group, and the group's answer is
+handed out -- and the next queued group sent -- right where the reply is
+read. Other clients are served by ``in_flight`` sender tasks.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections import deque
+from collections.abc import Callable, Sequence
 from typing import Any, Protocol
 
 import trio
@@ -38,6 +45,10 @@ class GroupingModel(Protocol):
     async def grouped_predict(
         self, requests: Sequence[model_pb.PredictRequest]
     ) -> Sequence[Reply[model_pb.PredictResponse] | BaseException]: ...
+
+
+class _Stopped(RuntimeError):
+    """The batcher was cancelled while a predict was on its way."""
 
 
 class _Pending:
@@ -68,6 +79,10 @@ class PredictBatcher:
         self._send, self._recv = trio.open_memory_channel[_Pending](math.inf)
         self.round_trips = 0
         self.grouped_round_trips = 0
+        # The direct path (a client with submit_predicts): queued predicts, slots in use.
+        self._submit: Callable[..., bool] | None = getattr(model, "submit_predicts", None)
+        self._queue: deque[_Pending] = deque()
+        self._busy = 0
 
     @property
     def label(self) -> str:
@@ -100,24 +115,59 @@ class PredictBatcher:
                 await self._send_batch(live)
 
     async def _send_batch(self, batch: list[_Pending]) -> None:
-        self.round_trips += 1
+        self._count(batch)
+        results: Sequence[Any]
         try:
             if len(batch) == 1:
-                batch[0].reply = await self.model.predict(batch[0].request)
+                results = [await self.model.predict(batch[0].request)]
             else:
-                self.grouped_round_trips += 1
                 results = await self.model.grouped_predict([p.request for p in batch])
-                for pending, result in zip(batch, results, strict=True):
-                    if isinstance(result, BaseException):
-                        pending.error = result
-                    else:
-                        pending.reply = result
         except Exception as exc:  # the whole round trip failed: every route in it sees it
-            for pending in batch:
-                pending.error = exc
-        finally:
-            for pending in batch:
-                pending.done.set()
+            results = [exc] * len(batch)
+        except BaseException:  # the batcher itself is cancelled: no route may wait forever
+            _settle(
+                batch, [_Stopped("the predict batcher stopped before the answer came")] * len(batch)
+            )
+            raise
+        _settle(batch, results)
+
+    def _count(self, batch: list[_Pending]) -> None:
+        self.round_trips += 1
+        if len(batch) > 1:
+            self.grouped_round_trips += 1
+
+    # -- the direct path ---------------------------------------------------------
+    def _launch(self) -> None:
+        """Send queued predicts as groups while a round-trip slot is free (never blocks)."""
+        submit = self._submit
+        assert submit is not None
+        while self._queue and self._busy < self.in_flight:
+            batch: list[_Pending] = []
+            while self._queue and len(batch) < self.max_group:
+                pending = self._queue.popleft()
+                if not pending.abandoned:
+                    batch.append(pending)
+            if not batch:
+                return
+            self._busy += 1
+            try:
+                sent = submit([p.request for p in batch], lambda r, b=batch: self._landed(b, r))
+            except Exception as exc:
+                self._busy -= 1
+                self._count(batch)
+                _settle(batch, [exc] * len(batch))
+                continue
+            if sent:
+                self._count(batch)
+            else:  # no stream yet: the sender tasks take these
+                self._busy -= 1
+                for pending in batch:
+                    self._send.send_nowait(pending)
+
+    def _landed(self, batch: list[_Pending], results: Sequence[Any]) -> None:
+        self._busy -= 1
+        _settle(batch, results)
+        self._launch()
 
     # -- RuntimeModel ----------------------------------------------------------
     async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
@@ -128,7 +178,11 @@ class PredictBatcher:
         its answer is dropped if it was already on the wire.
         """
         pending = _Pending(request)
-        self._send.send_nowait(pending)
+        if self._submit is not None:
+            self._queue.append(pending)
+            self._launch()
+        else:
+            self._send.send_nowait(pending)
         try:
             await pending.done.wait()
         except BaseException:
@@ -156,3 +210,13 @@ class PredictBatcher:
     async def aclose(self) -> None:
         """The shared client is closed by the run that owns it, not by one route."""
         return None
+
+
+def _settle(batch: list[_Pending], results: Sequence[Any]) -> None:
+    """Give every pending predict its own result (a reply or an error) and wake its route."""
+    for pending, result in zip(batch, results, strict=True):
+        if isinstance(result, BaseException):
+            pending.error = result
+        else:
+            pending.reply = result
+        pending.done.set()

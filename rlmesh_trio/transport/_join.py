@@ -101,7 +101,7 @@ class JoinSession(Generic[R]):
         self._parse = parse
         self._request_id_of = request_id_of
         self._metadata = metadata
-        self._pending: dict[str, bridge.Slot[tuple[R, int]]] = {}
+        self._pending: dict[str, bridge.Slot[tuple[R, int]] | _Callback[tuple[R, int]]] = {}
         self._outbox: bridge.AsyncioQueue[Any] = bridge.AsyncioQueue()
         self._ending: _Ending | None = None
         self._task: bridge.AsyncioTask[None] | None = None
@@ -153,6 +153,28 @@ class JoinSession(Generic[R]):
             if kill_on_cancel:
                 self.kill()
             raise
+
+    def submit(
+        self,
+        request_id: str,
+        payload: bytes,
+        on_done: Callable[[tuple[R, int] | BaseException], None],
+    ) -> None:
+        """Send one encoded request without waiting: ``on_done`` gets the parsed response
+        and its encoded size, or the error (:class:`SessionClosed`).
+
+        Never blocks. ``on_done`` is called once, later: from the connection's
+        reader when the response arrives, or from whoever ends the session.
+        Raises :class:`SessionClosed` at once when the stream is already gone.
+        """
+        if self._ending is not None or self._half_closed:
+            raise self._closed_error()
+        if request_id in self._pending:
+            raise ValueError(f"request id {request_id!r} is already in flight")
+        check_size(payload, "a Join request")
+        self._pending[request_id] = _Callback(on_done)
+        if not self._send_now(payload):
+            self._outbox.put_nowait(payload)
 
     def _send_now(self, payload: bytes) -> bool:
         """Write a small message straight into the HTTP/2 connection, if that is safe now.
@@ -361,6 +383,31 @@ class JoinSession(Generic[R]):
             log.debug("dropping a Join response for no waiting request")
             return
         slot.resolve((response, len(data)))
+
+
+class _Callback(Generic[R]):
+    """A pending request answered through a callback instead of a waiting task."""
+
+    __slots__ = ("_on_done", "done")
+
+    def __init__(self, on_done: Callable[[R | BaseException], None]) -> None:
+        self._on_done = on_done
+        self.done = False
+
+    def resolve(self, value: R) -> None:
+        self._call(value)
+
+    def fail(self, error: BaseException) -> None:
+        self._call(error)
+
+    def _call(self, outcome: R | BaseException) -> None:
+        if self.done:
+            return
+        self.done = True
+        try:
+            self._on_done(outcome)
+        except Exception:  # it runs inside the reader: a bug there must not end the stream
+            log.exception("a Join response callback failed")
 
 
 class _Undecodable(Exception):

@@ -138,6 +138,15 @@ class RemoteModel(RemoteEndpoint):
             lambda: model_pb.JoinRequest(predict=request),
             lambda request_id: encode_model_predict(request_id, request),
         )
+        return self._predict_reply(request, response, req_bytes, resp_bytes)
+
+    def _predict_reply(
+        self,
+        request: model_pb.PredictRequest,
+        response: model_pb.JoinResponse,
+        req_bytes: int,
+        resp_bytes: int,
+    ) -> Reply[model_pb.PredictResponse]:
         reply = response.predict
         if reply is None:
             raise self._unexpected("predict", response)
@@ -163,6 +172,15 @@ class RemoteModel(RemoteEndpoint):
             envelope,
             lambda request_id: encode_model_grouped_predict(request_id, groups),
         )
+        return self._grouped_replies(groups, response, req_bytes, resp_bytes)
+
+    def _grouped_replies(
+        self,
+        requests: Sequence[model_pb.PredictRequest],
+        response: model_pb.JoinResponse,
+        req_bytes: int,
+        resp_bytes: int,
+    ) -> list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch]:
         reply = response.grouped_predict
         if reply is None:
             raise self._unexpected("grouped_predict", response)
@@ -187,6 +205,64 @@ class RemoteModel(RemoteEndpoint):
                     continue
                 out.append(Reply(result.response, telemetry))
         return out
+
+    def submit_predicts(
+        self,
+        requests: Sequence[model_pb.PredictRequest],
+        on_done: Callable[[list[Reply[model_pb.PredictResponse] | Exception]], None],
+    ) -> bool:
+        """Send one predict (or, for several, one GroupedPredict) without waiting.
+
+        ``on_done`` later gets one entry per request, in order: its
+        :class:`Reply` or its error (a failure of the whole call is every
+        entry's error). It runs on the connection's reader, so it must not
+        block. Returns ``False`` and sends nothing when no stream is open yet
+        (use :meth:`predict` / :meth:`grouped_predict` then).
+        """
+        session = self._session
+        if session is None or not session.alive:
+            return False
+        groups = list(requests)
+        if len(groups) == 1:
+            request = groups[0]
+            context = request.context
+            kind, base = "predict", context.request_id if context is not None else ""
+            request_id = self._envelope_id(session, kind, base)
+            payload = encode_model_predict(request_id, request) or bytes(
+                model_pb.JoinRequest(predict=request, request_id=request_id)
+            )
+        else:
+            request_id = self._envelope_id(session, "grouped_predict", "")
+            payload = encode_model_grouped_predict(request_id, groups) or bytes(
+                model_pb.JoinRequest(
+                    grouped_predict=model_pb.GroupedPredictRequest(groups=groups),
+                    request_id=request_id,
+                )
+            )
+
+        def landed(outcome: tuple[model_pb.JoinResponse, int] | BaseException) -> None:
+            results: list[Reply[model_pb.PredictResponse] | Exception]
+            try:
+                if isinstance(outcome, SessionClosed):
+                    raise ModelRpcError(self.address, outcome.detail)
+                if isinstance(outcome, BaseException):
+                    raise outcome
+                response, size = outcome
+                if response.error is not None:
+                    raise self._model_error(response.error)
+                if len(groups) == 1:
+                    results = [self._predict_reply(groups[0], response, len(payload), size)]
+                else:
+                    results = list(self._grouped_replies(groups, response, len(payload), size))
+            except Exception as exc:
+                results = [exc] * len(groups)
+            on_done(results)
+
+        try:
+            session.submit(request_id, payload, landed)
+        except SessionClosed:
+            return False
+        return True
 
     async def reset_adapter(self, request: model_pb.ResetAdapterRequest) -> None:
         """Garbage-collect per-episode state (best-effort; errors raise for the caller to log).
