@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,3 +208,25 @@ def test_grouped_predict_responses_decode_like_betterproto2(
         )
     )
     _same(decode_model_response(data), model_pb.JoinResponse.parse(data))
+
+
+def test_cached_route_and_episode_encodings_stay_exact_past_the_cache_limit(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rlmesh_trio.transport import _fastwire
+
+    monkeypatch.setattr(_fastwire, "_CACHE_LIMIT", 3)
+    for i in range(10):
+        request = model_pb.PredictRequest(
+            context=model_pb.AdapterContext(
+                session_id=f"s{i % 4}", env_id="" if i % 5 == 0 else f"e{i}", request_id=f"r{i}"
+            ),
+            episode_info=[
+                model_pb.EpisodeInfo(episode_id=f"ep{i % 3}", seed=None if i % 2 else -i),
+                model_pb.EpisodeInfo(episode_id="", seed=i),
+            ],
+        )
+        assert _fastwire.encode_model_predict(f"id{i}", request) == bytes(
+            model_pb.JoinRequest(predict=request, request_id=f"id{i}")
+        )
+    assert len(_fastwire._route_prefix) <= 3 and len(_fastwire._episode_info) <= 3

@@ -33,9 +33,12 @@ _U64 = (1 << 64) - 1
 # ---- encoding ----------------------------------------------------------------
 
 
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
+
+
 def _varint(value: int) -> bytes:
     if 0 <= value < 0x80:
-        return bytes((value,))
+        return _ONE_BYTE[value]
     value &= _U64  # negative int64 -> two's complement, ten bytes
     out = bytearray()
     while value >= 0x80:
@@ -87,17 +90,40 @@ def encode_env_step(request_id: str, step: env_pb.StepRequest) -> bytes | None:
     return _with_request_id(_len_field(0x12, b"".join(parts)), request_id)
 
 
+# A route's session and env ids, and an episode's id and seed, repeat on every step:
+# their encodings are kept (bounded; cleared when full) instead of rebuilt per request.
+_CACHE_LIMIT = 4096
+_route_prefix: dict[tuple[str, str], bytes] = {}
+_episode_info: dict[tuple[str, int | None], bytes] = {}
+
+
 def _context(context: model_pb.AdapterContext) -> bytes | None:
     if not _plain(context):
         return None
-    parts = []
-    if context.session_id:
-        parts.append(_str_field(0x0A, context.session_id))
-    if context.env_id:
-        parts.append(_str_field(0x12, context.env_id))
+    key = (context.session_id, context.env_id)
+    prefix = _route_prefix.get(key)
+    if prefix is None:
+        if len(_route_prefix) >= _CACHE_LIMIT:
+            _route_prefix.clear()
+        prefix = _route_prefix[key] = (_str_field(0x0A, key[0]) if key[0] else b"") + (
+            _str_field(0x12, key[1]) if key[1] else b""
+        )
     if context.request_id:
-        parts.append(_str_field(0x1A, context.request_id))
-    return b"".join(parts)
+        return prefix + _str_field(0x1A, context.request_id)
+    return prefix
+
+
+def _info(info: model_pb.EpisodeInfo) -> bytes:
+    key = (info.episode_id, info.seed)
+    body = _episode_info.get(key)
+    if body is None:
+        if len(_episode_info) >= _CACHE_LIMIT:
+            _episode_info.clear()
+        body = _str_field(0x0A, key[0]) if key[0] else b""
+        if key[1] is not None:
+            body += b"\x10" + _varint(key[1])
+        body = _episode_info[key] = _len_field(0x1A, body)
+    return body
 
 
 def _predict_body(predict: model_pb.PredictRequest) -> bytes | None:
@@ -117,10 +143,7 @@ def _predict_body(predict: model_pb.PredictRequest) -> bytes | None:
     for info in predict.episode_info:
         if not _plain(info):
             return None
-        body = _str_field(0x0A, info.episode_id) if info.episode_id else b""
-        if info.seed is not None:
-            body += b"\x10" + _varint(info.seed)
-        parts.append(_len_field(0x1A, body))
+        parts.append(_info(info))
     return b"".join(parts)
 
 
