@@ -61,16 +61,16 @@ class Series:
         self.random = (rng or random).random
 
     def add(self, value: float) -> None:
-        self.count += 1
+        count = self.count = self.count + 1
         self.total += value
-        samples = self.samples
-        if len(samples) < self.cap:
-            samples.append(value)
+        # The reservoir holds min(count, cap) samples: it is full once count exceeds cap.
+        if count <= self.cap:
+            self.samples.append(value)
         else:
             # Algorithm R: keep each of the n samples seen so far with probability cap/n.
-            j = int(self.random() * self.count)
+            j = int(self.random() * count)
             if j < self.cap:
-                samples[j] = value
+                self.samples[j] = value
 
     def row(self, op: str, component: str, metric: str) -> TelemetryRow:
         ordered = sorted(self.samples)

@@ -179,9 +179,9 @@ def _read_varint(data: bytes, pos: int) -> tuple[int, int]:
     byte = data[pos]
     if byte < 0x80:
         return byte, pos + 1
-    result, shift = 0, 0
+    result, shift, end = 0, 0, len(data)
     while True:
-        if pos >= len(data) or shift > 63:
+        if pos >= end or shift > 63:
             raise _Fallback
         byte = data[pos]
         pos += 1
