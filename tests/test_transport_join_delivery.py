@@ -159,20 +159,7 @@ async def test_sessions_use_the_delivering_buffer(
 
 
 async def test_large_and_small_messages_in_both_delivery_modes(delivery: str) -> None:
-    async def echo_join(stream: Any) -> None:
-        await stream.send_initial_metadata()
-        async for data in stream:
-            req = model_pb.JoinRequest.parse(data)
-            assert req.predict is not None
-            reply = model_pb.JoinResponse(
-                request_id=req.request_id,
-                predict=model_pb.PredictResponse(
-                    context=req.predict.context,
-                    actions=[req.predict.observation or spaces_pb.SpaceValue()],
-                ),
-            )
-            await stream.send_message(bytes(reply))
-
+    echo_join = _echo_model_join()
     sizes = [2 * 1024 * 1024, 10, 300_000, 7, 70_000, 1]
     service = FakeService({f"{MODEL}/Join": (echo_join, BIDI)})
     async with serve_fake(service) as address, RemoteModel(address) as model:

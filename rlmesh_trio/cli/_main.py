@@ -18,7 +18,7 @@ from .._errors import RlmeshTrioError, RunFailed
 from ..orchestrator import RunInterrupted, RunReport
 from ._summary import print_summary, write_report
 from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
-from ._tls import client_context, server_context
+from ._tls import client_context, client_tls_options, server_context, server_tls_options
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -88,10 +88,7 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
 @click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd.")
 @click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token.")
-@click.option(
-    "--tls-cert", type=click.Path(path_type=Path), help="Serve TLS with this certificate (PEM)."
-)
-@click.option("--tls-key", type=click.Path(path_type=Path), help="The certificate's private key.")
+@server_tls_options
 @click.option(
     "--env-thread",
     type=click.Choice(["auto", "loop", "worker", "caller"]),
@@ -154,10 +151,7 @@ def serve_env_cmd(
 @click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd.")
 @click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token.")
-@click.option(
-    "--tls-cert", type=click.Path(path_type=Path), help="Serve TLS with this certificate (PEM)."
-)
-@click.option("--tls-key", type=click.Path(path_type=Path), help="The certificate's private key.")
+@server_tls_options
 def serve_model_cmd(
     policy: str,
     address: str,
@@ -240,12 +234,7 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
 @click.option(
     "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."
 )
-@click.option(
-    "--tls-ca",
-    type=click.Path(path_type=Path),
-    help="Use TLS, verifying servers against these CA certificates (PEM).",
-)
-@click.option("--tls", "use_tls", is_flag=True, help="Use TLS, verifying against the system roots.")
+@client_tls_options
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -335,12 +324,7 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds to wait for the peer.")
 @click.option("--model", "is_model", is_flag=True, help="The address is a model server.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token to send.")
-@click.option(
-    "--tls-ca",
-    type=click.Path(path_type=Path),
-    help="Use TLS, verifying servers against these CA certificates (PEM).",
-)
-@click.option("--tls", "use_tls", is_flag=True, help="Use TLS, verifying against the system roots.")
+@client_tls_options
 def check(
     address: str,
     timeout: float,
@@ -352,10 +336,7 @@ def check(
     """Handshake with ADDRESS (and ask its health), then print what it serves."""
     from ._check import run_check
 
-    try:
-        tls = client_context(tls_ca, use_tls)
-    except click.BadParameter as exc:
-        _fail(exc.format_message())
+    tls = _client_tls(tls_ca, use_tls)
     try:
         lines = trio.run(run_check, address, timeout, is_model, token, tls)
     except RlmeshTrioError as exc:
@@ -367,6 +348,13 @@ def check(
 def _server_tls(cert: Path | None, key: Path | None) -> Any:
     try:
         return server_context(cert, key)
+    except click.BadParameter as exc:
+        _fail(exc.format_message())
+
+
+def _client_tls(ca: Path | None, use_tls: bool) -> Any:
+    try:
+        return client_context(ca, use_tls)
     except click.BadParameter as exc:
         _fail(exc.format_message())
 

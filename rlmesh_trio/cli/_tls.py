@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import ssl
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TypeVar
 
 import click
 
-__all__ = ["client_context", "server_context"]
+F = TypeVar("F", bound=Callable[..., Any])
+
+__all__ = ["client_context", "client_tls_options", "server_context", "server_tls_options"]
 
 _ALPN = ["h2"]  # gRPC runs over HTTP/2
 
@@ -43,3 +47,25 @@ def client_context(ca: Path | None, enabled: bool) -> ssl.SSLContext | None:
         ) from None
     context.set_alpn_protocols(_ALPN)
     return context
+
+
+def server_tls_options(command: F) -> F:
+    """``--tls-cert`` / ``--tls-key`` for a serving command."""
+    command = click.option(
+        "--tls-key", type=click.Path(path_type=Path), help="The certificate's private key."
+    )(command)
+    return click.option(
+        "--tls-cert", type=click.Path(path_type=Path), help="Serve TLS with this certificate (PEM)."
+    )(command)
+
+
+def client_tls_options(command: F) -> F:
+    """``--tls-ca`` / ``--tls`` for a command that connects to servers."""
+    command = click.option(
+        "--tls", "use_tls", is_flag=True, help="Use TLS, verifying against the system roots."
+    )(command)
+    return click.option(
+        "--tls-ca",
+        type=click.Path(path_type=Path),
+        help="Use TLS, verifying servers against these CA certificates (PEM).",
+    )(command)

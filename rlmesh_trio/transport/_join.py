@@ -137,15 +137,8 @@ class JoinSession(Generic[R]):
         stream down (the endpoint's state is unknown afterwards); without it
         the request is abandoned and a late response is dropped.
         """
-        if self._ending is not None or self._half_closed:
-            raise self._closed_error()
-        if request_id in self._pending:
-            raise ValueError(f"request id {request_id!r} is already in flight")
-        check_size(payload, "a Join request")
         slot: bridge.Slot[tuple[R, int]] = bridge.Slot()
-        self._pending[request_id] = slot
-        if not self._send_now(payload):
-            self._outbox.put_nowait(payload)
+        self._send(request_id, payload, slot)
         try:
             return await slot.wait()
         except trio.Cancelled:
@@ -167,12 +160,21 @@ class JoinSession(Generic[R]):
         reader when the response arrives, or from whoever ends the session.
         Raises :class:`SessionClosed` at once when the stream is already gone.
         """
+        self._send(request_id, payload, _Callback(on_done))
+
+    def _send(
+        self,
+        request_id: str,
+        payload: bytes,
+        waiter: bridge.Slot[tuple[R, int]] | _Callback[tuple[R, int]],
+    ) -> None:
+        """Register ``waiter`` for ``request_id`` and send ``payload`` (now, or via the writer)."""
         if self._ending is not None or self._half_closed:
             raise self._closed_error()
         if request_id in self._pending:
             raise ValueError(f"request id {request_id!r} is already in flight")
         check_size(payload, "a Join request")
-        self._pending[request_id] = _Callback(on_done)
+        self._pending[request_id] = waiter
         if not self._send_now(payload):
             self._outbox.put_nowait(payload)
 
