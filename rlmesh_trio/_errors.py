@@ -25,6 +25,7 @@ __all__ = [
     "RlmeshTrioError",
     "RouteCancelled",
     "RunFailed",
+    "ShardLost",
     "format_duration",
 ]
 
@@ -179,6 +180,23 @@ class HookError(RlmeshTrioError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(f"runtime hook failed: {detail}")
+
+
+class ShardLost(RlmeshTrioError):
+    """A distributed route's shard died ``attempts`` times; its owed tickets never ran."""
+
+    def __init__(self, route_id: str, shard_id: str, attempts: int, detail: str) -> None:
+        self.route_id = route_id
+        self.shard_id = shard_id
+        self.attempts = attempts
+        self.detail = detail
+        super().__init__(route_id, shard_id, attempts, detail)
+
+    def __str__(self) -> str:
+        return (
+            f"route {self.route_id} lost its shard {self.attempts} time(s) "
+            f"(last {self.shard_id}: {self.detail})"
+        )
 
 
 class RunFailed(RlmeshTrioError):

@@ -1,0 +1,127 @@
+"""``run_distributed``: the routes of :func:`~rlmesh_trio.run`, sharded over processes or Ray."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from functools import partial
+from typing import Any, Literal
+
+import attrs
+import trio
+
+from .._errors import InvalidSpec
+from ..orchestrator import Route, RunReport
+from ..runtime import RuntimeHooks
+from ._backends import Backend, ProcessBackend, ThreadBackend
+from ._coordinator import Coordinator
+from ._planner import check_picklable, route_ids
+from ._work import RunOptions
+
+__all__ = ["run_distributed"]
+
+BackendName = Literal["ray", "processes", "threads"]
+RAY_EXTRA_HINT = 'backend="ray" needs the ray extra: pip install "rlmesh-trio[ray]"'
+
+
+def _named(routes: Sequence[Route]) -> list[Route]:
+    for i, route in enumerate(routes):
+        if not isinstance(route, Route):
+            raise InvalidSpec(f"routes[{i}] is a {type(route).__name__}, not a Route")
+    ids = route_ids(routes)
+    duplicates = sorted({rid for rid in ids if ids.count(rid) > 1})
+    if duplicates:
+        raise InvalidSpec(f"duplicate route ids: {', '.join(duplicates)}")
+    return [attrs.evolve(r, route_id=rid) for r, rid in zip(routes, ids, strict=True)]
+
+
+def make_backend(backend: BackendName | Backend, address: str | None) -> Backend:
+    """The backend named ``backend`` (``ray`` is imported only here, and only then).
+
+    Raises:
+        InvalidSpec: an unknown name, or ``ray`` without the extra installed.
+    """
+    if not isinstance(backend, str):
+        return backend
+    if backend == "ray":
+        try:
+            from ._ray import RayBackend
+        except ImportError as exc:
+            raise InvalidSpec(f"{RAY_EXTRA_HINT} ({exc})") from exc
+        return RayBackend(address)
+    if address is not None:
+        raise InvalidSpec(f"address= is for backend='ray', not {backend!r}")
+    if backend == "processes":
+        return ProcessBackend()
+    if backend == "threads":
+        return ThreadBackend()
+    raise InvalidSpec(f"backend must be 'ray', 'processes' or 'threads', got {backend!r}")
+
+
+def _default_shards(backend: Backend, routes: int) -> int:
+    capacity = getattr(backend, "capacity", None)
+    count = capacity() if callable(capacity) else (os.cpu_count() or 1)
+    return max(1, min(routes, int(count)))
+
+
+def run_distributed(
+    routes: Sequence[Route],
+    backend: BackendName | Backend = "ray",
+    *,
+    address: str | None = None,
+    shards: int | None = None,
+    on_failure: Literal["cancel_siblings", "isolate"] = "cancel_siblings",
+    max_shard_attempts: int = 3,
+    max_concurrency: int | None = None,
+    batch_predicts: bool = False,
+    client_options: Mapping[str, Any] | None = None,
+    hooks: RuntimeHooks | None = None,
+    handle_sigint: bool = True,
+) -> RunReport:
+    """Run ``routes`` over shards and return one merged :class:`RunReport`, in route order.
+
+    Each shard runs our orchestrator on Trio over its share of the routes and
+    streams finished episodes back as they finish. A shard that dies (worker
+    killed, node lost) has only its routes' owed episodes dealt to a new shard,
+    with the same seeds and trials, up to ``max_shard_attempts`` times in all;
+    after that the route fails with :class:`~rlmesh_trio.ShardLost`. Every
+    planned episode appears in the report at most once.
+
+    ``backend``: ``"ray"`` (``address`` as for ``ray.init``; a local cluster is
+    started when none is running, and shut down afterwards), ``"processes"``
+    (one process per shard on this machine) or ``"threads"``. ``shards``
+    defaults to the backend's CPU count, at most one per route. With
+    ``batch_predicts`` the routes that share a model endpoint stay in one shard.
+
+    Raises:
+        InvalidSpec: a route that cannot be sent to a shard (named), a route with no
+            episode budget, or a backend that is not available.
+        RunFailed: a route failed under ``cancel_siblings``; every shard was cancelled
+            and the merged report is on the error.
+        RunInterrupted: Ctrl+C cancelled every shard; the partial report is on it.
+    """
+    named = _named(routes)
+    if max_shard_attempts < 1:
+        raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
+    chosen = make_backend(backend, address)
+    try:
+        if not isinstance(chosen, ThreadBackend):
+            check_picklable(named)
+        options = RunOptions(
+            on_failure=on_failure,
+            max_concurrency=max_concurrency,
+            batch_predicts=batch_predicts,
+            client_options=dict(client_options or {}),
+        )
+        coordinator = Coordinator(
+            named,
+            chosen,
+            shards=shards or _default_shards(chosen, len(named)),
+            options=options,
+            max_shard_attempts=max_shard_attempts,
+            handle_sigint=handle_sigint,
+            hooks=hooks,
+        )
+        return trio.run(partial(coordinator.run))
+    finally:
+        chosen.close()

@@ -1,0 +1,219 @@
+"""The coordinator: deals a run's routes to shards, keeps every ticket once, replays lost ones.
+
+It runs on the caller's machine, under its own Trio run. Each shard's stream
+is read on a worker thread and handed to the Trio thread batch by batch, so
+the book (and the ledger, its single writer) is only ever touched from one
+place. A shard that dies has its routes' owed tickets dealt to a new shard,
+with the same seeds and trials, up to ``max_shard_attempts``; a route that
+runs out of attempts fails with :class:`~rlmesh_trio.ShardLost`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+
+import trio
+
+from .._errors import RouteCancelled, RunFailed, ShardLost
+from .._signals import RUN_SIGNALS, wait_for_signal
+from ..orchestrator import Route, RunInterrupted, RunReport
+from ..runtime import RuntimeHooks
+from ._backends import Backend, ShardDied
+from ._planner import owed_part, plan_shards
+from ._state import RouteBook, merged_report
+from ._work import EpisodeDone, HookCall, Item, RouteEnded, RoutePart, RunOptions, ShardWork
+
+__all__ = ["Coordinator", "EpisodeSink"]
+
+log = logging.getLogger("rlmesh_trio.distributed")
+
+INTERRUPTED = "interrupted by the user (SIGINT / KeyboardInterrupt)"
+
+#: Called with (route id, episode) for each ticket the first time it is delivered.
+EpisodeSink = Callable[[str, object], None]
+
+
+class Coordinator:
+    """Runs routes over a backend's shards and merges one :class:`RunReport`."""
+
+    def __init__(
+        self,
+        routes: Sequence[Route],
+        backend: Backend,
+        *,
+        shards: int,
+        options: RunOptions,
+        max_shard_attempts: int = 3,
+        handle_sigint: bool = True,
+        on_episode: EpisodeSink | None = None,
+        hooks: RuntimeHooks | None = None,
+    ) -> None:
+        self.routes = list(routes)
+        self.backend = backend
+        self.shards = shards
+        self.options = options
+        self.max_shard_attempts = max_shard_attempts
+        self.handle_sigint = handle_sigint
+        self.on_episode = on_episode
+        self.hooks = hooks
+        self.books = {str(r.route_id): RouteBook(r) for r in self.routes}
+        self._handles: dict[str, object] = {}
+        self._live = 0
+        self._serial = 0
+        self._cancel_reason: str | None = None
+        self._primary: tuple[str, BaseException] | None = None
+        self._interrupted = False
+        self._all_ended = trio.Event()
+
+    async def run(self) -> RunReport:
+        """Run every route to its end and return the merged report.
+
+        Raises:
+            RunFailed: a route failed under ``cancel_siblings`` (the report is on it).
+            RunInterrupted: Ctrl+C cancelled every shard (the partial report is on it).
+        """
+        started = time.perf_counter()
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            if self.handle_sigint and threading.current_thread() is threading.main_thread():
+                nursery.start_soon(self._watch_sigint)
+            groups = plan_shards(
+                self.routes, self.shards, batch_predicts=self.options.batch_predicts
+            )
+            for group in groups:
+                self._launch(tuple(owed_part(r, range(r.episode_budget or 0)) for r in group), 1)
+            if not groups:
+                self._all_ended.set()
+            await self._all_ended.wait()
+            nursery.cancel_scope.cancel()
+        report = self._report(time.perf_counter() - started)
+        if self._interrupted:
+            raise RunInterrupted(report)
+        if self.options.on_failure == "cancel_siblings" and self._primary is not None:
+            route_id, error = self._primary
+            raise RunFailed(report, error, route_id) from error
+        return report
+
+    def _report(self, wall_s: float) -> RunReport:
+        reason = self._cancel_reason or "cancelled"
+        pending = {
+            rid: RouteCancelled(rid, 0, reason)
+            for rid, book in self.books.items()
+            if not book.ended
+        }
+        return merged_report(self.books.values(), wall_s, pending)
+
+    def cancel(self, reason: str) -> None:
+        """Cancel every shard; each route ends ``RouteCancelled`` with ``reason``."""
+        if self._cancel_reason is None:
+            self._cancel_reason = reason
+        for handle in list(self._handles.values()):
+            handle.cancel(reason)  # type: ignore[attr-defined]
+
+    async def _watch_sigint(self) -> None:
+        await wait_for_signal(RUN_SIGNALS)
+        self._interrupted = True
+        self.cancel(INTERRUPTED)
+
+    def _launch(self, parts: tuple[RoutePart, ...], attempt: int) -> None:
+        self._serial += 1
+        work = ShardWork(f"shard-{self._serial}", attempt, parts, self.options)
+        self._live += 1
+        self._nursery.start_soon(self._follow, work)
+
+    async def _follow(self, work: ShardWork) -> None:
+        """Start ``work`` on the backend and take in its stream until it ends or dies."""
+        token = trio.lowlevel.current_trio_token()
+        died: BaseException | None = None
+        try:
+            handle = await trio.to_thread.run_sync(self.backend.start, work)
+            self._handles[work.shard_id] = handle
+            if self._cancel_reason is not None:
+                handle.cancel(self._cancel_reason)
+
+            def pump() -> None:
+                for batch in handle.batches():
+                    trio.from_thread.run(self._take, batch, trio_token=token)
+
+            await trio.to_thread.run_sync(pump)
+        except (ShardDied, OSError) as exc:
+            died = exc
+        except Exception as exc:  # a backend failure is a lost shard, not a lost run
+            log.warning("shard %s failed: %r", work.shard_id, exc)
+            died = exc
+        finally:
+            self._handles.pop(work.shard_id, None)
+        self._lost(work, died)  # a no-op when every route of the shard has ended
+        self._live -= 1
+        if self._live == 0:
+            self._all_ended.set()
+
+    async def _take(self, batch: list[Item]) -> None:
+        for item in batch:
+            if isinstance(item, EpisodeDone):
+                book = self.books[item.route_id]
+                if book.add(item.result):
+                    if self.on_episode is not None:
+                        self.on_episode(item.route_id, item.result)
+                    if item.event is not None:
+                        await self._hook("episode_completed", item.event)
+            elif isinstance(item, HookCall):
+                await self._hook(item.name, item.event)
+            elif isinstance(item, RouteEnded):
+                self._route_ended(item)
+
+    async def _hook(self, name: str, event: object) -> None:
+        if self.hooks is None:
+            return
+        try:
+            await getattr(self.hooks, name)(event)
+        except Exception as exc:  # event hooks are best-effort, as in a local run
+            log.warning("hook %s failed: %r", name, exc)
+
+    def _route_ended(self, ended: RouteEnded) -> None:
+        book = self.books[ended.route_id]
+        book.part_ended(ended)
+        if ended.status == "completed":
+            if not book.owed:
+                book.end("completed")
+        elif ended.status == "failed":
+            book.end("failed", ended.error)
+            self._failed(ended.route_id, ended.error)
+        else:
+            book.end("cancelled", ended.error)
+
+    def _failed(self, route_id: str, error: BaseException | None) -> None:
+        log.warning("route %s failed: %s", route_id, error)
+        if self._primary is None and error is not None:
+            self._primary = (route_id, error)
+            if self.options.on_failure == "cancel_siblings":
+                self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
+
+    def _lost(self, work: ShardWork, cause: BaseException | None) -> None:
+        """Deal the owed tickets of ``work``'s unfinished routes to a new shard (or fail them)."""
+        if all(self.books[part.route_id].ended for part in work.parts):
+            return
+        detail = str(cause) if cause is not None else "its stream ended early"
+        log.warning("shard %s lost (attempt %d): %s", work.shard_id, work.attempt, detail)
+        again: list[RoutePart] = []
+        for part in work.parts:
+            book = self.books[part.route_id]
+            if book.ended:
+                continue
+            owed = book.owed
+            if not owed:
+                book.end("completed")
+            elif self._cancel_reason is not None:
+                book.end("cancelled", RouteCancelled(book.route_id, 0, self._cancel_reason))
+            elif work.attempt >= self.max_shard_attempts:
+                error = ShardLost(book.route_id, work.shard_id, work.attempt, detail)
+                book.end("failed", error)
+                self._failed(book.route_id, error)
+            else:
+                book.attempts = work.attempt + 1
+                again.append(owed_part(book.route, owed))
+        if again:
+            self._launch(tuple(again), work.attempt + 1)

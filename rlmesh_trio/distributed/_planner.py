@@ -1,0 +1,113 @@
+"""Splitting a run's routes into shards, and cutting a route down to what is still owed."""
+
+from __future__ import annotations
+
+import ipaddress
+import pickle
+from collections.abc import Sequence
+from typing import Any
+
+import attrs
+
+from .._errors import InvalidSpec
+from ..orchestrator import Route
+from ._work import RoutePart
+
+__all__ = ["check_picklable", "is_loopback", "owed_part", "plan_shards", "route_ids"]
+
+
+def route_ids(routes: Sequence[Route]) -> list[str]:
+    """The ids the orchestrator would give ``routes`` (``route-i`` where none is set)."""
+    return [route.route_id or f"route-{i}" for i, route in enumerate(routes)]
+
+
+def check_picklable(routes: Sequence[Route]) -> None:
+    """Refuse, before anything starts, a route that cannot travel to a shard.
+
+    Raises:
+        InvalidSpec: naming the route and what would not pickle.
+    """
+    for route in routes:
+        try:
+            pickle.dumps(route)
+        except Exception as exc:
+            raise InvalidSpec(
+                f"route {route.route_id}: cannot be sent to a shard "
+                f"(it does not pickle: {type(exc).__name__}: {exc}); give addresses, "
+                f"env ids or module-level callables instead of local objects"
+            ) from exc
+
+
+def _budget(route: Route) -> int:
+    budget = route.episode_budget
+    if budget is None:
+        raise InvalidSpec(
+            f"route {route.route_id}: a distributed run needs seeds or an episode count "
+            f"(a route that runs until cancelled has no tickets to deal)"
+        )
+    return budget
+
+
+def _model_key(route: Route) -> Any:
+    return route.model if isinstance(route.model, str) else id(route.model)
+
+
+def plan_shards(routes: Sequence[Route], shards: int, *, batch_predicts: bool) -> list[list[Route]]:
+    """Deal ``routes`` (ids already set) into at most ``shards`` groups, balancing episodes.
+
+    With ``batch_predicts`` the routes that share a model endpoint stay in one
+    shard, so their predicts still group into batched round trips. Groups are
+    placed largest first onto the lightest shard; route order is kept inside
+    each shard. Empty shards are dropped.
+    """
+    if shards < 1:
+        raise InvalidSpec(f"shards must be >= 1, got {shards}")
+    groups: dict[Any, list[Route]] = {}
+    for route in routes:
+        key = _model_key(route) if batch_predicts else route.route_id
+        groups.setdefault(key, []).append(route)
+    bins: list[list[Route]] = [[] for _ in range(shards)]
+    loads = [0] * shards
+    ordered = sorted(groups.values(), key=lambda g: -sum(_budget(r) for r in g))
+    for group in ordered:
+        lightest = loads.index(min(loads))
+        bins[lightest].extend(group)
+        loads[lightest] += sum(_budget(r) for r in group)
+    position = {route.route_id: i for i, route in enumerate(routes)}
+    return [sorted(b, key=lambda r: position[r.route_id]) for b in bins if b]
+
+
+def owed_part(route: Route, owed: Sequence[int]) -> RoutePart:
+    """The route cut down to the planned episodes ``owed`` (ascending indices).
+
+    Seeds follow their tickets; the trial base moves to the first owed
+    episode (exact when the owed episodes are one contiguous tail, which is
+    what a shard loses on a single env; a gap in lanes is noted in the docs).
+    """
+    indices = tuple(sorted(owed))
+    if not indices:
+        raise ValueError("owed_part needs at least one owed episode")
+    seeds = None if route.seeds is None else tuple(route.seeds[i] for i in indices)
+    cut = attrs.evolve(
+        route,
+        seeds=seeds,
+        episodes=len(indices),
+        trial_index_base=route.trial_index_base + indices[0],
+    )
+    return RoutePart(route=cut, indices=indices)
+
+
+def is_loopback(address: Any) -> bool:
+    """True for an address only this machine can reach (127/8, ::1, localhost, unix)."""
+    if not isinstance(address, str):
+        return False  # an in-process env or policy travels with the route
+    text = address.removeprefix("tcp://")
+    if text.startswith("unix:"):
+        return True
+    host = text.rsplit(":", 1)[0].strip("[]")
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,108 @@
+"""The coordinator's book of a distributed run: per route, which tickets are done and how it ended.
+
+Each planned episode (ticket) is kept at most once, whichever shard or
+attempt delivered it first; the merged report is built from this book alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+
+from ..orchestrator import Route, RouteOutcome, RunReport
+from ..runtime import EpisodeResult, RouteReport, merge_telemetry
+from ..runtime._results import SeriesSnapshot
+from ._work import RouteEnded
+
+__all__ = ["RouteBook", "merged_report"]
+
+
+class RouteBook:
+    """One route's tickets and outcome while the run is in flight."""
+
+    def __init__(self, route: Route) -> None:
+        self.route = route
+        self.route_id = str(route.route_id)
+        budget = route.episode_budget
+        self.planned = tuple(range(budget or 0))
+        self.done: dict[int, EpisodeResult] = {}
+        self.parts: list[RouteReport] = []
+        self.status: str | None = None
+        self.error: BaseException | None = None
+        self.env = route.env if isinstance(route.env, str) else type(route.env).__name__
+        self.model = route.model if isinstance(route.model, str) else type(route.model).__name__
+        self.wall_s = 0.0
+        self.attempts = 1
+
+    @property
+    def owed(self) -> list[int]:
+        return [i for i in self.planned if i not in self.done]
+
+    @property
+    def ended(self) -> bool:
+        return self.status is not None
+
+    def add(self, result: EpisodeResult) -> bool:
+        """Keep ``result`` unless its ticket is already done; True when it was new."""
+        if result.index in self.done or result.index not in range(len(self.planned)):
+            return False
+        self.done[result.index] = result
+        return True
+
+    def part_ended(self, ended: RouteEnded) -> None:
+        self.env, self.model = ended.env, ended.model
+        self.wall_s += ended.wall_s
+        if ended.report is not None:
+            self.parts.append(ended.report)
+
+    def end(self, status: str, error: BaseException | None = None) -> None:
+        if self.status is None:
+            self.status, self.error = status, error
+
+    def outcome(self, pending: BaseException | None) -> RouteOutcome:
+        status, error = self.status, self.error
+        if status is None:
+            status, error = "cancelled", pending
+        return RouteOutcome(
+            route_id=self.route_id,
+            env=self.env,
+            model=self.model,
+            status=status,  # type: ignore[arg-type]
+            error=error,
+            report=self._report(),
+            wall_s=self.wall_s,
+        )
+
+    def _report(self) -> RouteReport:
+        episodes = [self.done[i] for i in sorted(self.done)]
+        samples = _merged_samples(part.samples for part in self.parts)
+        first = self.parts[0] if self.parts else None
+        return RouteReport(
+            route_id=self.route_id,
+            session_id=first.session_id if first else self.route_id,
+            env_id=first.env_id if first else "",
+            total_steps=sum(ep.steps for ep in episodes),
+            total_episodes=len(episodes),
+            episodes=episodes,
+            telemetry=merge_telemetry(self.parts),
+            samples=samples,
+        )
+
+
+def _merged_samples(
+    parts: Iterable[Mapping[tuple[str, str, str], SeriesSnapshot]],
+) -> dict[tuple[str, str, str], SeriesSnapshot]:
+    merged: dict[tuple[str, str, str], SeriesSnapshot] = {}
+    for samples in parts:
+        for key, (count, total, pool) in samples.items():
+            c, t, p = merged.get(key, (0, 0.0, ()))
+            merged[key] = (c + count, t + total, p + tuple(pool))
+    return merged
+
+
+def merged_report(
+    books: Iterable[RouteBook], wall_s: float, pending: Mapping[str, BaseException]
+) -> RunReport:
+    """The run's report in route order; ``pending`` names why unfinished routes stopped."""
+    return RunReport(
+        routes=tuple(book.outcome(pending.get(book.route_id)) for book in books), wall_s=wall_s
+    )

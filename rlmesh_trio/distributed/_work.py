@@ -1,0 +1,112 @@
+"""What travels between the coordinator and its shards: work going out, items coming back.
+
+Everything here pickles (attrs value objects holding routes, episode results
+and our exceptions), because a shard may live in another process or on
+another machine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Literal
+
+import attrs
+
+from ..orchestrator import Route
+from ..runtime import EpisodeResult, RouteReport
+
+__all__ = [
+    "EpisodeDone",
+    "HookCall",
+    "Item",
+    "RouteEnded",
+    "RoutePart",
+    "RunOptions",
+    "ShardEnded",
+    "ShardWork",
+    "TicketKey",
+]
+
+#: A planned episode: (route id, the episode's index among the route's planned episodes).
+TicketKey = tuple[str, int]
+
+
+@attrs.frozen
+class RunOptions:
+    """The run-wide settings every shard's orchestrator gets."""
+
+    on_failure: Literal["cancel_siblings", "isolate"] = "cancel_siblings"
+    max_concurrency: int | None = None
+    batch_predicts: bool = False
+    client_options: Mapping[str, Any] = attrs.field(factory=dict)
+
+
+@attrs.frozen
+class RoutePart:
+    """The part of one route a shard runs: ``route`` carries only the episodes still
+    owed, and ``indices[j]`` is the planned index of the part's ``j``-th episode."""
+
+    route: Route
+    indices: tuple[int, ...]
+
+    @property
+    def route_id(self) -> str:
+        return str(self.route.route_id)
+
+
+@attrs.frozen
+class ShardWork:
+    """One shard's share of a run (``attempt`` counts from 1 for its routes' tickets)."""
+
+    shard_id: str
+    attempt: int
+    parts: tuple[RoutePart, ...]
+    options: RunOptions
+
+    @property
+    def route_ids(self) -> tuple[str, ...]:
+        return tuple(part.route_id for part in self.parts)
+
+
+@attrs.frozen
+class EpisodeDone:
+    """A finished episode, already renumbered to its planned index (``event`` likewise)."""
+
+    route_id: str
+    result: EpisodeResult
+    event: Any = None
+
+    @property
+    def key(self) -> TicketKey:
+        return (self.route_id, self.result.index)
+
+
+@attrs.frozen
+class RouteEnded:
+    """How a route's part ended in its shard (``report`` without its episodes)."""
+
+    route_id: str
+    status: Literal["completed", "failed", "cancelled"]
+    error: BaseException | None
+    env: str
+    model: str
+    wall_s: float
+    report: RouteReport | None
+
+
+@attrs.frozen
+class HookCall:
+    """A lifecycle event the shard saw, for the caller's hooks (progress bars, logs)."""
+
+    name: Literal["session_started", "session_ended", "session_failed"]
+    event: Any
+
+
+@attrs.frozen
+class ShardEnded:
+    """The shard ran to its end (its stream is complete)."""
+
+    shard_id: str
+
+
+Item = EpisodeDone | HookCall | RouteEnded | ShardEnded
