@@ -8,7 +8,7 @@ The public API is re-exported here; everything else lives in private modules::
     report = rt.run(routes)                  # or: await rt.run_routes(routes) inside Trio
 """
 
-from . import hooks, spaces
+from . import distributed, hooks, spaces
 from ._errors import (
     ConnectError,
     EnvRpcError,
@@ -22,11 +22,13 @@ from ._errors import (
     RlmeshTrioError,
     RouteCancelled,
     RunFailed,
+    ShardLost,
 )
 from ._local_env import LocalEnv
 from ._local_model import LocalModel
 from ._modelhost import policy
 from ._version import __version__
+from .distributed import run_distributed
 from .orchestrator import (
     Orchestrator,
     Route,
@@ -96,12 +98,15 @@ __all__ = [
     "RuntimeEnv",
     "RuntimeHooks",
     "RuntimeModel",
+    "ShardLost",
     "TelemetryRow",
     "__version__",
     "check_health",
+    "distributed",
     "hooks",
     "policy",
     "run",
+    "run_distributed",
     "run_routes",
     "serve_env",
     "serve_model",

@@ -15,7 +15,7 @@ from ..orchestrator import Route, RunReport
 from ..runtime import RuntimeHooks
 from ._backends import Backend, ProcessBackend, ThreadBackend
 from ._coordinator import Coordinator
-from ._planner import check_picklable, route_ids
+from ._planner import budget, check_picklable, route_ids
 from ._work import RunOptions
 
 __all__ = ["run_distributed"]
@@ -32,7 +32,10 @@ def _named(routes: Sequence[Route]) -> list[Route]:
     duplicates = sorted({rid for rid in ids if ids.count(rid) > 1})
     if duplicates:
         raise InvalidSpec(f"duplicate route ids: {', '.join(duplicates)}")
-    return [attrs.evolve(r, route_id=rid) for r, rid in zip(routes, ids, strict=True)]
+    named = [attrs.evolve(r, route_id=rid) for r, rid in zip(routes, ids, strict=True)]
+    for route in named:
+        budget(route)
+    return named
 
 
 def make_backend(backend: BackendName | Backend, address: str | None) -> Backend:

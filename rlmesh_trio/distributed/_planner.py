@@ -13,7 +13,7 @@ from .._errors import InvalidSpec
 from ..orchestrator import Route
 from ._work import RoutePart
 
-__all__ = ["check_picklable", "is_loopback", "owed_part", "plan_shards", "route_ids"]
+__all__ = ["budget", "check_picklable", "is_loopback", "owed_part", "plan_shards", "route_ids"]
 
 
 def route_ids(routes: Sequence[Route]) -> list[str]:
@@ -38,7 +38,12 @@ def check_picklable(routes: Sequence[Route]) -> None:
             ) from exc
 
 
-def _budget(route: Route) -> int:
+def budget(route: Route) -> int:
+    """The route's episode count.
+
+    Raises:
+        InvalidSpec: for a route that runs until cancelled.
+    """
     budget = route.episode_budget
     if budget is None:
         raise InvalidSpec(
@@ -68,11 +73,11 @@ def plan_shards(routes: Sequence[Route], shards: int, *, batch_predicts: bool) -
         groups.setdefault(key, []).append(route)
     bins: list[list[Route]] = [[] for _ in range(shards)]
     loads = [0] * shards
-    ordered = sorted(groups.values(), key=lambda g: -sum(_budget(r) for r in g))
+    ordered = sorted(groups.values(), key=lambda g: -sum(budget(r) for r in g))
     for group in ordered:
         lightest = loads.index(min(loads))
         bins[lightest].extend(group)
-        loads[lightest] += sum(_budget(r) for r in group)
+        loads[lightest] += sum(budget(r) for r in group)
     position = {route.route_id: i for i, route in enumerate(routes)}
     return [sorted(b, key=lambda r: position[r.route_id]) for b in bins if b]
 
