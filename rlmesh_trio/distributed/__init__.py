@@ -17,4 +17,20 @@ __all__ = [
     "ShardWork",
     "ThreadBackend",
     "run_distributed",
+    "serve_envs",
+    "serve_models",
 ]
+
+
+def serve_envs(*args: object, **kwargs: object) -> object:
+    """Env servers as Ray actors (needs the ray extra); see :mod:`._ray_servers`."""
+    from ._ray_servers import serve_envs as start
+
+    return start(*args, **kwargs)  # type: ignore[arg-type]
+
+
+def serve_models(*args: object, **kwargs: object) -> object:
+    """Model servers as Ray actors (needs the ray extra); see :mod:`._ray_servers`."""
+    from ._ray_servers import serve_models as start
+
+    return start(*args, **kwargs)  # type: ignore[arg-type]

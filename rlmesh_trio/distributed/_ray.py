@@ -11,6 +11,7 @@ objects): the coordinator replays owed tickets on a fresh actor instead.
 
 from __future__ import annotations
 
+import os
 import queue
 import threading
 from collections.abc import Callable, Iterator
@@ -65,8 +66,9 @@ class ShardActor:
         if self._cancel is not None:
             self._cancel(reason)
 
-    def ping(self) -> bool:
-        return True
+    def where(self) -> tuple[int, str]:
+        """(process id, Ray node id) of this shard: for operators and crash tests."""
+        return os.getpid(), ray.get_runtime_context().get_node_id()
 
 
 # ray's stubs do not list actor options such as max_concurrency; the call is documented API.
