@@ -21,7 +21,6 @@ from ._errors import (
     ProtocolError,
     RlmeshTrioError,
     RouteCancelled,
-    RunFailed,
 )
 from ._local_env import LocalEnv
 from ._local_model import LocalModel
@@ -31,6 +30,7 @@ from .orchestrator import (
     Orchestrator,
     Route,
     RouteOutcome,
+    RunFailed,
     RunInterrupted,
     RunReport,
     run,

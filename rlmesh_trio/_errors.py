@@ -7,10 +7,7 @@ their ``str()`` reads the same way, so logs from either runtime look alike.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .orchestrator import RunReport
+from typing import Any
 
 __all__ = [
     "ConnectError",
@@ -24,8 +21,8 @@ __all__ = [
     "ProtocolError",
     "RlmeshTrioError",
     "RouteCancelled",
-    "RunFailed",
     "format_duration",
+    "rebuild_exception",
 ]
 
 CLOSED_CONNECTION_HINT = (
@@ -49,8 +46,30 @@ def format_duration(seconds: float) -> str:
     return f"{round(micros * 1000)}ns"
 
 
+def rebuild_exception(
+    cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]
+) -> Any:
+    """Recreate a pickled exception from its ``args`` and fields, without calling ``__init__``.
+
+    Our constructors take the fields (``route_id``, ``step``, ...) and build
+    the message from them, so the default pickling, which calls
+    ``cls(*args)`` with the message alone, cannot recreate them.
+    """
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class RlmeshTrioError(Exception):
-    """Base class of every error raised by rlmesh-trio."""
+    """Base class of every error raised by rlmesh-trio.
+
+    Every subclass pickles with its fields (``args`` and ``__dict__`` as they
+    are), so a report with a failed route can cross a process boundary.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (rebuild_exception, (type(self), self.args, dict(self.__dict__)))
 
 
 class InvalidSpec(RlmeshTrioError):
@@ -179,17 +198,3 @@ class HookError(RlmeshTrioError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(f"runtime hook failed: {detail}")
-
-
-class RunFailed(RlmeshTrioError):
-    """``run_routes`` ended with a failed route under ``on_failure="cancel_siblings"``.
-
-    ``report`` holds every route's outcome and every finished episode; the
-    primary (first) route error is ``__cause__`` and ``primary``.
-    """
-
-    def __init__(self, report: RunReport, primary: BaseException, route_id: Any) -> None:
-        self.report = report
-        self.primary = primary
-        self.route_id = route_id
-        super().__init__(f"route {route_id} failed: {primary}")

@@ -14,8 +14,8 @@ from typing import Any
 import click
 import trio
 
-from .._errors import RlmeshTrioError, RunFailed
-from ..orchestrator import RunInterrupted, RunReport
+from .._errors import RlmeshTrioError
+from ..orchestrator import RunFailed, RunInterrupted, RunReport
 from ._summary import print_summary, write_report
 from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
 from ._tls import client_context, client_tls_options, server_context, server_tls_options

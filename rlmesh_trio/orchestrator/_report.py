@@ -8,9 +8,10 @@ from typing import Any, Literal
 
 import attrs
 
+from .._errors import RlmeshTrioError
 from ..runtime import EpisodeResult, RouteReport, TelemetryRow, merge_telemetry
 
-__all__ = ["RouteOutcome", "RouteStatus", "RunReport"]
+__all__ = ["RouteOutcome", "RouteStatus", "RunFailed", "RunReport"]
 
 RouteStatus = Literal["completed", "failed", "cancelled"]
 
@@ -162,3 +163,18 @@ class RunReport:
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
+
+
+class RunFailed(RlmeshTrioError):
+    """``run_routes`` ended with a failed route under ``on_failure="cancel_siblings"``.
+
+    ``report`` holds every route's outcome and every finished episode; the
+    primary (first) route error is ``__cause__`` and ``primary``. It pickles
+    with its report (fields travel as they are; ``__cause__`` does not).
+    """
+
+    def __init__(self, report: RunReport, primary: BaseException, route_id: Any) -> None:
+        self.report = report
+        self.primary = primary
+        self.route_id = route_id
+        super().__init__(f"route {route_id} failed: {primary}")

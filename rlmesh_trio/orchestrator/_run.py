@@ -28,12 +28,12 @@ from .._errors import (
     OperationTimeout,
     RlmeshTrioError,
     RouteCancelled,
-    RunFailed,
     format_duration,
+    rebuild_exception,
 )
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
 from ._endpoints import EndpointPool
-from ._report import RouteOutcome, RouteStatus, RunReport
+from ._report import RouteOutcome, RouteStatus, RunFailed, RunReport
 from ._route import Route
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
@@ -54,6 +54,9 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, report: RunReport) -> None:
         super().__init__("run interrupted")
         self.report = report
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (rebuild_exception, (type(self), self.args, dict(self.__dict__)))
 
 
 class _Slot:
