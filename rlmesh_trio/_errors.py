@@ -25,6 +25,8 @@ __all__ = [
     "rebuild_exception",
 ]
 
+#: The source message of an env error whose Join stream closed before the reply came.
+CLOSED_CONNECTION_SOURCE = "transport error: connection closed"
 CLOSED_CONNECTION_HINT = (
     "If the source is 'transport error: connection closed', the environment server exited, "
     "crashed, or received SIGTERM before replying; inspect the environment container logs "
@@ -108,7 +110,14 @@ class RouteCancelled(RlmeshTrioError):
 
 
 class EnvRpcError(RlmeshTrioError):
-    """The environment endpoint failed an operation (an ``EnvError``, or the connection broke)."""
+    """The environment endpoint failed an operation (an ``EnvError``, or the connection broke).
+
+    The message ends with the reference driver's "inspect the environment
+    container logs" hint only when ``message`` is exactly
+    ``CLOSED_CONNECTION_SOURCE`` (a served env's stream closed before it
+    replied): for an env error, an in-process env or an invalid action the
+    hint would point the wrong way.
+    """
 
     def __init__(
         self,
@@ -124,10 +133,10 @@ class EnvRpcError(RlmeshTrioError):
         self.message = message
         self.code = code
         self.recoverable = recoverable
-        super().__init__(
-            f"environment {operation} failed at runtime step {step}: {message}. "
-            f"{CLOSED_CONNECTION_HINT}"
-        )
+        text = f"environment {operation} failed at runtime step {step}: {message}"
+        if message == CLOSED_CONNECTION_SOURCE:
+            text = f"{text}. {CLOSED_CONNECTION_HINT}"
+        super().__init__(text)
 
 
 class ModelRpcError(RlmeshTrioError):

@@ -86,3 +86,39 @@ def test_errors_module_imports_nothing_of_ours() -> None:
         and (node.level > 0 or (node.module or "").startswith("rlmesh_trio"))
     ]
     assert ours == []
+
+
+# ------------------------------------------------------- issue 12 item 23: the hint's place
+
+
+def test_closed_connection_hint_only_for_a_closed_connection() -> None:
+    from rlmesh_trio._errors import CLOSED_CONNECTION_HINT, CLOSED_CONNECTION_SOURCE
+
+    closed = rt.EnvRpcError("env.step", 4, CLOSED_CONNECTION_SOURCE)
+    assert str(closed) == (
+        "environment env.step failed at runtime step 4: transport error: connection closed. "
+        + CLOSED_CONNECTION_HINT
+    )
+    for message in (
+        "environment error: [InvalidAction] action 7 is outside Discrete(2)",
+        "ValueError: bad action",
+        "transport error: connection closed (the local env session ended)",
+    ):
+        error = rt.EnvRpcError("env.step", 4, message)
+        assert str(error) == f"environment env.step failed at runtime step 4: {message}"
+        assert "container logs" not in str(error)
+
+
+async def test_in_process_env_errors_carry_no_hint() -> None:
+    import gymnasium
+
+    class Broken(gymnasium.Wrapper):  # type: ignore[type-arg]
+        def step(self, action: object) -> object:
+            raise ValueError("bad action")
+
+    route = rt.Route(env=Broken(gymnasium.make("CartPole-v1")), model=lambda obs: 0, episodes=1)
+    report = await rt.run_routes([route], on_failure="isolate")
+    error = report.routes[0].error
+    assert isinstance(error, rt.EnvRpcError)
+    assert "bad action" in str(error)
+    assert "container logs" not in str(error)
