@@ -10,6 +10,7 @@ import attrs
 
 from .._errors import InvalidSpec
 from ..runtime import Limits
+from ..runtime._spec import check_seed_range
 
 __all__ = ["Route", "shard"]
 
@@ -34,6 +35,7 @@ def _check_route(route: Route) -> None:
     if route.seeds is not None:
         if not route.seeds:
             raise InvalidSpec(f"route {route.route_id or '?'}: seeds is empty")
+        check_seed_range(route.seeds, route.route_id or "?")
         if route.episodes is not None and route.episodes != len(route.seeds):
             raise InvalidSpec(
                 f"route {route.route_id or '?'}: episodes={route.episodes} does not match "

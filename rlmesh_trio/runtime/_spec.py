@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -12,10 +12,33 @@ import uuid_utils
 from .._errors import InvalidSpec
 from .._wire import core_pb
 
-__all__ = ["DEFAULT_MAX_EPISODE_STEPS", "Limits", "RouteSpec", "mint_uuid7"]
+__all__ = [
+    "DEFAULT_MAX_EPISODE_STEPS",
+    "SEED_MAX",
+    "SEED_MIN",
+    "Limits",
+    "RouteSpec",
+    "check_seed_range",
+    "mint_uuid7",
+]
 
 #: The per-episode step bound rlmesh 0.1.0 applies when no ``max_episode_steps`` is given.
 DEFAULT_MAX_EPISODE_STEPS = 100_000
+#: Seeds travel as int64 (``ResetRequest.seeds``, ``EpisodeInfo.seed``); the range of one.
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
+
+def check_seed_range(seeds: Iterable[int], route_id: str) -> None:
+    """Raise :class:`InvalidSpec` naming the route and the first seed the wire cannot carry.
+
+    A seed outside int64 would wrap on the wire (2**64+5 arrives as 5) while
+    an in-process env gets it whole, so it is refused on every path alike.
+    """
+    for seed in seeds:
+        if not SEED_MIN <= seed <= SEED_MAX:
+            raise InvalidSpec(
+                f"route {route_id}: seed {seed} is outside the wire's int64 range [-2**63, 2**63-1]"
+            )
 
 
 def mint_uuid7() -> str:
@@ -178,6 +201,7 @@ class RouteSpec:
         if self.seeds is not None:
             if not self.seeds:
                 raise InvalidSpec("seeds must not be empty when given")
+            check_seed_range(self.seeds, self.route_id)
             if self.max_episodes is not None and self.max_episodes != len(self.seeds):
                 raise InvalidSpec(
                     f"max_episodes ({self.max_episodes}) must equal the number of seeds "
