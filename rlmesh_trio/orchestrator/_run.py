@@ -32,6 +32,7 @@ from .._errors import (
     rebuild_exception,
 )
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
+from ._checks import check_distinct_env_objects
 from ._endpoints import EndpointPool
 from ._report import RouteOutcome, RouteStatus, RunFailed, RunReport
 from ._route import Route
@@ -145,6 +146,7 @@ class Orchestrator:
         duplicates = sorted({rid for rid in ids if ids.count(rid) > 1})
         if duplicates:
             raise InvalidSpec(f"duplicate route ids: {', '.join(duplicates)}")
+        check_distinct_env_objects(routes, ids)
         self.routes = routes
         self.hooks = hooks
         self.on_failure = on_failure
