@@ -58,3 +58,61 @@ async def test_factories_and_separate_envs_are_fine() -> None:
     envs = [factory, factory, gymnasium.make("CartPole-v1"), gymnasium.make("CartPole-v1")]
     report = await rt.run_routes(rt.shard(envs=envs, model=_policy, seeds=range(8)))
     assert report.ok and report.total_episodes == 8
+
+
+# ------------------------------------------------------------- item 5: NaN in the JSON report
+
+
+class OddReward(gymnasium.Wrapper):  # type: ignore[type-arg]
+    """CartPole whose episode rewards are NaN, then +inf, then ordinary (per reset)."""
+
+    def __init__(self, rewards: list[float]) -> None:
+        super().__init__(gymnasium.make("CartPole-v1"))
+        self.rewards = rewards
+        self.episode = -1
+
+    def reset(self, **kwargs: object) -> object:
+        self.episode += 1
+        return super().reset(**kwargs)  # type: ignore[arg-type]
+
+    def step(self, action: object) -> object:
+        obs, _, terminated, truncated, info = super().step(action)
+        return obs, self.rewards[self.episode], terminated, truncated, info
+
+
+def _strict(text: str) -> object:
+    import json
+
+    def refuse(token: str) -> object:
+        raise ValueError(f"non-strict JSON token {token}")
+
+    return json.loads(text, parse_constant=refuse)
+
+
+@pytest.mark.parametrize(
+    ("rewards", "note", "raws"),
+    [
+        ([float("nan"), 1.0], "nan in episode rewards", ["nan", None]),
+        ([float("inf"), float("-inf")], "-inf, inf in episode rewards", ["inf", "-inf"]),
+    ],
+)
+async def test_nan_rewards_write_strict_json(
+    rewards: list[float], note: str, raws: list[str | None]
+) -> None:
+    route = rt.Route(env=OddReward(rewards), model=_policy, seeds=[1, 2], route_id="odd")
+    report = await rt.run_routes([route])
+    data = _strict(report.to_json())
+    assert isinstance(data, dict)
+    assert data["mean_reward"] is None
+    assert data["mean_reward_note"] == note
+    episodes = data["routes"][0]["episodes"]
+    assert [ep.get("reward_raw") for ep in episodes] == raws
+    assert [ep["reward"] is None for ep in episodes] == [raw is not None for raw in raws]
+
+
+async def test_finite_rewards_keep_the_plain_json_shape() -> None:
+    route = rt.Route(env=gymnasium.make("CartPole-v1"), model=_policy, seeds=[1])
+    data = _strict((await rt.run_routes([route])).to_json())
+    assert isinstance(data, dict)
+    assert isinstance(data["mean_reward"], float) and "mean_reward_note" not in data
+    assert "reward_raw" not in data["routes"][0]["episodes"][0]
