@@ -21,6 +21,7 @@ from ._errors import (
     ProtocolError,
     RlmeshTrioError,
     RouteCancelled,
+    WrongEventLoop,
 )
 from ._local_env import LocalEnv
 from ._local_model import LocalModel
@@ -97,6 +98,7 @@ __all__ = [
     "RuntimeHooks",
     "RuntimeModel",
     "TelemetryRow",
+    "WrongEventLoop",
     "__version__",
     "check_health",
     "hooks",

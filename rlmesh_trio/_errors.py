@@ -21,6 +21,7 @@ __all__ = [
     "ProtocolError",
     "RlmeshTrioError",
     "RouteCancelled",
+    "WrongEventLoop",
     "format_duration",
     "rebuild_exception",
 ]
@@ -207,3 +208,15 @@ class HookError(RlmeshTrioError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(f"runtime hook failed: {detail}")
+
+
+class WrongEventLoop(RlmeshTrioError, RuntimeError):
+    """An entry point was called where it cannot run, with the call that fits there.
+
+    ``run_routes`` awaited outside Trio (e.g. under asyncio), or the blocking
+    ``run`` called inside a running Trio or asyncio loop.
+    """
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)

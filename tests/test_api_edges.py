@@ -116,3 +116,45 @@ async def test_finite_rewards_keep_the_plain_json_shape() -> None:
     assert isinstance(data, dict)
     assert isinstance(data["mean_reward"], float) and "mean_reward_note" not in data
     assert "reward_raw" not in data["routes"][0]["episodes"][0]
+
+
+# ------------------------------------------------- items 10 and 13: the wrong event loop
+
+
+def _one_route() -> list[rt.Route]:
+    return [rt.Route(env=ScriptedEnv(episode_lengths=2), model=ScriptedModel(), episodes=1)]
+
+
+def test_run_routes_under_asyncio_names_the_asyncio_call() -> None:
+    import asyncio
+
+    async def main() -> rt.RunReport:
+        return await rt.run_routes(_one_route())
+
+    with pytest.raises(rt.WrongEventLoop) as info:
+        asyncio.run(main())
+    assert str(info.value) == (
+        "run_routes must run under Trio; from asyncio use `await asyncio.to_thread(rt.run, ...)`"
+    )
+
+
+def test_run_inside_asyncio_names_to_thread_and_that_works() -> None:
+    import asyncio
+
+    async def wrong() -> rt.RunReport:
+        return rt.run(_one_route())
+
+    async def right() -> rt.RunReport:
+        return await asyncio.to_thread(rt.run, _one_route())
+
+    with pytest.raises(rt.WrongEventLoop, match=r"asyncio event loop.*asyncio\.to_thread\(rt\.run"):
+        asyncio.run(wrong())
+    assert asyncio.run(right()).total_episodes == 1
+
+
+async def test_run_inside_trio_names_run_routes() -> None:
+    with pytest.raises(rt.WrongEventLoop) as info:
+        rt.run(_one_route())
+    assert "inside a running Trio run" in str(info.value)
+    assert "`await rt.run_routes(...)`" in str(info.value)
+    assert isinstance(info.value, RuntimeError)

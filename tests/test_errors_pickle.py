@@ -34,6 +34,7 @@ ERRORS: list[BaseException] = [
     rt.ProtocolError("bad varint", path="$.image"),
     rt.HookError("transform_action raised ValueError"),
     rt.ModelRouteMismatch("model", "req-9"),
+    rt.WrongEventLoop("run_routes must run under Trio"),
 ]
 
 

@@ -34,6 +34,7 @@ from .._errors import (
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
 from ._checks import check_distinct_env_objects
 from ._endpoints import EndpointPool
+from ._entry import require_no_running_loop, require_trio_run
 from ._report import RouteOutcome, RouteStatus, RunFailed, RunReport
 from ._route import Route
 
@@ -187,6 +188,8 @@ class Orchestrator:
     async def run(self) -> RunReport:
         """Run every route; see :func:`run_routes` for the failure and cancellation contract."""
         from ..transport import asyncio_loop
+
+        require_trio_run()
 
         self._started_at = time.perf_counter()
         limiter = trio.CapacityLimiter(self.max_concurrency or max(1, len(self.routes)))
@@ -392,6 +395,11 @@ async def run_routes(
 
     No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
     this call when needed.
+
+    Raises:
+        InvalidSpec: a route or option is wrong (before any route starts).
+        WrongEventLoop: awaited outside a Trio run (e.g. under asyncio).
+        RunFailed: a route failed under ``on_failure="cancel_siblings"``.
     """
     orchestrator = Orchestrator(
         routes,
@@ -412,7 +420,12 @@ def run(
     *,
     batch_predicts: bool = False,
 ) -> RunReport:
-    """:func:`run_routes` from synchronous code (starts its own Trio run)."""
+    """:func:`run_routes` from synchronous code (starts its own Trio run).
+
+    Raises:
+        WrongEventLoop: called inside a running Trio run or asyncio loop.
+    """
+    require_no_running_loop()
     return trio.run(
         partial(
             run_routes,
