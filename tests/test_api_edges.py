@@ -158,3 +158,34 @@ async def test_run_inside_trio_names_run_routes() -> None:
     assert "inside a running Trio run" in str(info.value)
     assert "`await rt.run_routes(...)`" in str(info.value)
     assert isinstance(info.value, RuntimeError)
+
+
+# ----------------------------------------------------- item 17: client options on run / run_routes
+
+TOKEN = "s3cret-token"
+
+
+async def test_run_routes_passes_client_options_to_every_address() -> None:
+    from rlmesh_trio._demo_policy import cartpole_policy
+
+    async with (
+        rt.serve_env(gymnasium.make("CartPole-v1"), token=TOKEN) as env_server,
+        rt.serve_model(cartpole_policy, token=TOKEN) as model_server,
+    ):
+        route = rt.Route(env=env_server.address, model=model_server.address, seeds=[3])
+        report = await rt.run_routes([route], client_options={"token": TOKEN})
+        assert report.ok and report.total_episodes == 1
+        refused = await rt.run_routes([route], on_failure="isolate")
+    assert refused.routes[0].status == "failed"
+    assert "invalid env token" in str(refused.routes[0].error)
+
+
+def test_run_passes_client_options_too() -> None:
+    from ._cli import serving
+
+    with serving("serve-env", "CartPole-v1", "--token", TOKEN) as address:
+        route = rt.Route(env=address, model=_policy, seeds=[3])
+        ok = rt.run([route], client_options={"token": TOKEN})
+        refused = rt.run([route], on_failure="isolate")
+    assert ok.ok and ok.total_episodes == 1
+    assert "invalid env token" in str(refused.routes[0].error)

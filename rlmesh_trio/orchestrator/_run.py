@@ -372,6 +372,7 @@ async def run_routes(
     *,
     handle_sigint: bool = True,
     batch_predicts: bool = False,
+    client_options: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """Run ``routes`` concurrently and return a :class:`RunReport`.
 
@@ -393,6 +394,9 @@ async def run_routes(
     address into ``GroupedPredict`` round trips (see ``_batching``); results
     and per-route errors and timeouts are unchanged.
 
+    ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to
+    every gRPC client made from an address in a route (env and model alike).
+
     No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
     this call when needed.
 
@@ -408,6 +412,7 @@ async def run_routes(
         max_concurrency=max_concurrency,
         handle_sigint=handle_sigint,
         batch_predicts=batch_predicts,
+        client_options=client_options,
     )
     return await orchestrator.run()
 
@@ -419,8 +424,11 @@ def run(
     max_concurrency: int | None = None,
     *,
     batch_predicts: bool = False,
+    client_options: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """:func:`run_routes` from synchronous code (starts its own Trio run).
+
+    ``client_options`` are :func:`run_routes`' (``token=``, ``ssl=``, ...).
 
     Raises:
         WrongEventLoop: called inside a running Trio run or asyncio loop.
@@ -434,5 +442,6 @@ def run(
             on_failure=on_failure,
             max_concurrency=max_concurrency,
             batch_predicts=batch_predicts,
+            client_options=client_options,
         )
     )
