@@ -189,3 +189,49 @@ def test_run_passes_client_options_too() -> None:
         refused = rt.run([route], on_failure="isolate")
     assert ok.ok and ok.total_episodes == 1
     assert "invalid env token" in str(refused.routes[0].error)
+
+
+# ----------------------------------------------------------- item 20: labels in the report
+
+
+async def test_remote_endpoint_routes_are_labelled_by_address() -> None:
+    from rlmesh_trio._demo_policy import cartpole_policy
+
+    async with (
+        rt.serve_env(gymnasium.make("CartPole-v1")) as env_server,
+        rt.serve_model(cartpole_policy) as model_server,
+    ):
+        env = rt.RemoteEnv(env_server.address)
+        model = rt.RemoteModel(model_server.address)
+        route = rt.Route(env=env, model=model, seeds=[1], route_id="remote")
+        try:
+            report = await rt.run_routes([route])
+        finally:
+            await model.aclose()
+            await env.aclose()
+    outcome = report.routes[0].to_dict()
+    assert (outcome["env"], outcome["model"]) == (env_server.address, model_server.address)
+
+
+def test_cli_labels_an_env_id_route_with_the_id(tmp_path: object) -> None:
+    import json
+    import pathlib
+
+    from ._cli import run_cli
+
+    out = pathlib.Path(str(tmp_path)) / "report.json"
+    done = run_cli(
+        "run",
+        "--env",
+        "CartPole-v1",
+        "--model",
+        "rlmesh_trio._demo_policy:cartpole_policy",
+        "--seeds",
+        "0:2",
+        "--json",
+        str(out),
+    )
+    assert done.returncode == 0, done.stderr
+    routes = json.loads(out.read_text())["routes"]
+    assert [r["env"] for r in routes] == ["CartPole-v1"]
+    assert routes[0]["model"] == "cartpole_policy"

@@ -8,11 +8,13 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+import attrs
 import click
 
 from ..runtime import Limits
 
 __all__ = [
+    "EnvIdFactory",
     "is_address",
     "load_object",
     "make_env_factory",
@@ -60,7 +62,23 @@ def make_env_factory(spec: str) -> Callable[[], Any]:
         raise click.BadParameter(
             f"unknown gymnasium env id {spec!r} (use a registered id or module:factory)"
         )
-    return lambda: gymnasium.make(spec)
+    return EnvIdFactory(spec)
+
+
+@attrs.frozen
+class EnvIdFactory:
+    """Makes a fresh ``gymnasium.make(env_id)`` per call; ``label`` names it in reports."""
+
+    env_id: str
+
+    @property
+    def label(self) -> str:
+        return self.env_id
+
+    def __call__(self) -> Any:
+        import gymnasium
+
+        return gymnasium.make(self.env_id)
 
 
 def resolve_env(spec: str) -> Any:
