@@ -235,3 +235,36 @@ def test_cli_labels_an_env_id_route_with_the_id(tmp_path: object) -> None:
     routes = json.loads(out.read_text())["routes"]
     assert [r["env"] for r in routes] == ["CartPole-v1"]
     assert routes[0]["model"] == "cartpole_policy"
+
+
+# ------------------------------------------------- item 22: one log line per failing route
+
+
+@pytest.mark.parametrize("on_failure", ["isolate", "cancel_siblings"])
+async def test_each_failing_route_is_logged_once(
+    on_failure: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    routes = [
+        rt.Route(
+            env=ScriptedEnv(episode_lengths=2, fail_at={"step": 1}),
+            model=ScriptedModel(),
+            episodes=2,
+            route_id=f"bad-{i}",
+        )
+        for i in range(6)
+    ]
+    caplog.set_level(logging.WARNING, logger="rlmesh_trio.orchestrator")
+    if on_failure == "isolate":
+        report = await rt.run_routes(routes, on_failure="isolate")
+    else:
+        with pytest.raises(rt.RunFailed) as info:
+            await rt.run_routes(routes)
+        report = info.value.report
+    failed = [o.route_id for o in report.routes if o.status == "failed"]
+    lines = [r.getMessage() for r in caplog.records if "failed:" in r.getMessage()]
+    assert len(lines) == len(failed) >= 1
+    assert sorted(line.split()[1] for line in lines) == sorted(failed)
+    if on_failure == "isolate":
+        assert len(failed) == 6

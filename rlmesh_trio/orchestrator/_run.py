@@ -158,6 +158,7 @@ class Orchestrator:
         self._slots = [_Slot(rid) for rid in ids]
         self._cancel_reason = CALLER_CANCELLED
         self._primary: tuple[str, BaseException] | None = None
+        self._failures_seen: set[str] = set()  # each failing route is logged once
         self._started_at: float | None = None
         self._wall: float | None = None
         self._interrupted = False
@@ -323,8 +324,9 @@ class Orchestrator:
                 await _aclose(model.model, spec.limits.service_close_timeout)
 
     def _failed(self, route_id: str, error: BaseException) -> None:
-        if self._primary is not None and self._primary[0] == route_id:
+        if route_id in self._failures_seen:
             return  # already reported through the driver's on_error
+        self._failures_seen.add(route_id)
         log.warning("route %s failed: %s", route_id, error)
         if self._primary is None:
             self._primary = (route_id, error)
