@@ -268,3 +268,52 @@ async def test_each_failing_route_is_logged_once(
     assert sorted(line.split()[1] for line in lines) == sorted(failed)
     if on_failure == "isolate":
         assert len(failed) == 6
+
+
+# ------------------------------------------------- item 24 (part): hooks that are not hooks
+
+
+@pytest.mark.parametrize("bad", [object(), "progress", {"episode_completed": print}])
+def test_hook_chain_refuses_a_non_hooks_object(bad: object) -> None:
+    with pytest.raises(rt.InvalidSpec) as info:
+        rt.HookChain([rt.RuntimeHooks(), bad])  # type: ignore[list-item]
+    assert "HookChain hooks[1]" in str(info.value)
+    assert f"{type(bad).__name__} object is not runtime hooks" in str(info.value)
+
+
+async def test_run_routes_refuses_a_non_hooks_object_up_front() -> None:
+    env = ScriptedEnv(episode_lengths=2)
+    route = rt.Route(env=env, model=ScriptedModel(), episodes=1)
+    with pytest.raises(rt.InvalidSpec, match=r"hooks: int object is not runtime hooks"):
+        await rt.run_routes([route], hooks=42)  # type: ignore[arg-type]
+    assert env.calls == []  # nothing started
+
+
+def test_sync_hook_methods_are_refused() -> None:
+    class SyncHooks:
+        def episode_completed(self, event: object) -> None:
+            pass
+
+    with pytest.raises(rt.InvalidSpec, match=r"SyncHooks.episode_completed must be an async"):
+        rt.HookChain([SyncHooks()])  # type: ignore[list-item]
+
+
+async def test_duck_typed_hooks_run_without_a_warning_per_event(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    class Counting:
+        def __init__(self) -> None:
+            self.completed = 0
+
+        async def episode_completed(self, event: object) -> None:
+            self.completed += 1
+
+    direct, chained = Counting(), Counting()
+    routes = [
+        rt.Route(env=ScriptedEnv(episode_lengths=3), model=ScriptedModel(), episodes=2)
+        for _ in range(2)
+    ]
+    await rt.run_routes(routes[:1], hooks=direct)  # type: ignore[arg-type]
+    await rt.run_routes(routes[1:], hooks=rt.HookChain([chained, rt.RuntimeHooks()]))  # type: ignore[list-item]
+    assert (direct.completed, chained.completed) == (2, 2)
+    assert [r for r in caplog.records if "hook" in r.getMessage()] == []

@@ -32,6 +32,7 @@ from .._errors import (
     rebuild_exception,
 )
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
+from ..runtime._hooks import as_runtime_hooks
 from ._checks import check_distinct_env_objects
 from ._endpoints import EndpointPool
 from ._entry import require_no_running_loop, require_trio_run
@@ -149,7 +150,7 @@ class Orchestrator:
             raise InvalidSpec(f"duplicate route ids: {', '.join(duplicates)}")
         check_distinct_env_objects(routes, ids)
         self.routes = routes
-        self.hooks = hooks
+        self.hooks = as_runtime_hooks(hooks) if hooks is not None else None
         self.on_failure = on_failure
         self.max_concurrency = max_concurrency
         self.handle_sigint = handle_sigint
@@ -398,6 +399,9 @@ async def run_routes(
 
     ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to
     every gRPC client made from an address in a route (env and model alike).
+    ``hooks`` is a :class:`~rlmesh_trio.RuntimeHooks` (a ``HookChain`` for
+    several), or any object with one or more ``async def`` hook methods (the
+    rest do nothing); anything else is refused up front.
 
     No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
     this call when needed.
