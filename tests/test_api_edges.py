@@ -217,20 +217,10 @@ def test_cli_labels_an_env_id_route_with_the_id(tmp_path: object) -> None:
     import json
     import pathlib
 
-    from ._cli import run_cli
+    from ._api_cli import run_demo
 
     out = pathlib.Path(str(tmp_path)) / "report.json"
-    done = run_cli(
-        "run",
-        "--env",
-        "CartPole-v1",
-        "--model",
-        "rlmesh_trio._demo_policy:cartpole_policy",
-        "--seeds",
-        "0:2",
-        "--json",
-        str(out),
-    )
+    done = run_demo("--seeds", "0:2", "--json", str(out))
     assert done.returncode == 0, done.stderr
     routes = json.loads(out.read_text())["routes"]
     assert [r["env"] for r in routes] == ["CartPole-v1"]

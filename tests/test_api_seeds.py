@@ -84,18 +84,10 @@ async def test_int64_extremes_reach_a_served_env_unchanged() -> None:
 
 
 def test_cli_refuses_it_with_exit_2() -> None:
-    from ._cli import run_cli
+    from ._api_cli import run_demo
 
     seed = 2**64 + 5
-    done = run_cli(
-        "run",
-        "--env",
-        "CartPole-v1",
-        "--model",
-        "rlmesh_trio._demo_policy:cartpole_policy",
-        "--seeds",
-        f"{seed},1",
-    )
+    done = run_demo("--seeds", f"{seed},1")
     assert done.returncode == 2
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith("error: ") and "route route-0" in line and str(seed) in line
