@@ -91,3 +91,24 @@ def test_cli_refuses_it_with_exit_2() -> None:
     assert done.returncode == 2
     line = done.stderr.strip().splitlines()[-1]
     assert line.startswith("error: ") and "route route-0" in line and str(seed) in line
+
+
+def _lookahead(obs: Any) -> int:
+    return 1 if obs[2] + 0.5 * obs[3] > 0 else 0
+
+
+@pytest.mark.interop
+async def test_int64_max_seed_gives_rlmesh_served_and_in_process_the_same_episode() -> None:
+    from ._rlmesh_procs import rlmesh_env
+
+    seeds = [2**63 - 1, 2**62 + 3]
+    local = await rt.run_routes(
+        [rt.Route(env=gymnasium.make("CartPole-v1"), model=_lookahead, seeds=seeds)]
+    )
+    with rlmesh_env() as server:
+        served = await rt.run_routes([rt.Route(env=server.address, model=_lookahead, seeds=seeds)])
+    # CartPole's start state is the seed's: equal episodes mean the seed arrived whole.
+    assert [(ep.seed, ep.steps, ep.reward) for ep in served.episodes] == [
+        (ep.seed, ep.steps, ep.reward) for ep in local.episodes
+    ]
+    assert [ep.seed for ep in served.episodes] == seeds
