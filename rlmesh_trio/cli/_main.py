@@ -14,8 +14,9 @@ from typing import Any
 import click
 import trio
 
-from .._errors import RlmeshTrioError, RunFailed
+from .._errors import InvalidSpec, RlmeshTrioError, RunFailed
 from ..orchestrator import RunInterrupted, RunReport
+from ._checks import check_address_option, check_report_path, user_message
 from ._summary import print_summary, write_report
 from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
 from ._tls import client_context, client_tls_options, server_context, server_tls_options
@@ -55,7 +56,8 @@ def cli(verbose: int) -> None:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
+    callback=check_report_path,
     help="Also write the JSON report here.",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
@@ -81,6 +83,7 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
     "--address",
     default="127.0.0.1:0",
     show_default=True,
+    callback=check_address_option,
     help="Where to listen (host:port, tcp://host:port, unix:///path).",
 )
 @click.option("--num-envs", type=click.IntRange(1), help="Serve a gymnasium vector env of N envs.")
@@ -146,6 +149,7 @@ def serve_env_cmd(
     "--address",
     default="127.0.0.1:0",
     show_default=True,
+    callback=check_address_option,
     help="Where to listen (host:port, tcp://host:port, unix:///path).",
 )
 @click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd.")
@@ -182,7 +186,7 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     except OSError as exc:
         _fail(f"cannot serve: {exc}")
     except RlmeshTrioError as exc:
-        _fail(str(exc))
+        _fail(user_message(exc))
 
 
 # -- run -----------------------------------------------------------------------
@@ -207,7 +211,8 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=click.Path(path_type=Path),
+    callback=check_report_path,
     help="Write the JSON report here (also on failure and Ctrl+C).",
 )
 @click.option("--close-env", is_flag=True, help="Send Close to each env at the end.")
@@ -284,10 +289,10 @@ def run_cmd(
             batch_predicts=batch_predicts,
             client_options=_client_options(token, tls_ca, use_tls),
         )
-    except click.BadParameter as exc:
+    except click.UsageError as exc:
         _fail(exc.format_message())
     except RlmeshTrioError as exc:
-        _fail(str(exc))
+        _fail(user_message(exc))
     report, code, message = trio.run(_run_with_progress, orchestrator, not no_progress)
     print_summary(report)
     if json_path is not None:
@@ -320,7 +325,7 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
 
 # -- check ---------------------------------------------------------------------
 @cli.command()
-@click.argument("address")
+@click.argument("address", callback=check_address_option)
 @click.option("--timeout", default=10.0, show_default=True, help="Seconds to wait for the peer.")
 @click.option("--model", "is_model", is_flag=True, help="The address is a model server.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token to send.")
@@ -377,5 +382,7 @@ def main() -> None:
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         _fail(exc.format_message(), exc.exit_code)
+    except InvalidSpec as exc:  # a spec checked late is still the user's mistake
+        _fail(exc.detail)
     except RlmeshTrioError as exc:
         _fail(str(exc), EXIT_FAILED)

@@ -11,6 +11,7 @@ from typing import Any
 import click
 
 from ..runtime import Limits
+from ._checks import check_address
 
 __all__ = [
     "is_address",
@@ -64,14 +65,15 @@ def make_env_factory(spec: str) -> Callable[[], Any]:
 
 
 def resolve_env(spec: str) -> Any:
-    """An address stays an address; anything else becomes an in-process env factory."""
-    return spec if is_address(spec) else make_env_factory(spec)
+    """An address (checked now) stays an address; anything else becomes an in-process env
+    factory."""
+    return check_address(spec) if is_address(spec) else make_env_factory(spec)
 
 
 def resolve_model(spec: str) -> Any:
     """An address stays an address; ``module:callable`` is imported and run in-process."""
     if is_address(spec):
-        return spec
+        return check_address(spec)
     return load_object(spec, "model")
 
 

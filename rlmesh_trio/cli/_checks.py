@@ -1,0 +1,78 @@
+"""Checks on command-line values made before anything runs, each failing as one usage error.
+
+Every check raises :class:`click.UsageError` (exit 2) whose message is the
+whole ``error:`` line after the prefix, so a mistake is reported before a
+server binds or a route starts, never after a run's results are in.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import click
+
+from .._errors import InvalidSpec, RlmeshTrioError
+from ..transport._address import parse_address
+
+__all__ = [
+    "check_address",
+    "check_address_option",
+    "check_report_path",
+    "user_message",
+]
+
+
+def user_message(exc: RlmeshTrioError) -> str:
+    """What the user reads after ``error:``: an :class:`InvalidSpec`'s detail, without the
+    generic "invalid runtime session spec" prefix; any other error's full text."""
+    return exc.detail if isinstance(exc, InvalidSpec) else str(exc)
+
+
+def check_address(text: str) -> str:
+    """``text`` unchanged if it parses as an endpoint address.
+
+    Raises:
+        click.UsageError: the parser's precise reason ("invalid address '...':
+            port out of range: ...").
+    """
+    try:
+        parse_address(text)
+    except InvalidSpec as exc:
+        raise click.UsageError(exc.detail) from None
+    return text
+
+
+def check_address_option(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+    """A click callback: the ``--address`` / ``ADDRESS`` value must parse (see check_address)."""
+    return None if value is None else check_address(value)
+
+
+def _folder_label(folder: Path) -> str:
+    return str(folder).rstrip("/") + "/"
+
+
+def check_report_path(ctx: click.Context, param: click.Parameter, value: Path | None) -> Any:
+    """A click callback for ``--json FILE``: FILE can be written once the run is over.
+
+    Checked before the run so a long evaluation never ends in an unwritable
+    path: the folder exists, is a folder and is writable, and FILE itself is
+    not a folder.
+
+    Raises:
+        click.UsageError: naming the option and the folder or file at fault.
+    """
+    if value is None:
+        return None
+    option = param.opts[0] if param.opts else str(param.name)
+    if value.is_dir():
+        raise click.UsageError(f"{option}: {str(value)!r} is a folder, not a file")
+    folder = value.parent
+    if not folder.exists():
+        raise click.UsageError(f"{option}: folder {_folder_label(folder)!r} does not exist")
+    if not folder.is_dir():
+        raise click.UsageError(f"{option}: {_folder_label(folder)!r} is not a folder")
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise click.UsageError(f"{option}: folder {_folder_label(folder)!r} is not writable")
+    return value
