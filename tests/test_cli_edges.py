@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+import json
+import os
+from pathlib import Path
+
+import gymnasium
 import pytest
 
 import rlmesh_trio as rt
@@ -65,3 +70,68 @@ def test_bad_address_fails_when_the_python_route_is_made(address: str, reason: s
 def test_port_out_of_range_names_the_range() -> None:
     with pytest.raises(rt.InvalidSpec, match=r"port out of range: 99999 is not in 0\.\.65535"):
         rt.RemoteEnv("127.0.0.1:99999")
+
+
+# -- item 6: the --json path is checked before the run ---------------------------------------
+def _json_runs(path: str) -> list[list[str]]:
+    run = ["run", "--env", "CartPole-v1", "--model", POLICY, "--episodes", "1"]
+    return [
+        [*run, "--no-progress", "--json", path],
+        ["demo", "--routes", "1", "--episodes", "1", "--no-progress", "--json", path],
+    ]
+
+
+def test_json_into_a_missing_folder_fails_before_running(tmp_path: Path) -> None:
+    missing = tmp_path / "no-such-folder"
+    for args in _json_runs(str(missing / "report.json")):
+        result = run_cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        line = one_error_line(result)
+        assert line == f"error: --json: folder '{missing}/' does not exist"
+        assert result.stdout == ""  # the run never started
+        assert not missing.exists()
+
+
+def test_json_naming_a_folder_fails_before_running(tmp_path: Path) -> None:
+    for args in _json_runs(str(tmp_path)):
+        result = run_cli(*args)
+        assert result.returncode == 2, (args, result.stderr)
+        assert one_error_line(result) == f"error: --json: '{tmp_path}' is a folder, not a file"
+        assert result.stdout == ""
+
+
+def test_json_under_a_file_fails_before_running(tmp_path: Path) -> None:
+    blocker = tmp_path / "plain-file"
+    blocker.write_text("x")
+    result = run_cli(*_json_runs(str(blocker / "report.json"))[0])
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result) == f"error: --json: '{blocker}/' is not a folder"
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root may write into any folder")
+def test_json_into_a_read_only_folder_fails_before_running(tmp_path: Path) -> None:
+    locked = tmp_path / "locked"
+    locked.mkdir(mode=0o500)
+    result = run_cli(*_json_runs(str(locked / "report.json"))[0])
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result) == f"error: --json: folder '{locked}/' is not writable"
+
+
+def test_a_report_that_cannot_be_written_late_goes_to_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from rlmesh_trio._demo_policy import cartpole_policy
+    from rlmesh_trio.cli._summary import write_report
+
+    route = rt.Route(
+        env=lambda: gymnasium.make("CartPole-v1"),
+        model=cartpole_policy,
+        seeds=[0],
+        max_episode_steps=3,
+    )
+    report = rt.run([route])
+    target = tmp_path / "removed-meanwhile" / "report.json"
+    assert write_report(report, target) is False
+    captured = capsys.readouterr()
+    assert captured.err.startswith(f"error: --json: cannot write '{target}'")
+    assert json.loads(captured.out)["total_episodes"] == 1

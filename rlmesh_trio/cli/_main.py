@@ -71,9 +71,8 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
 
     report = trio.run(run_demo, n_routes, episodes, not no_progress)
     print_summary(report, title="rlmesh-trio demo: CartPole-v1 over loopback gRPC")
-    if json_path is not None:
-        write_report(report, json_path)
-    sys.exit(0 if report.ok else EXIT_FAILED)
+    written = json_path is None or write_report(report, json_path)
+    sys.exit(0 if report.ok and written else EXIT_FAILED)
 
 
 # -- serve-env -----------------------------------------------------------------
@@ -295,8 +294,8 @@ def run_cmd(
         _fail(user_message(exc))
     report, code, message = trio.run(_run_with_progress, orchestrator, not no_progress)
     print_summary(report)
-    if json_path is not None:
-        write_report(report, json_path)
+    if json_path is not None and not write_report(report, json_path):
+        code = code or EXIT_FAILED
     if message:
         click.echo(f"error: {message}", err=True)
     sys.exit(code)
