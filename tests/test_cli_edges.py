@@ -135,3 +135,15 @@ def test_a_report_that_cannot_be_written_late_goes_to_stdout(
     captured = capsys.readouterr()
     assert captured.err.startswith(f"error: --json: cannot write '{target}'")
     assert json.loads(captured.out)["total_episodes"] == 1
+
+
+# -- item 9: check --timeout is validated at the option --------------------------------------
+@pytest.mark.parametrize(
+    ("value", "why"),
+    [("0", "not in the range x>0"), ("-1", "not in the range x>0"), ("nan", "not a finite")],
+)
+def test_check_timeout_must_be_a_positive_finite_number(value: str, why: str) -> None:
+    result = run_cli("check", "127.0.0.1:1", "--timeout", value)
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result)
+    assert "'--timeout'" in line and why in line

@@ -7,6 +7,7 @@ server binds or a route starts, never after a run's results are in.
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,7 @@ from ..transport._address import parse_address
 __all__ = [
     "check_address",
     "check_address_option",
+    "check_finite",
     "check_report_path",
     "user_message",
 ]
@@ -75,4 +77,15 @@ def check_report_path(ctx: click.Context, param: click.Parameter, value: Path | 
         raise click.UsageError(f"{option}: {_folder_label(folder)!r} is not a folder")
     if not os.access(folder, os.W_OK | os.X_OK):
         raise click.UsageError(f"{option}: folder {_folder_label(folder)!r} is not writable")
+    return value
+
+
+def check_finite(_ctx: click.Context, param: click.Parameter, value: float | None) -> Any:
+    """A click callback: a number of seconds must be finite (a range type lets nan and inf by).
+
+    Raises:
+        click.BadParameter: naming the option.
+    """
+    if value is not None and not math.isfinite(value):
+        raise click.BadParameter(f"{value} is not a finite number of seconds", param=param)
     return value

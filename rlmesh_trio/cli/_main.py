@@ -16,7 +16,7 @@ import trio
 
 from .._errors import InvalidSpec, RlmeshTrioError, RunFailed
 from ..orchestrator import RunInterrupted, RunReport
-from ._checks import check_address_option, check_report_path, user_message
+from ._checks import check_address_option, check_finite, check_report_path, user_message
 from ._summary import print_summary, write_report
 from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
 from ._tls import client_context, client_tls_options, server_context, server_tls_options
@@ -325,7 +325,14 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
 # -- check ---------------------------------------------------------------------
 @cli.command()
 @click.argument("address", callback=check_address_option)
-@click.option("--timeout", default=10.0, show_default=True, help="Seconds to wait for the peer.")
+@click.option(
+    "--timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    callback=check_finite,
+    help="Seconds to wait for the peer (> 0).",
+)
 @click.option("--model", "is_model", is_flag=True, help="The address is a model server.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token to send.")
 @client_tls_options
