@@ -147,3 +147,31 @@ def test_check_timeout_must_be_a_positive_finite_number(value: str, why: str) ->
     assert result.returncode == 2, result.stderr
     line = one_error_line(result)
     assert "'--timeout'" in line and why in line
+
+
+# -- items 8 and 12: a target that is not callable is refused before serving or running -------
+NOT_CALLABLE = "rlmesh_trio._demo_policy:LOOKAHEAD"  # a float
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (
+            ["serve-model", NOT_CALLABLE],
+            f"error: policy {NOT_CALLABLE!r} is a float, not a policy",
+        ),
+        (
+            ["run", "--env", "CartPole-v1", "--model", NOT_CALLABLE, "--episodes", "1"],
+            f"error: model {NOT_CALLABLE!r} is a float, not a policy",
+        ),
+        (
+            ["run", "--env", NOT_CALLABLE, "--model", POLICY, "--episodes", "1"],
+            f"error: env factory {NOT_CALLABLE!r} is a float, not callable",
+        ),
+    ],
+)
+def test_a_target_that_is_not_callable_is_one_line(args: list[str], expected: str) -> None:
+    result = run_cli(*args, "--no-progress") if args[0] == "run" else run_cli(*args)
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result).startswith(expected)
+    assert result.stdout == ""

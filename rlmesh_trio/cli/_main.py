@@ -167,10 +167,10 @@ def serve_model_cmd(
     """Serve POLICY until Ctrl+C: module:callable, or an object with predict (and optionally
     predict_batch, predict_chunk)."""
     from ..transport import ModelServer
-    from ._targets import load_object
+    from ._targets import load_policy
 
     tls = _server_tls(tls_cert, tls_key)
-    target = load_object(policy, "policy")
+    target = load_policy(policy, "policy")
     server = ModelServer(
         target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
     )

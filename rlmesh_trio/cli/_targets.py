@@ -1,4 +1,8 @@
-"""Turning command-line words into envs, policies, seeds and limits, with one-line errors."""
+"""Turning command-line words into envs, policies, seeds and limits, with one-line errors.
+
+Every mistake raises :class:`click.UsageError` whose message is the whole
+``error:`` line (exit 2).
+"""
 
 from __future__ import annotations
 
@@ -16,6 +20,7 @@ from ._checks import check_address
 __all__ = [
     "is_address",
     "load_object",
+    "load_policy",
     "make_env_factory",
     "parse_limits",
     "parse_seeds",
@@ -35,16 +40,36 @@ def load_object(spec: str, what: str) -> Any:
     """Import ``module:attribute`` (attribute may be dotted)."""
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
-        raise click.BadParameter(f"{what} {spec!r} is not of the form module:name")
+        raise click.UsageError(f"{what} {spec!r} is not of the form module:name")
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise click.BadParameter(f"{what} {spec!r}: cannot import {module_name!r}: {exc}") from None
+        raise click.UsageError(f"{what} {spec!r}: cannot import {module_name!r}: {exc}") from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)
         except AttributeError:
-            raise click.BadParameter(f"{what} {spec!r}: {module_name!r} has no {attr!r}") from None
+            raise click.UsageError(f"{what} {spec!r}: {module_name!r} has no {attr!r}") from None
+    return obj
+
+
+def load_policy(spec: str, what: str) -> Any:
+    """Import ``module:attribute`` and check it is something we can call as a policy.
+
+    Raises:
+        click.UsageError: the import failed, or the object is neither callable
+            nor has a callable ``predict`` (named with its type).
+    """
+    from .._modelhost._policy import as_policy
+
+    obj = load_object(spec, what)
+    try:
+        as_policy(obj)
+    except TypeError:
+        raise click.UsageError(
+            f"{what} {spec!r} is a {type(obj).__name__}, not a policy: give a callable "
+            "predict(obs) or an object with predict(obs)"
+        ) from None
     return obj
 
 
@@ -55,10 +80,12 @@ def make_env_factory(spec: str) -> Callable[[], Any]:
     if ":" in spec and not spec.split(":", 1)[1].startswith("-"):
         factory = load_object(spec, "env factory")
         if not callable(factory):
-            raise click.BadParameter(f"env factory {spec!r} is not callable")
+            raise click.UsageError(
+                f"env factory {spec!r} is a {type(factory).__name__}, not callable"
+            )
         return factory  # type: ignore[no-any-return]
     if spec not in gymnasium.registry:
-        raise click.BadParameter(
+        raise click.UsageError(
             f"unknown gymnasium env id {spec!r} (use a registered id or module:factory)"
         )
     return lambda: gymnasium.make(spec)
@@ -74,7 +101,7 @@ def resolve_model(spec: str) -> Any:
     """An address stays an address; ``module:callable`` is imported and run in-process."""
     if is_address(spec):
         return check_address(spec)
-    return load_object(spec, "model")
+    return load_policy(spec, "model")
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -86,11 +113,11 @@ def parse_seeds(text: str) -> list[int]:
         else:
             seeds = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        raise click.BadParameter(
+        raise click.UsageError(
             f"seeds {text!r}: use START:STOP or a comma list of integers"
         ) from None
     if not seeds:
-        raise click.BadParameter(f"seeds {text!r} selects no seed")
+        raise click.UsageError(f"seeds {text!r} selects no seed")
     return seeds
 
 
@@ -101,10 +128,10 @@ def parse_limits(text: str | None) -> Limits | None:
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise click.BadParameter(f"--timeouts is not valid JSON: {exc}") from None
+        raise click.UsageError(f"--timeouts is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
-        raise click.BadParameter("--timeouts must be a JSON object of camelCase *TimeoutMs names")
+        raise click.UsageError("--timeouts must be a JSON object of camelCase *TimeoutMs names")
     try:
         return Limits.from_json(data)
     except Exception as exc:
-        raise click.BadParameter(f"--timeouts: {exc}") from None
+        raise click.UsageError(f"--timeouts: {exc}") from None
