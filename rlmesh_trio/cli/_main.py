@@ -132,6 +132,8 @@ def serve_env_cmd(
             target = [factory() for _ in range(lanes)]
         else:
             target = factory()
+    except click.UsageError:
+        raise  # already one line: "factory mod:fn returned dict, not a gymnasium Env"
     except Exception as exc:
         _fail(f"could not build env {env!r}: {type(exc).__name__}: {exc}")
     tls = _server_tls(tls_cert, tls_key)

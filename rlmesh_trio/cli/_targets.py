@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import os
 import re
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +18,7 @@ import click
 
 from ..runtime import Limits
 from ._checks import check_address
+from ._envs import EnvFactory, unknown_env_id_message
 
 __all__ = [
     "is_address",
@@ -36,11 +39,26 @@ def is_address(text: str) -> bool:
     return bool(_ADDRESS.match(text.strip()))
 
 
+def _import_from_current_folder() -> None:
+    # The installed ``rlmesh-trio`` script has its own folder as sys.path[0], so a user's
+    # ``mypol:act`` next to them would not import; ``python -m`` and uvicorn put the current
+    # folder first, and so do we (only for the CLI, and only when it is not there already).
+    cwd = os.getcwd()
+    if "" not in sys.path and cwd not in sys.path:
+        sys.path.insert(0, cwd)
+
+
 def load_object(spec: str, what: str) -> Any:
-    """Import ``module:attribute`` (attribute may be dotted)."""
+    """Import ``module:attribute`` (attribute may be dotted), the current folder first.
+
+    Raises:
+        click.UsageError: ``spec`` is malformed, the module does not import, or
+            it has no such attribute.
+    """
     module_name, sep, attr = spec.partition(":")
     if not sep or not module_name or not attr:
         raise click.UsageError(f"{what} {spec!r} is not of the form module:name")
+    _import_from_current_folder()
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
@@ -74,7 +92,15 @@ def load_policy(spec: str, what: str) -> Any:
 
 
 def make_env_factory(spec: str) -> Callable[[], Any]:
-    """A gymnasium id (``CartPole-v1``) or ``module:factory``; checked now, built later."""
+    """A gymnasium id (``CartPole-v1``) or ``module:factory``; checked now, built later.
+
+    A ``module:factory`` becomes an :class:`EnvFactory`, which checks that
+    what it builds is an env.
+
+    Raises:
+        click.UsageError: the factory cannot be imported or is not callable, or
+            gymnasium does not know the id (with gymnasium's own reason).
+    """
     import gymnasium
 
     if ":" in spec and not spec.split(":", 1)[1].startswith("-"):
@@ -83,18 +109,24 @@ def make_env_factory(spec: str) -> Callable[[], Any]:
             raise click.UsageError(
                 f"env factory {spec!r} is a {type(factory).__name__}, not callable"
             )
-        return factory  # type: ignore[no-any-return]
+        return EnvFactory(factory, spec)
     if spec not in gymnasium.registry:
-        raise click.UsageError(
-            f"unknown gymnasium env id {spec!r} (use a registered id or module:factory)"
-        )
+        raise click.UsageError(unknown_env_id_message(spec))
     return lambda: gymnasium.make(spec)
 
 
 def resolve_env(spec: str) -> Any:
     """An address (checked now) stays an address; anything else becomes an in-process env
-    factory."""
-    return check_address(spec) if is_address(spec) else make_env_factory(spec)
+    factory. A ``module:factory`` builds its first env now, so a factory that fails or
+    returns no env is a usage error before the run starts.
+
+    Raises:
+        click.UsageError: as :func:`make_env_factory` and :meth:`EnvFactory.build_now`.
+    """
+    if is_address(spec):
+        return check_address(spec)
+    factory = make_env_factory(spec)
+    return factory.build_now() if isinstance(factory, EnvFactory) else factory
 
 
 def resolve_model(spec: str) -> Any:
