@@ -283,3 +283,25 @@ def test_a_misspelt_env_id_gets_gymnasium_s_suggestion() -> None:
     line = one_error_line(result)
     assert line.startswith("error: unknown gymnasium env id 'cartpole-v1': ")
     assert "CartPole" in line  # gymnasium's "Did you mean" names the right spelling
+
+
+# -- item 24 (part): --timeouts errors echo the user's key and value ------------------------
+@pytest.mark.parametrize(
+    ("value", "message"),
+    [
+        ("-5", "envStepTimeoutMs must be > 0, got -5"),
+        ("0", "envStepTimeoutMs must be > 0, got 0"),
+        ('"100"', "envStepTimeoutMs must be a number of milliseconds, got '100'"),
+        ("Infinity", "envStepTimeoutMs must be finite, got inf"),
+    ],
+)
+def test_timeouts_errors_echo_the_json_key_and_value(value: str, message: str) -> None:
+    with pytest.raises(rt.InvalidSpec) as info:
+        rt.Limits.from_json(json.loads(f'{{"envStepTimeoutMs": {value}}}'))
+    assert info.value.detail == message
+    result = run_cli(
+        *["run", "--env", "CartPole-v1", "--model", POLICY, "--episodes", "1"],
+        *["--timeouts", f'{{"envStepTimeoutMs": {value}}}'],
+    )
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result) == f"error: --timeouts: {message}"

@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from .._errors import InvalidSpec
 from ..runtime import Limits
 from ._checks import check_address
 from ._envs import EnvFactory, unknown_env_id_message
@@ -165,5 +166,5 @@ def parse_limits(text: str | None) -> Limits | None:
         raise click.UsageError("--timeouts must be a JSON object of camelCase *TimeoutMs names")
     try:
         return Limits.from_json(data)
-    except Exception as exc:
-        raise click.UsageError(f"--timeouts: {exc}") from None
+    except InvalidSpec as exc:
+        raise click.UsageError(f"--timeouts: {exc.detail}") from None
