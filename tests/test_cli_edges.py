@@ -13,7 +13,7 @@ import pytest
 
 import rlmesh_trio as rt
 
-from ._cli import run_cli
+from ._cli import CLI, run_cli
 
 POLICY = "rlmesh_trio._demo_policy:cartpole_policy"
 
@@ -305,3 +305,49 @@ def test_timeouts_errors_echo_the_json_key_and_value(value: str, message: str) -
     )
     assert result.returncode == 2, result.stderr
     assert one_error_line(result) == f"error: --timeouts: {message}"
+
+
+# -- a spec that fails only once the route meets its env: still one line, exit 2 -------------
+VECTOR_MODULE = """
+import gymnasium
+
+
+def make():
+    return gymnasium.make_vec("CartPole-v1", num_envs=2, vectorization_mode="sync")
+"""
+
+
+def _run_in(folder: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [*CLI, *args], cwd=folder, capture_output=True, text=True, timeout=120, check=False
+    )
+
+
+def test_a_route_spec_refused_by_its_env_is_one_line_and_keeps_the_report(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "vecenv.py").write_text(VECTOR_MODULE)
+    out = tmp_path / "report.json"
+    result = _run_in(
+        tmp_path,
+        *["run", "--env", "vecenv:make", "--model", POLICY, "--episodes", "2"],
+        *["--max-episode-steps", "5", "--no-progress", "--json", str(out)],
+    )
+    assert result.returncode == 2, result.stderr
+    line = one_error_line(result)
+    assert line.startswith("error: route route-0: max_episode_steps")
+    assert "autoreset" in line
+    assert result.stdout == ""  # no table of empty routes
+    assert json.loads(out.read_text())["routes"][0]["status"] == "failed"
+
+
+def test_a_spec_failure_beside_finished_episodes_keeps_the_table(tmp_path: Path) -> None:
+    (tmp_path / "vecenv.py").write_text(VECTOR_MODULE)
+    result = _run_in(
+        tmp_path,
+        *["run", "--env", "vecenv:make", "--env", "CartPole-v1", "--model", POLICY],
+        *["--seeds", "0:4", "--max-episode-steps", "5", "--on-failure", "isolate"],
+        "--no-progress",
+    )
+    assert result.returncode == 1, result.stderr
+    assert "route-1" in result.stdout and "completed" in result.stdout

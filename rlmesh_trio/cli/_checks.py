@@ -15,6 +15,7 @@ from typing import Any
 import click
 
 from .._errors import InvalidSpec, RlmeshTrioError
+from ..orchestrator import RunReport
 from ..transport._address import parse_address
 
 __all__ = [
@@ -22,6 +23,7 @@ __all__ = [
     "check_address_option",
     "check_finite",
     "check_report_path",
+    "spec_mistake",
     "user_message",
 ]
 
@@ -89,3 +91,23 @@ def check_finite(_ctx: click.Context, param: click.Parameter, value: float | Non
     if value is not None and not math.isfinite(value):
         raise click.BadParameter(f"{value} is not a finite number of seconds", param=param)
     return value
+
+
+def spec_mistake(report: RunReport) -> str | None:
+    """The one line to print when a run failed only because its spec was wrong, else None.
+
+    A route can learn that its spec does not fit only after the handshake
+    (``--max-episode-steps`` against an env that owns its resets, a seed the
+    wire cannot carry): that is still the user's mistake, so when no episode
+    finished and every failed route failed with :class:`InvalidSpec`, the CLI
+    says so in one line (exit 2) instead of a table of empty routes. When any
+    episode finished, the table stays: nothing is hidden.
+    """
+    failed = [o for o in report.routes if o.status == "failed"]
+    if not failed or report.total_episodes:
+        return None
+    if not all(isinstance(o.error, InvalidSpec) for o in failed):
+        return None
+    first = failed[0]
+    detail = first.error.detail  # type: ignore[union-attr]
+    return detail if detail.startswith("route ") else f"route {first.route_id}: {detail}"

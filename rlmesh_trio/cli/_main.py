@@ -16,7 +16,13 @@ import trio
 
 from .._errors import InvalidSpec, RlmeshTrioError, RunFailed
 from ..orchestrator import RunInterrupted, RunReport
-from ._checks import check_address_option, check_finite, check_report_path, user_message
+from ._checks import (
+    check_address_option,
+    check_finite,
+    check_report_path,
+    spec_mistake,
+    user_message,
+)
 from ._summary import print_summary, write_report
 from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
 from ._tls import client_context, client_tls_options, server_context, server_tls_options
@@ -295,7 +301,8 @@ def run_cmd(
     except RlmeshTrioError as exc:
         _fail(user_message(exc))
     report, code, message = trio.run(_run_with_progress, orchestrator, not no_progress)
-    print_summary(report)
+    if code != EXIT_USAGE:
+        print_summary(report)
     if json_path is not None and not write_report(report, json_path):
         code = code or EXIT_FAILED
     if message:
@@ -315,9 +322,15 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
         else:
             report = await orchestrator.run()
     except RunFailed as exc:
+        mistake = spec_mistake(exc.report)
+        if mistake is not None:
+            return exc.report, EXIT_USAGE, mistake
         return exc.report, EXIT_FAILED, str(exc)
     except RunInterrupted as exc:
         return exc.report, EXIT_INTERRUPTED, "interrupted; partial report kept"
+    mistake = spec_mistake(report)
+    if mistake is not None:
+        return report, EXIT_USAGE, mistake
     failed = [o for o in report.routes if o.status != "completed"]
     if failed:
         return report, EXIT_FAILED, f"{len(failed)} route(s) failed; first: {failed[0].error}"
