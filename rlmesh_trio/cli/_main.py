@@ -64,7 +64,7 @@ def cli(verbose: int) -> None:
     "json_path",
     type=click.Path(path_type=Path),
     callback=check_report_path,
-    help="Also write the JSON report here.",
+    help="Also write the JSON report here (its folder is checked before the demo starts).",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool) -> None:
@@ -119,7 +119,8 @@ def serve_env_cmd(
     tls_key: Path | None,
     env_thread: str,
 ) -> None:
-    """Serve ENV (a gymnasium id or module:factory) until Ctrl+C."""
+    """Serve ENV (a gymnasium id, or module:factory imported from the current folder first)
+    until Ctrl+C."""
     from ..transport import EnvServer
 
     if num_envs and lanes:
@@ -203,9 +204,14 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     "envs",
     multiple=True,
     required=True,
-    help="An env endpoint (address, gymnasium id or module:factory); repeat for more routes.",
+    help="An env endpoint (address, gymnasium id or module:factory, imported from the "
+    "current folder first); repeat for more routes.",
 )
-@click.option("--model", required=True, help="A model address or module:callable policy.")
+@click.option(
+    "--model",
+    required=True,
+    help="A model address or module:callable policy (imported from the current folder first).",
+)
 @click.option("--seeds", help="Seeds to deal across routes: START:STOP or a comma list.")
 @click.option("--episodes", type=click.IntRange(1), help="Episodes in all, split across routes.")
 @click.option("--max-concurrency", type=click.IntRange(1), help="Routes running at once.")
@@ -220,7 +226,8 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     "json_path",
     type=click.Path(path_type=Path),
     callback=check_report_path,
-    help="Write the JSON report here (also on failure and Ctrl+C).",
+    help="Write the JSON report here (also on failure and Ctrl+C); its folder is checked "
+    "before the run starts.",
 )
 @click.option("--close-env", is_flag=True, help="Send Close to each env at the end.")
 @click.option("--timeouts", help="JSON limits, e.g. '{\"envStepTimeoutMs\": 5000}'.")
@@ -269,7 +276,8 @@ def run_cmd(
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
 
     Exit status: 0 when every route completed, 1 when any failed (the report is
-    still written), 130 on Ctrl+C (a partial report is written).
+    still written), 2 for a usage mistake (checked before the run, or a spec
+    every route refused before any episode), 130 on Ctrl+C (a partial report).
     """
     from ..orchestrator import Orchestrator, shard
 
@@ -300,7 +308,11 @@ def run_cmd(
         _fail(exc.format_message())
     except RlmeshTrioError as exc:
         _fail(user_message(exc))
-    report, code, message = trio.run(_run_with_progress, orchestrator, not no_progress)
+    _finish(*trio.run(_run_with_progress, orchestrator, not no_progress), json_path)
+
+
+def _finish(report: RunReport, code: int, message: str, json_path: Path | None) -> None:
+    """Print the table (not for a usage mistake), write the report, say what failed, exit."""
     if code != EXIT_USAGE:
         print_summary(report)
     if json_path is not None and not write_report(report, json_path):
