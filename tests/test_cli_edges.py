@@ -351,3 +351,14 @@ def test_a_spec_failure_beside_finished_episodes_keeps_the_table(tmp_path: Path)
     )
     assert result.returncode == 1, result.stderr
     assert "route-1" in result.stdout and "completed" in result.stdout
+
+
+def test_an_env_that_gets_no_episode_is_never_built(tmp_path: Path) -> None:
+    (tmp_path / "mypol.py").write_text(USER_MODULE)
+    result = _run_in(
+        tmp_path,
+        *["run", "--env", "mypol:make_env", "--env", "mypol:make_env", "--model", "mypol:act"],
+        *["--episodes", "1", "--max-episode-steps", "5", "--no-progress"],
+    )
+    assert result.returncode == 0, result.stderr
+    assert (tmp_path / "built.log").read_text().splitlines() == ["built"]

@@ -77,7 +77,7 @@ def unknown_env_id_message(spec: str) -> str:
     deprecated and which version replaces it, or suggests a spelling."""
     import gymnasium
 
-    hint = "(use a registered id or module:factory)"
+    hint = "(use a registered id, module:factory or an address host:port)"
     try:
         gymnasium.spec(spec)
     except gymnasium.error.DeprecatedEnv as exc:

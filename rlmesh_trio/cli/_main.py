@@ -24,7 +24,14 @@ from ._checks import (
     user_message,
 )
 from ._summary import print_summary, write_report
-from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
+from ._targets import (
+    build_first_envs,
+    make_env_factory,
+    parse_limits,
+    parse_seeds,
+    resolve_env,
+    resolve_model,
+)
 from ._tls import client_context, client_tls_options, server_context, server_tls_options
 
 EXIT_FAILED = 1
@@ -297,6 +304,7 @@ def run_cmd(
             max_episode_seconds=max_episode_seconds,
             trial_index_base=trial_index_base,
         )
+        build_first_envs(routes)
         orchestrator = Orchestrator(
             routes,
             on_failure="isolate" if on_failure == "isolate" else "cancel_siblings",

@@ -11,7 +11,7 @@ import json
 import os
 import re
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import click
@@ -22,6 +22,7 @@ from ._checks import check_address
 from ._envs import EnvFactory, unknown_env_id_message
 
 __all__ = [
+    "build_first_envs",
     "is_address",
     "load_object",
     "load_policy",
@@ -118,16 +119,25 @@ def make_env_factory(spec: str) -> Callable[[], Any]:
 
 def resolve_env(spec: str) -> Any:
     """An address (checked now) stays an address; anything else becomes an in-process env
-    factory. A ``module:factory`` builds its first env now, so a factory that fails or
-    returns no env is a usage error before the run starts.
+    factory (see :func:`build_first_envs` for checking what a ``module:factory`` builds).
 
     Raises:
-        click.UsageError: as :func:`make_env_factory` and :meth:`EnvFactory.build_now`.
+        click.UsageError: as :func:`make_env_factory`.
     """
-    if is_address(spec):
-        return check_address(spec)
-    factory = make_env_factory(spec)
-    return factory.build_now() if isinstance(factory, EnvFactory) else factory
+    return check_address(spec) if is_address(spec) else make_env_factory(spec)
+
+
+def build_first_envs(routes: Sequence[Any]) -> None:
+    """Build each ``module:factory`` route's first env now (the route then uses that env), so
+    a factory that fails or returns no env is a usage error before the run starts. Only
+    routes that will run are built: ``shard`` leaves out envs that get no episode.
+
+    Raises:
+        click.UsageError: as :meth:`EnvFactory.build_now`.
+    """
+    for route in routes:
+        if isinstance(route.env, EnvFactory):
+            route.env.build_now()
 
 
 def resolve_model(spec: str) -> Any:
