@@ -362,3 +362,14 @@ def test_an_env_that_gets_no_episode_is_never_built(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert (tmp_path / "built.log").read_text().splitlines() == ["built"]
+
+
+def test_json_into_a_missing_relative_folder_names_it_as_typed(tmp_path: Path) -> None:
+    result = _run_in(
+        tmp_path,
+        *["run", "--env", "CartPole-v1", "--model", POLICY, "--episodes", "1"],
+        *["--no-progress", "--json", "x/report.json"],
+    )
+    assert result.returncode == 2, result.stderr
+    assert one_error_line(result) == "error: --json: folder 'x/' does not exist"
+    assert result.stdout == ""
