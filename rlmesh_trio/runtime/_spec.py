@@ -57,6 +57,17 @@ def _finite_number(instance: Any, attribute: attrs.Attribute[float], value: floa
         raise InvalidSpec(f"limits.{attribute.name} must be a number of seconds, got {value!r}")
 
 
+def _check_json_ms(key: str, value: Any) -> None:
+    # Worded in the JSON's own terms (camelCase key, milliseconds as given): the seconds and
+    # snake_case names of ``Limits.validate`` would not match what the user wrote.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidSpec(f"{key} must be a number of milliseconds, got {value!r}")
+    if not value > 0:  # also refuses NaN
+        raise InvalidSpec(f"{key} must be > 0, got {value!r}")
+    if math.isinf(value):
+        raise InvalidSpec(f"{key} must be finite, got {value!r}")
+
+
 @attrs.frozen
 class Limits:
     """Per-operation time limits of one route, in seconds (floats).
@@ -121,8 +132,11 @@ class Limits:
     def from_json(cls, data: Mapping[str, Any]) -> Limits:
         """Read the camelCase millisecond form; missing names keep their defaults.
 
-        Unknown names are rejected with :class:`InvalidSpec` naming every one of
-        them, so a typo never silently becomes a default.
+        Raises:
+            InvalidSpec: an unknown name (every one is named, so a typo never
+                silently becomes a default), or a value that is not a positive
+                finite number; the message echoes the JSON key and value as
+                given ("envStepTimeoutMs must be > 0, got -5").
         """
         if not isinstance(data, Mapping):
             raise InvalidSpec(f"limits must be a JSON object, got {type(data).__name__}")
@@ -138,8 +152,7 @@ class Limits:
             )
         kwargs: dict[str, float] = {}
         for key, value in data.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidSpec(f"limits.{key} must be a number of milliseconds, got {value!r}")
+            _check_json_ms(key, value)
             kwargs[by_json[key]] = value / 1000.0
         limits = cls(**kwargs)
         limits.validate()
