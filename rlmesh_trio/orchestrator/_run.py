@@ -12,7 +12,6 @@ broken peer cannot hang the run, and no task outlives :func:`run_routes`.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -31,6 +30,7 @@ from .._errors import (
     RunFailed,
     format_duration,
 )
+from .._signals import RUN_SIGNALS, wait_for_signal
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
 from ._endpoints import EndpointPool
 from ._report import RouteOutcome, RouteStatus, RunReport
@@ -223,11 +223,9 @@ class Orchestrator:
         return report
 
     async def _watch_sigint(self) -> None:
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
-            async for _ in signals:
-                self._interrupted = True
-                self.cancel(INTERRUPTED)
-                return
+        await wait_for_signal(RUN_SIGNALS)
+        self._interrupted = True
+        self.cancel(INTERRUPTED)
 
     async def _close_shared(self, pool: EndpointPool) -> None:
         # Every route has already released its adapter (bounded by its own close
