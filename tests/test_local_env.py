@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-import threading
 
 import gymnasium as gym
 import pytest
@@ -14,19 +13,7 @@ from rlmesh_trio._local_env import LocalEnv
 from rlmesh_trio._wire import env_pb, spaces_pb
 from rlmesh_trio.runtime import RuntimeEnv
 
-from ._envhost_envs import CountingEnv
-
-
-class Gate(threading.Event):
-    """A CountingEnv gate that also says when a step has reached it (in its worker thread)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reached = threading.Event()
-
-    def wait(self, timeout: float | None = None) -> bool:
-        self.reached.set()
-        return super().wait(timeout)
+from ._envhost_envs import CountingEnv, Gate
 
 
 def act(*values: int) -> spaces_pb.SpaceValue:
