@@ -257,16 +257,15 @@ class RouteDriver:
         if self._terminal_done:
             return
         self._terminal_done = True
-        timeout = self.spec.limits.service_close_timeout
-        close_env = self.spec.close_env_on_end and self._configure_sent
-        if not (self._configure_sent or close_env):
+        # Nothing to release or close before configure/resolve went out.
+        if not self._configure_sent:
             return
+        timeout = self.spec.limits.service_close_timeout
         with trio.CancelScope(shield=True):
             with trio.move_on_after(timeout) as scope:
                 async with trio.open_nursery() as nursery:
-                    if self._configure_sent:
-                        nursery.start_soon(self._release_model, reason, timeout)
-                    if close_env:
+                    nursery.start_soon(self._release_model, reason, timeout)
+                    if self.spec.close_env_on_end:
                         nursery.start_soon(self._close_env, timeout)
             if scope.cancelled_caught:
                 await self._gate.log(
