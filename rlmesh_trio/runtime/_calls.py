@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
+import attrs
 import trio
 
 from .._errors import EnvRpcError, ModelRouteMismatch, ModelRpcError, ProtocolError, RlmeshTrioError
@@ -28,28 +29,21 @@ __all__ = ["RouteCalls", "concurrently"]
 T = TypeVar("T")
 
 
+@attrs.define(eq=False)
 class RouteCalls:
     """The env and model operations of one route, with their telemetry and checks."""
 
-    def __init__(
-        self,
-        spec: RouteSpec,
-        env: RuntimeEnv,
-        model: RuntimeModel,
-        telemetry: RouteTelemetry,
-        now: Callable[[], float],
-    ) -> None:
-        self.spec = spec
-        self.env = env
-        self.model = model
-        self.telemetry = telemetry
-        self.now = now
-        #: The runtime step: env steps completed so far (all lanes together).
-        self.step = 0
-        #: The observation space replies are checked against (set once the session is open).
-        self.observation_space: spaces_pb.SpaceSpec | None = None
-        self.num_envs = 1
-        self._seq = 0
+    spec: RouteSpec
+    env: RuntimeEnv
+    model: RuntimeModel
+    telemetry: RouteTelemetry
+    now: Callable[[], float]
+    #: The runtime step: env steps completed so far (all lanes together).
+    step: int = attrs.field(default=0, init=False)
+    #: The observation space replies are checked against (set once the session is open).
+    observation_space: spaces_pb.SpaceSpec | None = attrs.field(default=None, init=False)
+    num_envs: int = attrs.field(default=1, init=False)
+    _seq: int = attrs.field(default=0, init=False)
 
     def context(self, phase: str) -> model_pb.AdapterContext:
         """A fresh ``AdapterContext`` whose request id names the phase and a sequence number."""

@@ -9,7 +9,7 @@ driver's order.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Protocol
 
 import attrs
@@ -99,25 +99,23 @@ class DriveMode(Protocol):
         ...
 
 
+@attrs.define(eq=False)
 class RouteLoop:
-    """The loop's steps for one route: act, step, record, and what each emits."""
+    """The loop's steps for one route: act, step, record, and what each emits.
 
-    def __init__(
-        self,
-        calls: RouteCalls,
-        gate: HookGate,
-        book: EpisodeBook,
-        background: trio.Nursery,
-        action_space: spaces_pb.SpaceSpec | None,
-        observation_space: spaces_pb.SpaceSpec | None,
-    ) -> None:
-        self.calls = calls
-        self.gate = gate
-        self.book = book
-        self._background = background
-        self._action_space = action_space
-        self._observation_space = observation_space
-        self.now = calls.now
+    ``background`` is the route's nursery for best-effort ResetAdapter calls.
+    """
+
+    calls: RouteCalls
+    gate: HookGate
+    book: EpisodeBook
+    _background: trio.Nursery
+    _action_space: spaces_pb.SpaceSpec | None
+    _observation_space: spaces_pb.SpaceSpec | None
+    #: The run's clock (the calls' own).
+    now: Callable[[], float] = attrs.field(
+        init=False, default=attrs.Factory(lambda self: self.calls.now, takes_self=True)
+    )
 
     async def drive(self, mode: DriveMode) -> None:
         """Reset, then predict -> step -> record until the budget is spent (or ``mode`` stops).
