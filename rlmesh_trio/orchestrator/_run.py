@@ -12,7 +12,6 @@ broken peer cannot hang the run, and no task outlives :func:`run_routes`.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -31,6 +30,7 @@ from .._errors import (
     format_duration,
     rebuild_exception,
 )
+from .._signals import RUN_SIGNALS, wait_for_signal
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
 from ..runtime._hooks import as_runtime_hooks
 from ._checks import check_distinct_env_objects
@@ -233,11 +233,9 @@ class Orchestrator:
         return report
 
     async def _watch_sigint(self) -> None:
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
-            async for _ in signals:
-                self._interrupted = True
-                self.cancel(INTERRUPTED)
-                return
+        await wait_for_signal(RUN_SIGNALS)
+        self._interrupted = True
+        self.cancel(INTERRUPTED)
 
     async def _close_shared(self, pool: EndpointPool) -> None:
         # Every route has already released its adapter (bounded by its own close

@@ -75,6 +75,15 @@ class Limits:
     The eight limits and their defaults mirror the reference runtime. In JSON
     they travel as integer milliseconds under camelCase names
     (``envResetTimeoutMs`` ...); see :meth:`to_json` / :meth:`from_json`.
+
+    How a limit is kept: every remote call runs through one explicit timer
+    (``runtime/_timer.py``) and past its limit raises ``OperationTimeout``
+    naming route, component, operation and step. Setup calls (connect,
+    configure, resolve) get a deadline cancel scope each (``DeadlineTimer``);
+    the hot loop's reset, predict and step calls share one watchdog per loop
+    task (``WatchdogTimer``: the whole-env loop, or each lane), which is
+    cheaper per call and fires at the same instant. ``service_close_timeout``
+    bounds the shielded shutdown; ``telemetry_window`` is a period, not a limit.
     """
 
     env_connect_timeout: float = attrs.field(
