@@ -21,8 +21,8 @@ from ._errors import (
     ProtocolError,
     RlmeshTrioError,
     RouteCancelled,
-    RunFailed,
     ShardLost,
+    WrongEventLoop,
 )
 from ._local_env import LocalEnv
 from ._local_model import LocalModel
@@ -33,6 +33,7 @@ from .orchestrator import (
     Orchestrator,
     Route,
     RouteOutcome,
+    RunFailed,
     RunInterrupted,
     RunReport,
     run,
@@ -100,6 +101,7 @@ __all__ = [
     "RuntimeModel",
     "ShardLost",
     "TelemetryRow",
+    "WrongEventLoop",
     "__version__",
     "check_health",
     "distributed",

@@ -7,10 +7,7 @@ their ``str()`` reads the same way, so logs from either runtime look alike.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .orchestrator import RunReport
+from typing import Any
 
 __all__ = [
     "ConnectError",
@@ -24,11 +21,14 @@ __all__ = [
     "ProtocolError",
     "RlmeshTrioError",
     "RouteCancelled",
-    "RunFailed",
     "ShardLost",
+    "WrongEventLoop",
     "format_duration",
+    "rebuild_exception",
 ]
 
+#: The source message of an env error whose Join stream closed before the reply came.
+CLOSED_CONNECTION_SOURCE = "transport error: connection closed"
 CLOSED_CONNECTION_HINT = (
     "If the source is 'transport error: connection closed', the environment server exited, "
     "crashed, or received SIGTERM before replying; inspect the environment container logs "
@@ -50,8 +50,30 @@ def format_duration(seconds: float) -> str:
     return f"{round(micros * 1000)}ns"
 
 
+def rebuild_exception(
+    cls: type[BaseException], args: tuple[Any, ...], state: dict[str, Any]
+) -> Any:
+    """Recreate a pickled exception from its ``args`` and fields, without calling ``__init__``.
+
+    Our constructors take the fields (``route_id``, ``step``, ...) and build
+    the message from them, so the default pickling, which calls
+    ``cls(*args)`` with the message alone, cannot recreate them.
+    """
+    error = cls.__new__(cls, *args)
+    error.args = args
+    error.__dict__.update(state)
+    return error
+
+
 class RlmeshTrioError(Exception):
-    """Base class of every error raised by rlmesh-trio."""
+    """Base class of every error raised by rlmesh-trio.
+
+    Every subclass pickles with its fields (``args`` and ``__dict__`` as they
+    are), so a report with a failed route can cross a process boundary.
+    """
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (rebuild_exception, (type(self), self.args, dict(self.__dict__)))
 
 
 class InvalidSpec(RlmeshTrioError):
@@ -90,7 +112,14 @@ class RouteCancelled(RlmeshTrioError):
 
 
 class EnvRpcError(RlmeshTrioError):
-    """The environment endpoint failed an operation (an ``EnvError``, or the connection broke)."""
+    """The environment endpoint failed an operation (an ``EnvError``, or the connection broke).
+
+    The message ends with the reference driver's "inspect the environment
+    container logs" hint only when ``message`` is exactly
+    ``CLOSED_CONNECTION_SOURCE`` (a served env's stream closed before it
+    replied): for an env error, an in-process env or an invalid action the
+    hint would point the wrong way.
+    """
 
     def __init__(
         self,
@@ -106,10 +135,10 @@ class EnvRpcError(RlmeshTrioError):
         self.message = message
         self.code = code
         self.recoverable = recoverable
-        super().__init__(
-            f"environment {operation} failed at runtime step {step}: {message}. "
-            f"{CLOSED_CONNECTION_HINT}"
-        )
+        text = f"environment {operation} failed at runtime step {step}: {message}"
+        if message == CLOSED_CONNECTION_SOURCE:
+            text = f"{text}. {CLOSED_CONNECTION_HINT}"
+        super().__init__(text)
 
 
 class ModelRpcError(RlmeshTrioError):
@@ -190,24 +219,18 @@ class ShardLost(RlmeshTrioError):
         self.shard_id = shard_id
         self.attempts = attempts
         self.detail = detail
-        super().__init__(route_id, shard_id, attempts, detail)
-
-    def __str__(self) -> str:
-        return (
-            f"route {self.route_id} lost its shard {self.attempts} time(s) "
-            f"(last {self.shard_id}: {self.detail})"
+        super().__init__(
+            f"route {route_id} lost its shard {attempts} time(s) (last {shard_id}: {detail})"
         )
 
 
-class RunFailed(RlmeshTrioError):
-    """``run_routes`` ended with a failed route under ``on_failure="cancel_siblings"``.
+class WrongEventLoop(RlmeshTrioError, RuntimeError):
+    """An entry point was called where it cannot run, with the call that fits there.
 
-    ``report`` holds every route's outcome and every finished episode; the
-    primary (first) route error is ``__cause__`` and ``primary``.
+    ``run_routes`` awaited outside Trio (e.g. under asyncio), or the blocking
+    ``run`` called inside a running Trio or asyncio loop.
     """
 
-    def __init__(self, report: RunReport, primary: BaseException, route_id: Any) -> None:
-        self.report = report
-        self.primary = primary
-        self.route_id = route_id
-        super().__init__(f"route {route_id} failed: {primary}")
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)

@@ -1,4 +1,4 @@
-"""Shared pieces of the distributed tests: routes that pickle, a reference run, a killing backend."""
+"""Shared pieces of the distributed tests: routes that pickle, a reference run, a killer."""
 
 from __future__ import annotations
 

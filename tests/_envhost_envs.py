@@ -10,6 +10,19 @@ import gymnasium as gym
 import numpy as np
 
 
+class Gate(threading.Event):
+    """A ``CountingEnv.gate`` that also says when a step has reached it (in its worker
+    thread), so a test can wait for "the env call is running" instead of sleeping."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reached = threading.Event()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        self.reached.set()
+        return super().wait(timeout)
+
+
 class CountingEnv(gym.Env[np.ndarray, int]):
     """Discrete(3) actions, reward = action + 0.5, terminates after ``done_at`` steps."""
 

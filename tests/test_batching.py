@@ -105,7 +105,10 @@ async def test_batcher_keeps_per_route_errors() -> None:
     assert batcher.round_trips <= 2
 
 
-async def test_batcher_bounds_round_trips_in_flight_and_skips_abandoned() -> None:
+async def test_batcher_bounds_round_trips_in_flight_and_skips_abandoned(
+    autojump_clock: Any,
+) -> None:
+    """On the virtual clock: the round trips' length and route 9's patience order exactly."""
     import trio
 
     from rlmesh_trio._wire import model_pb
@@ -154,8 +157,12 @@ async def test_batcher_bounds_round_trips_in_flight_and_skips_abandoned() -> Non
     assert any(len(ids) > 1 for ids in client.sent)
 
 
-async def test_direct_path_groups_bounds_and_answers_from_the_reply() -> None:
-    """A client that sends without waiting: no sender task; the next group goes out on landing."""
+async def test_direct_path_groups_bounds_and_answers_from_the_reply(autojump_clock: Any) -> None:
+    """A client that sends without waiting: no sender task; the next group goes out on landing.
+
+    On the virtual clock, the 0.1 s pause runs until every route is queued and route 8
+    has given up, however loaded the machine.
+    """
     import trio
 
     from rlmesh_trio._wire import model_pb

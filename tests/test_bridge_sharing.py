@@ -6,6 +6,7 @@ import contextvars
 
 import gymnasium
 import trio
+import trio.testing
 
 import rlmesh_trio as rt
 from rlmesh_trio.transport import _bridge
@@ -13,6 +14,7 @@ from rlmesh_trio.transport import _bridge
 
 async def test_owner_waits_for_a_sibling_borrower() -> None:
     # Siblings sharing one context see each other's loop, as pytest-trio fixtures do.
+    opened = trio.Event()
     borrowed = trio.Event()
     release = trio.Event()
     order: list[str] = []
@@ -27,12 +29,13 @@ async def test_owner_waits_for_a_sibling_borrower() -> None:
     async def owner() -> None:
         await adopt_shared_context()
         async with _bridge.asyncio_loop():
+            opened.set()
             await borrowed.wait()
         order.append("owner closed")
 
     async def borrower() -> None:
         await adopt_shared_context()
-        await trio.sleep(0.01)
+        await opened.wait()
         assert _bridge.in_loop()
         async with _bridge.asyncio_loop(), rt.serve_env(gymnasium.make("CartPole-v1")) as server:
             borrowed.set()
@@ -47,7 +50,8 @@ async def test_owner_waits_for_a_sibling_borrower() -> None:
         nursery.start_soon(owner)
         nursery.start_soon(borrower)
         await borrowed.wait()
-        await trio.sleep(0.05)
+        # The owner is leaving its block now; let it get as far as it can before release.
+        await trio.testing.wait_all_tasks_blocked()
         release.set()
     assert order == ["borrower done", "owner closed"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import time
@@ -11,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from ._cli import CLI, run_cli, serving
+from ._episode_marks import FIFO_VARIABLE, open_episode_fifo, wait_for_episode
 
+REPO = Path(__file__).resolve().parent.parent
 ROUTE_KEYS = {
     "route_id",
     "env",
@@ -194,10 +197,17 @@ def test_user_mistakes_are_one_line(args: list[str], needle: str) -> None:
 
 
 @pytest.mark.slow
-def test_sigint_to_run_exits_130_with_partial_report(tmp_path: Path) -> None:
+def test_sigint_to_run_exits_130_with_partial_report(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     out = tmp_path / "partial.json"
+    fifo = tmp_path / "episodes.fifo"
+    episodes = open_episode_fifo(fifo)
+    monkeypatch.setenv(FIFO_VARIABLE, str(fifo))
+    paths = [str(REPO), *filter(None, [os.environ.get("PYTHONPATH")])]
+    monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # servers import tests.*
     with (
-        serving("serve-env", "CartPole-v1") as env,
+        serving("serve-env", "tests._episode_marks:cartpole_signalling_first_episode") as env,
         serving("serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY") as model,
     ):
         proc = subprocess.Popen(
@@ -220,7 +230,9 @@ def test_sigint_to_run_exits_130_with_partial_report(tmp_path: Path) -> None:
             stderr=subprocess.PIPE,
             text=True,
         )
-        time.sleep(4.0)  # let it finish a few episodes
+        # The env signals once the runtime has recorded an episode (no clock guess).
+        assert wait_for_episode(episodes, 60), "no episode finished"
+        os.close(episodes)
         sent = time.monotonic()
         proc.send_signal(signal.SIGINT)
         _, err = proc.communicate(timeout=30)

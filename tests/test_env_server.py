@@ -20,7 +20,7 @@ from rlmesh_trio.transport._env_server import BUSY_MESSAGE, EnvServer
 from rlmesh_trio.transport._serve import serve_env
 
 from ._env_raw_client import RawJoin, handshake, unary
-from ._envhost_envs import CountingEnv
+from ._envhost_envs import CountingEnv, Gate
 
 Code = env_pb.EnvErrorCode
 
@@ -364,9 +364,9 @@ async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
         first = RawJoin(server.address)
         await first.open()
         await first.rpc(reset=env_pb.ResetRequest())
-        env.gate = threading.Event()
+        env.gate = gate = Gate()
         await first.send(step=env_pb.StepRequest(action=act(1)))
-        await trio.sleep(0.05)
+        assert await trio.to_thread.run_sync(gate.reached.wait, 5)  # the step is in the env
         await first.close()  # drop the connection with the step still running
         await trio.sleep(0.05)
         blocked = RawJoin(server.address)
@@ -401,7 +401,7 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
     monkeypatch.setattr(_env_server, "DRAIN_TIMEOUT", 0.3)
     monkeypatch.setattr(_env_server, "CLOSE_TIMEOUT", 0.3)
     env = CountingEnv(done_at=99)
-    env.gate = threading.Event()
+    env.gate = gate = Gate()
 
     def server_thread_alive() -> bool:
         return any(t.name == "rlmesh-trio-env-server" for t in threading.enumerate())
@@ -413,7 +413,7 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
                 await join.open()
                 await join.rpc(reset=env_pb.ResetRequest())
                 await join.send(step=env_pb.StepRequest(action=act(1)))
-                await trio.sleep(0.05)
+                await trio.to_thread.run_sync(gate.reached.wait, 5)  # the call is hung
         # On worker threads the server's own loop gives up on the hung call and ends;
         # inline, the call holds the server's thread, which is left behind until it returns.
         if env_thread == "loop":

@@ -740,10 +740,11 @@ def _interrupt_while_model_hangs() -> Interrupted:
         )
         try:
             deadline = time.monotonic() + 30
-            while not stalled.exists():  # the model is hung from here on
+            # A bounded poll on a condition (the policy marks its hang as it begins), not
+            # a settle-down sleep: the route is awaiting the hung predict from here on.
+            while not stalled.exists():
                 assert proc.poll() is None and time.monotonic() < deadline, "no stall"
                 time.sleep(0.05)
-            time.sleep(0.5)
             sent = time.monotonic()
             proc.send_signal(signal.SIGINT)
             _, err = proc.communicate(timeout=30)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Iterator
 
 import pytest
 import trio
@@ -20,15 +19,9 @@ from rlmesh_trio.transport._health import check_health
 from rlmesh_trio.transport._remote_env import SHUTDOWN_CONNECTION_LOST, RemoteEnv
 from rlmesh_trio.transport._remote_model import RemoteModel
 
-from ._rlmesh_procs import RlmeshServers, open_rlmesh_servers
+from ._rlmesh_procs import RlmeshServers
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(60)]
-
-
-@pytest.fixture
-def rlmesh_servers() -> Iterator[RlmeshServers]:
-    with open_rlmesh_servers() as servers:
-        yield servers
 
 
 EDITION = "2026.06"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import struct
-import time
 
 import gymnasium as gym
 import pytest
@@ -14,7 +13,7 @@ from rlmesh_trio._local_env import LocalEnv
 from rlmesh_trio._wire import env_pb, spaces_pb
 from rlmesh_trio.runtime import RuntimeEnv
 
-from ._envhost_envs import CountingEnv
+from ._envhost_envs import CountingEnv, Gate
 
 
 def act(*values: int) -> spaces_pb.SpaceValue:
@@ -75,7 +74,9 @@ async def test_bad_edition_is_refused() -> None:
 
 async def test_blocking_step_does_not_stall_other_tasks() -> None:
     slow = CountingEnv(done_at=99)
-    slow.step_delay = 0.3
+    # The step blocks its worker thread until the ticker, a Trio task, lets it go:
+    # a step that stalled the Trio thread would never see the gate open.
+    gate = slow.gate = Gate()
     env = LocalEnv(slow)
     await env.connect()
     await env.reset(env_pb.ResetRequest())
@@ -85,7 +86,9 @@ async def test_blocking_step_does_not_stall_other_tasks() -> None:
         nonlocal ticks
         while True:
             ticks += 1
-            await trio.sleep(0.01)
+            if ticks >= 5 and gate.reached.is_set():
+                gate.set()
+            await trio.sleep(0)
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(ticker)
@@ -99,12 +102,20 @@ async def test_cancelled_step_is_abandoned_and_close_still_works() -> None:
     env = LocalEnv(slow)
     await env.connect()
     await env.reset(env_pb.ResetRequest(episode_ids=["a"]))
-    slow.step_delay = 0.2
-    began = time.monotonic()
-    with trio.move_on_after(0.02):
-        await env.step(env_pb.StepRequest(action=act(1)))
-    assert time.monotonic() - began < 0.15
-    slow.step_delay = 0.0
+    # The step's thread stays blocked until after the cancelled call has returned:
+    # the call is abandoned, not waited for.
+    gate = slow.gate = Gate()
+
+    async def cancel_once_blocked(scope: trio.CancelScope) -> None:
+        await trio.to_thread.run_sync(gate.reached.wait, 10)
+        scope.cancel()
+
+    with trio.CancelScope() as scope:
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cancel_once_blocked, scope)
+            await env.step(env_pb.StepRequest(action=act(1)))
+    assert scope.cancelled_caught and gate.reached.is_set() and not gate.is_set()
+    gate.set()
     final = await env.close(timeout=5)
     assert [e.episode_id for e in final] == ["a"]
     await env.aclose()
@@ -130,16 +141,20 @@ async def test_lanes_served_concurrently() -> None:
     assert info.contract.num_envs == 2
     for lane in (0, 1):
         await env.reset(env_pb.ResetRequest(env_indices=[lane], episode_ids=[f"l{lane}"]))
-    slow.step_delay = 0.3
+    # Lane 0's step is held until lane 1's has finished: served one after the other,
+    # lane 1 would wait behind lane 0 (until the gate's own 10 s bound) and come second.
+    gate = slow.gate = Gate()
     order: list[int] = []
 
     async def one(lane: int) -> None:
         await env.step(env_pb.StepRequest(action=act(1), env_indices=[lane]))
         order.append(lane)
+        if lane == 1:
+            gate.set()
 
     async with trio.open_nursery() as nursery:
         nursery.start_soon(one, 0)
-        await trio.sleep(0.01)
+        assert await trio.to_thread.run_sync(gate.reached.wait, 10)  # lane 0 is in its step
         nursery.start_soon(one, 1)
     assert order == [1, 0]
 

@@ -346,12 +346,21 @@ async def test_adapters_are_shared_across_streams_and_close_releases_them_all() 
 
 async def test_async_policy_runs_concurrently_in_completion_order_keeping_env_order() -> None:
     order: list[str] = []
+    # Made by the first call, in the server's own Trio run: a's rows wait until both of
+    # b's are done (a server running policies one at a time would time out here).
+    b_done: list[trio.Event] = []
 
     async def slow_for_a(obs: Any) -> int:
+        if not b_done:
+            b_done.append(trio.Event())
         # Rows for env "a" carry theta 0.1, for env "b" theta -0.1.
         is_a = float(obs[2]) > 0
-        await trio.sleep(0.2 if is_a else 0.0)
+        if is_a:
+            with trio.fail_after(10):
+                await b_done[0].wait()
         order.append("a" if is_a else "b")
+        if order.count("b") == 2:
+            b_done[0].set()
         return 1 if is_a else 0
 
     async with served(slow_for_a) as server:

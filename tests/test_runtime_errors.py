@@ -141,10 +141,12 @@ async def test_env_rpc_error_carries_operation_step_and_hint() -> None:
         False,
         10,
     )
-    assert str(error).startswith(
+    # Issue 12 item 23: the closed-connection hint is for a closed connection only.
+    assert str(error) == (
         "environment env.step failed at runtime step 2: environment error: [Internal] "
-        "injected failure at step call 2. " + HINT
+        "injected failure at step call 2"
     )
+    assert HINT not in str(error)
     assert isinstance(error.__cause__, EnvRpcError)  # the endpoint's own error is kept
     assert env.closes == []  # close_env_on_end is off: the env endpoint is left alone
     assert_failed_once(hooks, error)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from rlmesh_trio.runtime import RouteDriver, RouteSpec
@@ -11,15 +9,9 @@ from rlmesh_trio.testing import RecordingHooks
 from rlmesh_trio.transport._remote_env import RemoteEnv
 from rlmesh_trio.transport._remote_model import RemoteModel
 
-from ._rlmesh_procs import RlmeshServers, open_rlmesh_servers
+from ._rlmesh_procs import RlmeshServers
 
 pytestmark = [pytest.mark.interop, pytest.mark.timeout(90)]
-
-
-@pytest.fixture
-def rlmesh_servers() -> Iterator[RlmeshServers]:
-    with open_rlmesh_servers() as servers:
-        yield servers
 
 
 async def test_single_env_seeds_truncation_and_release(rlmesh_servers: RlmeshServers) -> None:

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 import trio
+import trio.testing
 
 from rlmesh_trio.transport import _bridge as bridge
 
@@ -24,7 +25,8 @@ async def test_trio_timeout_cancels_the_asyncio_side() -> None:
         with trio.move_on_after(0.05) as scope:
             await bridge.call(slow)
         assert scope.cancelled_caught
-        await trio.sleep(0.01)
+        # The asyncio side runs in Trio tasks: once all are blocked, it has handled the cancel.
+        await trio.testing.wait_all_tasks_blocked()
     assert seen == ["cancelled"]
 
 

@@ -14,10 +14,24 @@ from typing import Any
 import click
 import trio
 
-from .._errors import RlmeshTrioError, RunFailed
-from ..orchestrator import RunInterrupted, RunReport
+from .._errors import InvalidSpec, RlmeshTrioError
+from ..orchestrator import RunFailed, RunInterrupted, RunReport
+from ._checks import (
+    check_address_option,
+    check_finite,
+    check_report_path,
+    spec_mistake,
+    user_message,
+)
 from ._summary import print_summary, write_report
-from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
+from ._targets import (
+    build_first_envs,
+    make_env_factory,
+    parse_limits,
+    parse_seeds,
+    resolve_env,
+    resolve_model,
+)
 from ._tls import client_context, client_tls_options, server_context, server_tls_options
 
 EXIT_FAILED = 1
@@ -55,8 +69,9 @@ def cli(verbose: int) -> None:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Also write the JSON report here.",
+    type=click.Path(path_type=Path),
+    callback=check_report_path,
+    help="Also write the JSON report here (its folder is checked before the demo starts).",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool) -> None:
@@ -69,9 +84,8 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
 
     report = trio.run(run_demo, n_routes, episodes, not no_progress)
     print_summary(report, title="rlmesh-trio demo: CartPole-v1 over loopback gRPC")
-    if json_path is not None:
-        write_report(report, json_path)
-    sys.exit(0 if report.ok else EXIT_FAILED)
+    written = json_path is None or write_report(report, json_path)
+    sys.exit(0 if report.ok and written else EXIT_FAILED)
 
 
 # -- serve-env -----------------------------------------------------------------
@@ -81,6 +95,7 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
     "--address",
     default="127.0.0.1:0",
     show_default=True,
+    callback=check_address_option,
     help="Where to listen (host:port, tcp://host:port, unix:///path).",
 )
 @click.option("--num-envs", type=click.IntRange(1), help="Serve a gymnasium vector env of N envs.")
@@ -111,7 +126,8 @@ def serve_env_cmd(
     tls_key: Path | None,
     env_thread: str,
 ) -> None:
-    """Serve ENV (a gymnasium id or module:factory) until Ctrl+C."""
+    """Serve ENV (a gymnasium id, or module:factory imported from the current folder first)
+    until Ctrl+C."""
     from ..transport import EnvServer
 
     if num_envs and lanes:
@@ -130,6 +146,8 @@ def serve_env_cmd(
             target = [factory() for _ in range(lanes)]
         else:
             target = factory()
+    except click.UsageError:
+        raise  # already one line: "factory mod:fn returned dict, not a gymnasium Env"
     except Exception as exc:
         _fail(f"could not build env {env!r}: {type(exc).__name__}: {exc}")
     tls = _server_tls(tls_cert, tls_key)
@@ -146,6 +164,7 @@ def serve_env_cmd(
     "--address",
     default="127.0.0.1:0",
     show_default=True,
+    callback=check_address_option,
     help="Where to listen (host:port, tcp://host:port, unix:///path).",
 )
 @click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd.")
@@ -164,10 +183,10 @@ def serve_model_cmd(
     """Serve POLICY until Ctrl+C: module:callable, or an object with predict (and optionally
     predict_batch, predict_chunk)."""
     from ..transport import ModelServer
-    from ._targets import load_object
+    from ._targets import load_policy
 
     tls = _server_tls(tls_cert, tls_key)
-    target = load_object(policy, "policy")
+    target = load_policy(policy, "policy")
     server = ModelServer(
         target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
     )
@@ -182,7 +201,7 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     except OSError as exc:
         _fail(f"cannot serve: {exc}")
     except RlmeshTrioError as exc:
-        _fail(str(exc))
+        _fail(user_message(exc))
 
 
 # -- run -----------------------------------------------------------------------
@@ -192,9 +211,14 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     "envs",
     multiple=True,
     required=True,
-    help="An env endpoint (address, gymnasium id or module:factory); repeat for more routes.",
+    help="An env endpoint (address, gymnasium id or module:factory, imported from the "
+    "current folder first); repeat for more routes.",
 )
-@click.option("--model", required=True, help="A model address or module:callable policy.")
+@click.option(
+    "--model",
+    required=True,
+    help="A model address or module:callable policy (imported from the current folder first).",
+)
 @click.option("--seeds", help="Seeds to deal across routes: START:STOP or a comma list.")
 @click.option("--episodes", type=click.IntRange(1), help="Episodes in all, split across routes.")
 @click.option("--max-concurrency", type=click.IntRange(1), help="Routes running at once.")
@@ -207,8 +231,10 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
 @click.option(
     "--json",
     "json_path",
-    type=click.Path(dir_okay=False, path_type=Path),
-    help="Write the JSON report here (also on failure and Ctrl+C).",
+    type=click.Path(path_type=Path),
+    callback=check_report_path,
+    help="Write the JSON report here (also on failure and Ctrl+C); its folder is checked "
+    "before the run starts.",
 )
 @click.option("--close-env", is_flag=True, help="Send Close to each env at the end.")
 @click.option("--timeouts", help="JSON limits, e.g. '{\"envStepTimeoutMs\": 5000}'.")
@@ -257,7 +283,8 @@ def run_cmd(
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
 
     Exit status: 0 when every route completed, 1 when any failed (the report is
-    still written), 130 on Ctrl+C (a partial report is written).
+    still written), 2 for a usage mistake (checked before the run, or a spec
+    every route refused before any episode), 130 on Ctrl+C (a partial report).
     """
     from ..orchestrator import Orchestrator, shard
 
@@ -277,6 +304,7 @@ def run_cmd(
             max_episode_seconds=max_episode_seconds,
             trial_index_base=trial_index_base,
         )
+        build_first_envs(routes)
         orchestrator = Orchestrator(
             routes,
             on_failure="isolate" if on_failure == "isolate" else "cancel_siblings",
@@ -284,14 +312,19 @@ def run_cmd(
             batch_predicts=batch_predicts,
             client_options=_client_options(token, tls_ca, use_tls),
         )
-    except click.BadParameter as exc:
+    except click.UsageError as exc:
         _fail(exc.format_message())
     except RlmeshTrioError as exc:
-        _fail(str(exc))
-    report, code, message = trio.run(_run_with_progress, orchestrator, not no_progress)
-    print_summary(report)
-    if json_path is not None:
-        write_report(report, json_path)
+        _fail(user_message(exc))
+    _finish(*trio.run(_run_with_progress, orchestrator, not no_progress), json_path)
+
+
+def _finish(report: RunReport, code: int, message: str, json_path: Path | None) -> None:
+    """Print the table (not for a usage mistake), write the report, say what failed, exit."""
+    if code != EXIT_USAGE:
+        print_summary(report)
+    if json_path is not None and not write_report(report, json_path):
+        code = code or EXIT_FAILED
     if message:
         click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -309,9 +342,15 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
         else:
             report = await orchestrator.run()
     except RunFailed as exc:
+        mistake = spec_mistake(exc.report)
+        if mistake is not None:
+            return exc.report, EXIT_USAGE, mistake
         return exc.report, EXIT_FAILED, str(exc)
     except RunInterrupted as exc:
         return exc.report, EXIT_INTERRUPTED, "interrupted; partial report kept"
+    mistake = spec_mistake(report)
+    if mistake is not None:
+        return report, EXIT_USAGE, mistake
     failed = [o for o in report.routes if o.status != "completed"]
     if failed:
         return report, EXIT_FAILED, f"{len(failed)} route(s) failed; first: {failed[0].error}"
@@ -320,8 +359,15 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
 
 # -- check ---------------------------------------------------------------------
 @cli.command()
-@click.argument("address")
-@click.option("--timeout", default=10.0, show_default=True, help="Seconds to wait for the peer.")
+@click.argument("address", callback=check_address_option)
+@click.option(
+    "--timeout",
+    default=10.0,
+    show_default=True,
+    type=click.FloatRange(min=0, min_open=True),
+    callback=check_finite,
+    help="Seconds to wait for the peer (> 0).",
+)
 @click.option("--model", "is_model", is_flag=True, help="The address is a model server.")
 @click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token to send.")
 @client_tls_options
@@ -377,5 +423,7 @@ def main() -> None:
         sys.exit(EXIT_INTERRUPTED)
     except click.ClickException as exc:
         _fail(exc.format_message(), exc.exit_code)
+    except InvalidSpec as exc:  # a spec checked late is still the user's mistake
+        _fail(exc.detail)
     except RlmeshTrioError as exc:
         _fail(str(exc), EXIT_FAILED)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import click
 from rich import box
 from rich.console import Console
 from rich.table import Table
@@ -70,5 +71,22 @@ def print_summary(
             console.print(f"[red]{outcome.route_id}[/]: {outcome.error}", soft_wrap=True)
 
 
-def write_report(report: RunReport, path: Path) -> None:
-    path.write_text(report.to_json() + "\n", encoding="utf-8")
+def write_report(report: RunReport, path: Path) -> bool:
+    """Write the JSON report to ``path``; True when it was written.
+
+    The path was checked before the run (see ``_checks.check_report_path``);
+    should writing still fail (a full disk, a folder removed meanwhile), the
+    report goes to stdout after one ``error:`` line, so no result is lost.
+    """
+    text = report.to_json() + "\n"
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        click.echo(
+            f"error: --json: cannot write {str(path)!r} ({exc.strerror or exc}); "
+            "the report follows on stdout",
+            err=True,
+        )
+        click.echo(text, nl=False)
+        return False
+    return True

@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 
 import trio
 
-from .._errors import RouteCancelled, RunFailed, ShardLost
+from .._errors import RouteCancelled, ShardLost
 from .._signals import RUN_SIGNALS, wait_for_signal
-from ..orchestrator import Route, RunInterrupted, RunReport
+from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
 from ..runtime import RuntimeHooks
 from ._backends import Backend, ShardDied
 from ._planner import owed_part, plan_shards

@@ -14,8 +14,7 @@ from functools import partial
 import attrs
 import trio
 
-from .._errors import RunFailed
-from ..orchestrator import Orchestrator, RouteOutcome, RunReport
+from ..orchestrator import Orchestrator, RouteOutcome, RunFailed, RunReport
 from ..runtime import (
     EpisodeCompletedEvent,
     RuntimeHooks,

@@ -1,6 +1,6 @@
 """The multi-route orchestrator: many routes under one nursery."""
 
-from ._report import RouteOutcome, RunReport
+from ._report import RouteOutcome, RunFailed, RunReport
 from ._route import Route, shard
 from ._run import Orchestrator, RunInterrupted, run, run_routes
 
@@ -8,6 +8,7 @@ __all__ = [
     "Orchestrator",
     "Route",
     "RouteOutcome",
+    "RunFailed",
     "RunInterrupted",
     "RunReport",
     "run",

@@ -41,6 +41,7 @@ def _is_gym_env(value: Any) -> bool:
 
 
 def _env_label(value: Any) -> str:
+    """What a report calls an endpoint: its env id, its ``label``, or a client's address."""
     if isinstance(value, list | tuple):
         return f"{_env_label(value[0])}x{len(value)}"
     spec = getattr(value, "spec", None)
@@ -49,6 +50,9 @@ def _env_label(value: Any) -> str:
     label = getattr(value, "label", None)
     if isinstance(label, str):
         return label
+    address = getattr(value, "address", None)  # RemoteEnv / RemoteModel
+    if isinstance(address, str):
+        return address
     name = getattr(value, "__qualname__", None) or type(value).__qualname__
     return str(name)
 

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any, Literal
 
 import attrs
 
+from .._errors import RlmeshTrioError
 from ..runtime import EpisodeResult, RouteReport, TelemetryRow, merge_telemetry
+from ._finite import nonfinite_note, raw_float, strict_json_value
 
-__all__ = ["RouteOutcome", "RouteStatus", "RunReport"]
+__all__ = ["RouteOutcome", "RouteStatus", "RunFailed", "RunReport"]
 
 RouteStatus = Literal["completed", "failed", "cancelled"]
 
@@ -60,7 +63,7 @@ class RouteOutcome:
 
 
 def _episode_dict(ep: EpisodeResult) -> dict[str, Any]:
-    return {
+    record = {
         "index": ep.index,
         "episode_id": ep.episode_id,
         "env_index": ep.env_index,
@@ -75,6 +78,11 @@ def _episode_dict(ep: EpisodeResult) -> dict[str, Any]:
         "step_ms": ep.step_ms,
         "trial": ep.trial,
     }
+    if not math.isfinite(ep.reward):
+        # Strict JSON has no NaN: the number becomes null, the raw value stays readable.
+        record["reward"] = None
+        record["reward_raw"] = raw_float(ep.reward)
+    return record
 
 
 @attrs.frozen
@@ -136,11 +144,21 @@ class RunReport:
         raise KeyError(route_id)
 
     def to_dict(self) -> dict[str, Any]:
+        """The report as plain data for JSON.
+
+        A NaN or infinite reward makes ``mean_reward`` ``None`` with a
+        ``mean_reward_note`` (``"nan in episode rewards"``); the episode keeps
+        ``reward: None`` and ``reward_raw: "nan"``.
+        """
+        note = nonfinite_note((ep.reward for ep in self.episodes), "episode rewards")
+        summary: dict[str, Any] = {"mean_reward": None if note else self.mean_reward}
+        if note:
+            summary["mean_reward_note"] = note
         return {
             "routes": [outcome.to_dict() for outcome in self.routes],
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,
-            "mean_reward": self.mean_reward,
+            **summary,
             "success_rate": self.success_rate,
             "wall_s": self.wall_s,
             "steps_per_s": self.steps_per_s,
@@ -161,4 +179,20 @@ class RunReport:
         }
 
     def to_json(self, *, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent)
+        """Strict JSON (no ``NaN``/``Infinity`` tokens): any other non-finite float is ``null``."""
+        return json.dumps(strict_json_value(self.to_dict()), indent=indent, allow_nan=False)
+
+
+class RunFailed(RlmeshTrioError):
+    """``run_routes`` ended with a failed route under ``on_failure="cancel_siblings"``.
+
+    ``report`` holds every route's outcome and every finished episode; the
+    primary (first) route error is ``__cause__`` and ``primary``. It pickles
+    with its report (fields travel as they are; ``__cause__`` does not).
+    """
+
+    def __init__(self, report: RunReport, primary: BaseException, route_id: Any) -> None:
+        self.report = report
+        self.primary = primary
+        self.route_id = route_id
+        super().__init__(f"route {route_id} failed: {primary}")

@@ -10,6 +10,8 @@ import attrs
 
 from .._errors import InvalidSpec
 from ..runtime import Limits
+from ..runtime._spec import check_seed_range
+from ..transport._address import parse_address
 
 __all__ = ["Route", "shard"]
 
@@ -27,6 +29,9 @@ def _seeds(value: Iterable[int] | None) -> tuple[int, ...] | None:
 
 
 def _check_route(route: Route) -> None:
+    for endpoint in (route.env, route.model):
+        if isinstance(endpoint, str):
+            parse_address(endpoint)  # a malformed address fails here, before the run
     if route.episodes is not None and route.episodes < 1:
         raise InvalidSpec(
             f"route {route.route_id or '?'}: episodes must be >= 1, got {route.episodes}"
@@ -34,6 +39,7 @@ def _check_route(route: Route) -> None:
     if route.seeds is not None:
         if not route.seeds:
             raise InvalidSpec(f"route {route.route_id or '?'}: seeds is empty")
+        check_seed_range(route.seeds, route.route_id or "?")
         if route.episodes is not None and route.episodes != len(route.seeds):
             raise InvalidSpec(
                 f"route {route.route_id or '?'}: episodes={route.episodes} does not match "

@@ -12,7 +12,6 @@ broken peer cannot hang the run, and no task outlives :func:`run_routes`.
 from __future__ import annotations
 
 import logging
-import signal
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -28,12 +27,16 @@ from .._errors import (
     OperationTimeout,
     RlmeshTrioError,
     RouteCancelled,
-    RunFailed,
     format_duration,
+    rebuild_exception,
 )
+from .._signals import RUN_SIGNALS, wait_for_signal
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
+from ..runtime._hooks import as_runtime_hooks
+from ._checks import check_distinct_env_objects
 from ._endpoints import EndpointPool
-from ._report import RouteOutcome, RouteStatus, RunReport
+from ._entry import require_no_running_loop, require_trio_run
+from ._report import RouteOutcome, RouteStatus, RunFailed, RunReport
 from ._route import Route
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
@@ -54,6 +57,9 @@ class RunInterrupted(KeyboardInterrupt):
     def __init__(self, report: RunReport) -> None:
         super().__init__("run interrupted")
         self.report = report
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (rebuild_exception, (type(self), self.args, dict(self.__dict__)))
 
 
 class _Slot:
@@ -142,8 +148,9 @@ class Orchestrator:
         duplicates = sorted({rid for rid in ids if ids.count(rid) > 1})
         if duplicates:
             raise InvalidSpec(f"duplicate route ids: {', '.join(duplicates)}")
+        check_distinct_env_objects(routes, ids)
         self.routes = routes
-        self.hooks = hooks
+        self.hooks = as_runtime_hooks(hooks) if hooks is not None else None
         self.on_failure = on_failure
         self.max_concurrency = max_concurrency
         self.handle_sigint = handle_sigint
@@ -152,6 +159,7 @@ class Orchestrator:
         self._slots = [_Slot(rid) for rid in ids]
         self._cancel_reason = CALLER_CANCELLED
         self._primary: tuple[str, BaseException] | None = None
+        self._failures_seen: set[str] = set()  # each failing route is logged once
         self._started_at: float | None = None
         self._wall: float | None = None
         self._interrupted = False
@@ -182,6 +190,8 @@ class Orchestrator:
     async def run(self) -> RunReport:
         """Run every route; see :func:`run_routes` for the failure and cancellation contract."""
         from ..transport import asyncio_loop
+
+        require_trio_run()
 
         self._started_at = time.perf_counter()
         limiter = trio.CapacityLimiter(self.max_concurrency or max(1, len(self.routes)))
@@ -223,11 +233,9 @@ class Orchestrator:
         return report
 
     async def _watch_sigint(self) -> None:
-        with trio.open_signal_receiver(signal.SIGINT) as signals:
-            async for _ in signals:
-                self._interrupted = True
-                self.cancel(INTERRUPTED)
-                return
+        await wait_for_signal(RUN_SIGNALS)
+        self._interrupted = True
+        self.cancel(INTERRUPTED)
 
     async def _close_shared(self, pool: EndpointPool) -> None:
         # Every route has already released its adapter (bounded by its own close
@@ -315,8 +323,9 @@ class Orchestrator:
                 await _aclose(model.model, spec.limits.service_close_timeout)
 
     def _failed(self, route_id: str, error: BaseException) -> None:
-        if self._primary is not None and self._primary[0] == route_id:
+        if route_id in self._failures_seen:
             return  # already reported through the driver's on_error
+        self._failures_seen.add(route_id)
         log.warning("route %s failed: %s", route_id, error)
         if self._primary is None:
             self._primary = (route_id, error)
@@ -364,6 +373,7 @@ async def run_routes(
     *,
     handle_sigint: bool = True,
     batch_predicts: bool = False,
+    client_options: Mapping[str, Any] | None = None,
 ) -> RunReport:
     """Run ``routes`` concurrently and return a :class:`RunReport`.
 
@@ -385,8 +395,19 @@ async def run_routes(
     address into ``GroupedPredict`` round trips (see ``_batching``); results
     and per-route errors and timeouts are unchanged.
 
+    ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to
+    every gRPC client made from an address in a route (env and model alike).
+    ``hooks`` is a :class:`~rlmesh_trio.RuntimeHooks` (a ``HookChain`` for
+    several), or any object with one or more ``async def`` hook methods (the
+    rest do nothing); anything else is refused up front.
+
     No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
     this call when needed.
+
+    Raises:
+        InvalidSpec: a route or option is wrong (before any route starts).
+        WrongEventLoop: awaited outside a Trio run (e.g. under asyncio).
+        RunFailed: a route failed under ``on_failure="cancel_siblings"``.
     """
     orchestrator = Orchestrator(
         routes,
@@ -395,6 +416,7 @@ async def run_routes(
         max_concurrency=max_concurrency,
         handle_sigint=handle_sigint,
         batch_predicts=batch_predicts,
+        client_options=client_options,
     )
     return await orchestrator.run()
 
@@ -406,8 +428,16 @@ def run(
     max_concurrency: int | None = None,
     *,
     batch_predicts: bool = False,
+    client_options: Mapping[str, Any] | None = None,
 ) -> RunReport:
-    """:func:`run_routes` from synchronous code (starts its own Trio run)."""
+    """:func:`run_routes` from synchronous code (starts its own Trio run).
+
+    ``client_options`` are :func:`run_routes`' (``token=``, ``ssl=``, ...).
+
+    Raises:
+        WrongEventLoop: called inside a running Trio run or asyncio loop.
+    """
+    require_no_running_loop()
     return trio.run(
         partial(
             run_routes,
@@ -416,5 +446,6 @@ def run(
             on_failure=on_failure,
             max_concurrency=max_concurrency,
             batch_predicts=batch_predicts,
+            client_options=client_options,
         )
     )

@@ -11,10 +11,13 @@ loop: keep them quick, and never swallow ``trio.Cancelled``.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 
+from .._errors import InvalidSpec
 from .._wire import spaces_pb
 from ._events import (
     ActionReceivedEvent,
@@ -30,7 +33,15 @@ from ._events import (
     TelemetryWindowEvent,
 )
 
-__all__ = ["EVENT_NAMES", "TRANSFORM_NAMES", "HookChain", "RuntimeHooks", "overrides"]
+__all__ = [
+    "EVENT_NAMES",
+    "TRANSFORM_NAMES",
+    "HookChain",
+    "RuntimeHooks",
+    "as_runtime_hooks",
+    "check_hooks",
+    "overrides",
+]
 
 EVENT_NAMES = (
     "session_started",
@@ -107,7 +118,48 @@ def overrides(hooks: RuntimeHooks | None, name: str) -> bool:
     if isinstance(hooks, HookChain):
         return any(overrides(h, name) for h in hooks.hooks)
     base = getattr(RuntimeHooks, name, None)
-    return getattr(type(hooks), name, None) is not base
+    implementation = getattr(type(hooks), name, None)
+    # A duck-typed hooks object without this method does nothing for it.
+    return implementation is not None and implementation is not base
+
+
+HOOK_NAMES = EVENT_NAMES + TRANSFORM_NAMES
+
+
+def check_hooks(value: Any, where: str) -> None:
+    """Refuse what is not hooks, before any route starts.
+
+    Accepted: a :class:`RuntimeHooks` instance, or any object that defines
+    one or more of the hook methods (``EVENT_NAMES`` and ``TRANSFORM_NAMES``),
+    each as an ``async def``; the methods it leaves out do nothing.
+
+    Raises:
+        InvalidSpec: naming ``where`` and the object's type, or the hook
+            method that is not async.
+    """
+    if isinstance(value, RuntimeHooks):
+        return
+    defined = [name for name in HOOK_NAMES if callable(getattr(value, name, None))]
+    if not defined:
+        raise InvalidSpec(
+            f"{where}: {type(value).__name__} object is not runtime hooks (a RuntimeHooks "
+            f"instance or an object with async hook methods such as episode_completed)"
+        )
+    for name in defined:
+        if not inspect.iscoroutinefunction(getattr(value, name)):
+            raise InvalidSpec(
+                f"{where}: {type(value).__name__}.{name} must be an async method (async def)"
+            )
+
+
+def as_runtime_hooks(value: Any, where: str = "hooks") -> RuntimeHooks:
+    """``value`` as a :class:`RuntimeHooks` (a duck-typed object goes in a one-hook chain).
+
+    Raises:
+        InvalidSpec: ``value`` is not hooks (see :func:`check_hooks`).
+    """
+    check_hooks(value, where)
+    return value if isinstance(value, RuntimeHooks) else HookChain([value])
 
 
 class HookChain(RuntimeHooks):
@@ -115,17 +167,28 @@ class HookChain(RuntimeHooks):
 
     Events go to every hook in order; if some fail, the first error is raised
     after all have run. Transforms run in order, each seeing the value the
-    previous one produced, and stop at the first error.
+    previous one produced, and stop at the first error. Each hook is a
+    :class:`RuntimeHooks` or an object with some async hook methods (the
+    others are skipped).
+
+    Raises:
+        InvalidSpec: (at construction) an element is not hooks, naming its
+            index and type.
     """
 
     def __init__(self, hooks: Iterable[RuntimeHooks]) -> None:
         self.hooks: tuple[RuntimeHooks, ...] = tuple(hooks)
+        for index, hook in enumerate(self.hooks):
+            check_hooks(hook, f"HookChain hooks[{index}]")
+
+    def _with(self, name: str) -> list[Any]:
+        return [method for hook in self.hooks if (method := getattr(hook, name, None))]
 
     async def _fan_out(self, name: str, event: object) -> None:
         first: Exception | None = None
-        for hook in self.hooks:
+        for method in self._with(name):
             try:
-                await getattr(hook, name)(event)
+                await method(event)
             except Exception as exc:  # Cancelled is a BaseException and passes through
                 if first is None:
                     first = exc
@@ -167,8 +230,8 @@ class HookChain(RuntimeHooks):
 
     async def transform_action(self, event: ActionReceivedEvent) -> spaces_pb.SpaceValue | None:
         changed = False
-        for hook in self.hooks:
-            value = await hook.transform_action(event)
+        for transform in self._with("transform_action"):
+            value = await transform(event)
             if value is not None:
                 event = attrs.evolve(event, action=value)
                 changed = True
@@ -178,8 +241,8 @@ class HookChain(RuntimeHooks):
         self, event: ObservationEmittedEvent
     ) -> spaces_pb.SpaceValue | None:
         changed = False
-        for hook in self.hooks:
-            value = await hook.transform_observation(event)
+        for transform in self._with("transform_observation"):
+            value = await transform(event)
             if value is not None:
                 event = attrs.evolve(event, observation=value)
                 changed = True

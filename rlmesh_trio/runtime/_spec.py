@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, ClassVar
 
 import attrs
@@ -12,10 +12,33 @@ import uuid_utils
 from .._errors import InvalidSpec
 from .._wire import core_pb
 
-__all__ = ["DEFAULT_MAX_EPISODE_STEPS", "Limits", "RouteSpec", "mint_uuid7"]
+__all__ = [
+    "DEFAULT_MAX_EPISODE_STEPS",
+    "SEED_MAX",
+    "SEED_MIN",
+    "Limits",
+    "RouteSpec",
+    "check_seed_range",
+    "mint_uuid7",
+]
 
 #: The per-episode step bound rlmesh 0.1.0 applies when no ``max_episode_steps`` is given.
 DEFAULT_MAX_EPISODE_STEPS = 100_000
+#: Seeds travel as int64 (``ResetRequest.seeds``, ``EpisodeInfo.seed``); the range of one.
+SEED_MIN, SEED_MAX = -(2**63), 2**63 - 1
+
+
+def check_seed_range(seeds: Iterable[int], route_id: str) -> None:
+    """Raise :class:`InvalidSpec` naming the route and the first seed the wire cannot carry.
+
+    A seed outside int64 would wrap on the wire (2**64+5 arrives as 5) while
+    an in-process env gets it whole, so it is refused on every path alike.
+    """
+    for seed in seeds:
+        if not SEED_MIN <= seed <= SEED_MAX:
+            raise InvalidSpec(
+                f"route {route_id}: seed {seed} is outside the wire's int64 range [-2**63, 2**63-1]"
+            )
 
 
 def mint_uuid7() -> str:
@@ -34,6 +57,17 @@ def _finite_number(instance: Any, attribute: attrs.Attribute[float], value: floa
         raise InvalidSpec(f"limits.{attribute.name} must be a number of seconds, got {value!r}")
 
 
+def _check_json_ms(key: str, value: Any) -> None:
+    # Worded in the JSON's own terms (camelCase key, milliseconds as given): the seconds and
+    # snake_case names of ``Limits.validate`` would not match what the user wrote.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidSpec(f"{key} must be a number of milliseconds, got {value!r}")
+    if not value > 0:  # also refuses NaN
+        raise InvalidSpec(f"{key} must be > 0, got {value!r}")
+    if math.isinf(value):
+        raise InvalidSpec(f"{key} must be finite, got {value!r}")
+
+
 @attrs.frozen
 class Limits:
     """Per-operation time limits of one route, in seconds (floats).
@@ -41,6 +75,15 @@ class Limits:
     The eight limits and their defaults mirror the reference runtime. In JSON
     they travel as integer milliseconds under camelCase names
     (``envResetTimeoutMs`` ...); see :meth:`to_json` / :meth:`from_json`.
+
+    How a limit is kept: every remote call runs through one explicit timer
+    (``runtime/_timer.py``) and past its limit raises ``OperationTimeout``
+    naming route, component, operation and step. Setup calls (connect,
+    configure, resolve) get a deadline cancel scope each (``DeadlineTimer``);
+    the hot loop's reset, predict and step calls share one watchdog per loop
+    task (``WatchdogTimer``: the whole-env loop, or each lane), which is
+    cheaper per call and fires at the same instant. ``service_close_timeout``
+    bounds the shielded shutdown; ``telemetry_window`` is a period, not a limit.
     """
 
     env_connect_timeout: float = attrs.field(
@@ -98,8 +141,11 @@ class Limits:
     def from_json(cls, data: Mapping[str, Any]) -> Limits:
         """Read the camelCase millisecond form; missing names keep their defaults.
 
-        Unknown names are rejected with :class:`InvalidSpec` naming every one of
-        them, so a typo never silently becomes a default.
+        Raises:
+            InvalidSpec: an unknown name (every one is named, so a typo never
+                silently becomes a default), or a value that is not a positive
+                finite number; the message echoes the JSON key and value as
+                given ("envStepTimeoutMs must be > 0, got -5").
         """
         if not isinstance(data, Mapping):
             raise InvalidSpec(f"limits must be a JSON object, got {type(data).__name__}")
@@ -115,8 +161,7 @@ class Limits:
             )
         kwargs: dict[str, float] = {}
         for key, value in data.items():
-            if isinstance(value, bool) or not isinstance(value, int | float):
-                raise InvalidSpec(f"limits.{key} must be a number of milliseconds, got {value!r}")
+            _check_json_ms(key, value)
             kwargs[by_json[key]] = value / 1000.0
         limits = cls(**kwargs)
         limits.validate()
@@ -178,6 +223,7 @@ class RouteSpec:
         if self.seeds is not None:
             if not self.seeds:
                 raise InvalidSpec("seeds must not be empty when given")
+            check_seed_range(self.seeds, self.route_id)
             if self.max_episodes is not None and self.max_episodes != len(self.seeds):
                 raise InvalidSpec(
                     f"max_episodes ({self.max_episodes}) must equal the number of seeds "

@@ -31,6 +31,8 @@ from typing import Generic, TypeVar
 
 import trio
 
+from .._groups import sole_leaf
+
 __all__ = ["OperationWatchdog", "current_watchdog"]
 
 Op = TypeVar("Op")
@@ -107,9 +109,9 @@ class OperationWatchdog(Generic[Op]):
             except BaseExceptionGroup as group:
                 # The helper never fails, so the group holds the body's own exception:
                 # give it back bare, as if no nursery were here.
-                if len(group.exceptions) != 1:
+                leaf = sole_leaf(group)
+                if leaf is None:
                     raise
-                leaf = group.exceptions[0]
                 raise leaf from leaf.__cause__
         except Exception as exc:
             if self.expired is not None:

@@ -55,20 +55,54 @@ class Address:
 
 
 def _fail(text: str, why: str) -> InvalidSpec:
-    return InvalidSpec(f"invalid endpoint address {text!r}: {why}")
+    return InvalidSpec(f"invalid address {text!r}: {why}")
 
 
 def _parse_port(text: str, raw: str) -> int:
+    if not raw:
+        raise _fail(text, "missing port (expected host:port)")
     if not raw.isdigit():
         raise _fail(text, f"port {raw!r} is not a number")
     port = int(raw)
     if port > 65535:
-        raise _fail(text, f"port {port} out of range 0..65535")
+        raise _fail(text, f"port out of range: {port} is not in 0..65535")
     return port
 
 
+def _strip_scheme(text: str, raw: str) -> str:
+    """``raw`` without its ``tcp://``/``http://`` prefix; refuse every other scheme."""
+    lowered = raw.lower()
+    for scheme in ("tcp://", "http://"):
+        if lowered.startswith(scheme):
+            rest = raw[len(scheme) :].rstrip("/")
+            if not rest:
+                raise _fail(text, f"no host or port after {scheme!r} (expected {scheme}host:port)")
+            return rest
+    if "://" in raw:
+        scheme = raw.split("://", 1)[0]
+        raise _fail(text, f"unsupported scheme {scheme!r} (use tcp://, http:// or unix://)")
+    return raw.rstrip("/")
+
+
+def _parse_unix(text: str, path: str) -> Address:
+    if not path:
+        raise _fail(text, "no socket path after 'unix://' (use unix:///abs/path)")
+    if not path.startswith("/"):
+        raise _fail(text, "a unix socket address needs an absolute path (unix:///abs/path)")
+    return Address(path=path)
+
+
 def parse_address(text: str) -> Address:
-    """Parse an endpoint address; raise :class:`InvalidSpec` naming a malformed ``text``."""
+    """Parse an endpoint address; the one place an address is validated.
+
+    Clients, servers, routes and the CLI all call this before anything is
+    opened, so a malformed address fails up front with the same message.
+
+    Raises:
+        InvalidSpec: ``text`` is not an address; the message names ``text`` and
+            the precise reason ("invalid address '127.0.0.1:99999': port out of
+            range: ...").
+    """
     if not isinstance(text, str):
         raise _fail(repr(text), "an address must be a string")
     raw = text.strip()
@@ -78,19 +112,8 @@ def parse_address(text: str) -> Address:
     if lowered.startswith("https://"):
         raise _fail(text, "https:// is not supported; pass an ssl context to use TLS")
     if lowered.startswith("unix://"):
-        path = raw[len("unix://") :]
-        if not path.startswith("/"):
-            raise _fail(text, "a unix socket address needs an absolute path (unix:///abs/path)")
-        return Address(path=path)
-    for scheme in ("tcp://", "http://"):
-        if lowered.startswith(scheme):
-            raw = raw[len(scheme) :]
-            break
-    else:
-        if "://" in raw:
-            scheme = raw.split("://", 1)[0]
-            raise _fail(text, f"unsupported scheme {scheme!r} (use tcp://, http:// or unix://)")
-    raw = raw.rstrip("/")
+        return _parse_unix(text, raw[len("unix://") :])
+    raw = _strip_scheme(text, raw)
     if "/" in raw:
         raise _fail(text, "an address has no path part")
     if raw.isdigit():
@@ -102,7 +125,7 @@ def parse_address(text: str) -> Address:
         return Address(host=host, port=_parse_port(text, rest[1:]))
     host, sep, port_text = raw.rpartition(":")
     if not sep:
-        raise _fail(text, "expected host:port")
+        raise _fail(text, "missing port (expected host:port)")
     if ":" in host:
         raise _fail(text, "IPv6 hosts must be bracketed ([::1]:port)")
     return Address(host=host or DEFAULT_HOST, port=_parse_port(text, port_text))

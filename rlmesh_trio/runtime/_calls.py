@@ -1,0 +1,266 @@
+"""A route's remote operations: each timed, its failure turned into a route error.
+
+:class:`RouteCalls` is the only place the driver talks to its endpoints
+during a run (the shutdown's release/close aside). Each call takes the
+:class:`~._timer.OperationTimer` of the task making it, so the caller chooses
+how its limit is kept. It also owns the runtime step counter, because an
+env step is what advances it and every error names it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, TypeVar
+
+import attrs
+import trio
+
+from .._errors import EnvRpcError, ModelRouteMismatch, ModelRpcError, ProtocolError, RlmeshTrioError
+from .._wire import env_pb, model_pb, spaces_pb
+from ..spaces import check_batch
+from ._episodes import Lane
+from ._protocols import Reply, RuntimeEnv, RuntimeModel
+from ._spec import RouteSpec
+from ._telemetry import RouteTelemetry
+from ._timer import OperationTimer
+
+__all__ = ["RouteCalls", "concurrently"]
+
+T = TypeVar("T")
+
+
+@attrs.define(eq=False)
+class RouteCalls:
+    """The env and model operations of one route, with their telemetry and checks."""
+
+    spec: RouteSpec
+    env: RuntimeEnv
+    model: RuntimeModel
+    telemetry: RouteTelemetry
+    now: Callable[[], float]
+    #: The runtime step: env steps completed so far (all lanes together).
+    step: int = attrs.field(default=0, init=False)
+    #: The observation space replies are checked against (set once the session is open).
+    observation_space: spaces_pb.SpaceSpec | None = attrs.field(default=None, init=False)
+    num_envs: int = attrs.field(default=1, init=False)
+    _seq: int = attrs.field(default=0, init=False)
+
+    def context(self, phase: str) -> model_pb.AdapterContext:
+        """A fresh ``AdapterContext`` whose request id names the phase and a sequence number."""
+        self._seq += 1
+        env_id = self.spec.env_id
+        return model_pb.AdapterContext(
+            session_id=self.spec.session_id,
+            env_id=env_id,
+            request_id=f"{env_id}:{phase}:{self._seq:06d}",
+        )
+
+    async def env_call(
+        self,
+        timer: OperationTimer,
+        op: str,
+        timeout: float,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+        step: int | None = None,
+    ) -> T:
+        """One env operation under its timeout; failures become route errors.
+
+        ``step`` is the runtime step the operation is reported at (default: the
+        current one; a step request reports the step its action produces).
+
+        Raises:
+            OperationTimeout: past ``timeout``.
+            EnvRpcError: the env failed (re-labelled with ``op`` and ``step``).
+        """
+        if step is None:
+            step = self.step
+        call = _env_attempt(op, step, fn(*args))
+        return await timer.timed(self.spec.env_component_id, op, step, timeout, call)
+
+    async def model_call(
+        self,
+        timer: OperationTimer,
+        op: str,
+        timeout: float,
+        fn: Callable[..., Awaitable[T]],
+        *args: Any,
+    ) -> T:
+        """One model operation under its timeout; failures become route errors.
+
+        Raises:
+            OperationTimeout: past ``timeout``.
+            ModelRpcError: the model failed (re-labelled with this route's component).
+        """
+        component = self.spec.model_component_id
+        call = _model_attempt(component, fn(*args))
+        return await timer.timed(component, op, self.step, timeout, call)
+
+    async def predict(
+        self,
+        timer: OperationTimer,
+        rows: Sequence[Lane],
+        observation: spaces_pb.SpaceValue | None,
+        is_reset: bool,
+    ) -> tuple[list[spaces_pb.SpaceValue], float]:
+        """The model's action frames for ``rows``, and the predict's wall time (ms).
+
+        Raises:
+            ModelRouteMismatch: the reply carried another request's context.
+            ProtocolError: the reply had no actions.
+        """
+        ctx = self.context("reset_observation" if is_reset else "step_observation")
+        request = model_pb.PredictRequest(
+            context=ctx,
+            observation=observation,
+            episode_info=[model_pb.EpisodeInfo(episode_id=r.episode_id, seed=r.seed) for r in rows],
+        )
+        spec = self.spec
+        started = self.now()
+        reply: Reply[model_pb.PredictResponse] = await self.model_call(
+            timer, "model.predict", spec.limits.model_predict_timeout, self.model.predict, request
+        )
+        rpc_ms = (self.now() - started) * 1000.0
+        self.telemetry.add_operation(
+            "model.predict", spec.model_component_id, rpc_ms, reply.telemetry
+        )
+        response = reply.response
+        got = response.context
+        # The whole AdapterContext must come back (compared field by field, cheaply).
+        if got is not ctx and (
+            got is None
+            or got.request_id != ctx.request_id
+            or got.env_id != ctx.env_id
+            or got.session_id != ctx.session_id
+        ):
+            raise ModelRouteMismatch(spec.model_component_id, ctx.request_id)
+        if not response.actions:
+            raise ProtocolError(
+                f"model endpoint {spec.model_component_id} returned a predict response "
+                "with no actions"
+            )
+        return response.actions, rpc_ms
+
+    async def reset(
+        self, timer: OperationTimer, request: env_pb.ResetRequest
+    ) -> env_pb.ResetResponse:
+        """The env's reset response, its observation checked against the contract."""
+        started = self.now()
+        reply: Reply[env_pb.ResetResponse] = await self.env_call(
+            timer, "env.reset", self.spec.limits.env_reset_timeout, self.env.reset, request
+        )
+        self.telemetry.add_operation(
+            "env.reset",
+            self.spec.env_component_id,
+            (self.now() - started) * 1000.0,
+            reply.telemetry,
+        )
+        response = reply.response
+        self.check_observation(response.observation, len(request.env_indices), "reset")
+        return response
+
+    async def step_env(
+        self, timer: OperationTimer, request: env_pb.StepRequest
+    ) -> tuple[env_pb.StepResponse, float]:
+        """The env's step response, and the step's wall time (ms); advances the runtime step."""
+        started = self.now()
+        # An env failure or timeout is reported at the step this action produces.
+        reply: Reply[env_pb.StepResponse] = await self.env_call(
+            timer,
+            "env.step",
+            self.spec.limits.env_step_timeout,
+            self.env.step,
+            request,
+            step=self.step + 1,
+        )
+        self.step += 1
+        rpc_ms = (self.now() - started) * 1000.0
+        telemetry = self.telemetry
+        telemetry.add_operation("env.step", self.spec.env_component_id, rpc_ms, reply.telemetry)
+        telemetry.window_steps += 1
+        response = reply.response
+        self.check_observation(response.observation, len(request.env_indices), "step")
+        return response, rpc_ms
+
+    def check_observation(self, value: spaces_pb.SpaceValue | None, lanes: int, op: str) -> None:
+        """Refuse an observation whose slabs do not fit the contract (blame the env, not the model).
+
+        A framing check (no values decoded): leaf count, exact slab sizes and
+        text headers, for the lanes this reply covers.
+
+        Raises:
+            ProtocolError: naming the env component, the operation and the step.
+        """
+        space = self.observation_space
+        if space is None:
+            return
+        component = self.spec.env_component_id
+        if value is None:
+            raise ProtocolError(
+                f"environment endpoint {component} returned a {op} response with no observation"
+            )
+        try:
+            check_batch(space, value, lanes or self.num_envs)
+        except ProtocolError as exc:
+            raise ProtocolError(
+                f"environment endpoint {component} returned a malformed observation on {op} "
+                f"at runtime step {self.step}: {exc.detail}",
+                path=exc.path,
+            ) from None
+
+
+async def _env_attempt(op: str, step: int, call: Awaitable[T]) -> T:
+    try:
+        return await call
+    except EnvRpcError as exc:
+        if exc.operation == op and exc.step == step:
+            raise
+        raise EnvRpcError(
+            op, step, exc.message, code=exc.code, recoverable=exc.recoverable
+        ) from exc
+    except RlmeshTrioError:
+        raise
+    except Exception as exc:
+        raise EnvRpcError(op, step, f"{type(exc).__name__}: {exc}") from exc
+
+
+async def _model_attempt(component: str, call: Awaitable[T]) -> T:
+    try:
+        return await call
+    except ModelRpcError as exc:
+        if exc.component_id == component:
+            raise
+        raise ModelRpcError(
+            component, exc.message, code=exc.code, recoverable=exc.recoverable
+        ) from exc
+    except RlmeshTrioError:
+        raise
+    except Exception as exc:
+        raise ModelRpcError(component, f"{type(exc).__name__}: {exc}") from exc
+
+
+async def concurrently(*fns: Callable[[], Awaitable[Any]]) -> list[Any]:
+    """Run ``fns`` at once and return their results in order.
+
+    Cancellation: cancelling the caller cancels every one of them.
+    Raises:
+        Exception: the first failure, bare (it cancels the rest).
+    """
+    results: list[Any] = [None] * len(fns)
+    failures: list[BaseException] = []
+
+    async with trio.open_nursery() as nursery:
+
+        async def one(i: int, fn: Callable[[], Awaitable[Any]]) -> None:
+            try:
+                results[i] = await fn()
+            except Exception as exc:
+                if not failures:
+                    failures.append(exc)
+                nursery.cancel_scope.cancel()
+
+        for i, fn in enumerate(fns):
+            nursery.start_soon(one, i, fn)
+    if failures:
+        raise failures[0]
+    return results
