@@ -15,7 +15,7 @@ import click
 import trio
 
 from .._errors import InvalidSpec, RlmeshTrioError
-from ..orchestrator import RunFailed, RunInterrupted, RunReport
+from ..orchestrator import Orchestrator, RunFailed, RunInterrupted, RunReport
 from ._checks import (
     check_address_option,
     check_finite,
@@ -23,6 +23,7 @@ from ._checks import (
     spec_mistake,
     user_message,
 )
+from ._distributed import backend_options, check_backend_options, run_distributed_cli
 from ._summary import print_summary, write_report
 from ._targets import (
     build_first_envs,
@@ -261,6 +262,7 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."
 )
 @client_tls_options
+@backend_options
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -279,44 +281,101 @@ def run_cmd(
     token: str | None,
     tls_ca: Path | None,
     use_tls: bool,
+    backend: str,
+    ray_address: str | None,
+    shards: int | None,
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
+
+    --backend processes|ray shards the routes (README: "Beyond one machine").
 
     Exit status: 0 when every route completed, 1 when any failed (the report is
     still written), 2 for a usage mistake (checked before the run, or a spec
     every route refused before any episode), 130 on Ctrl+C (a partial report).
     """
-    from ..orchestrator import Orchestrator, shard
-
-    if seeds is not None and episodes is not None:
-        _fail("give --seeds or --episodes, not both")
-    if seeds is None and episodes is None:
-        _fail("give --seeds START:STOP or --episodes N")
+    _check_run_options(seeds, episodes, backend, ray_address, shards, tls_ca is not None or use_tls)
     try:
-        routes = shard(
-            envs=[resolve_env(e) for e in envs],
-            model=resolve_model(model),
-            seeds=parse_seeds(seeds) if seeds is not None else None,
-            episodes=episodes,
+        routes = _routes(
+            envs,
+            model,
+            seeds,
+            episodes,
             limits=parse_limits(timeouts),
             close_env_on_end=close_env,
             max_episode_steps=max_episode_steps,
             max_episode_seconds=max_episode_seconds,
             trial_index_base=trial_index_base,
         )
-        build_first_envs(routes)
-        orchestrator = Orchestrator(
-            routes,
-            on_failure="isolate" if on_failure == "isolate" else "cancel_siblings",
-            max_concurrency=max_concurrency,
-            batch_predicts=batch_predicts,
-            client_options=_client_options(token, tls_ca, use_tls),
-        )
+        options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
+        if backend != "local":
+            where: dict[str, Any] = {
+                "backend": backend,
+                "ray_address": ray_address,
+                "shards": shards,
+            }
+            _finish(
+                *run_distributed_cli(routes, progress=not no_progress, **where, **options),
+                json_path,
+            )
+        orchestrator = Orchestrator(routes, **options)
     except click.UsageError as exc:
         _fail(exc.format_message())
     except RlmeshTrioError as exc:
         _fail(user_message(exc))
     _finish(*trio.run(_run_with_progress, orchestrator, not no_progress), json_path)
+
+
+def _run_options(
+    on_failure: str,
+    max_concurrency: int | None,
+    batch_predicts: bool,
+    token: str | None,
+    tls_ca: Path | None,
+    use_tls: bool,
+) -> dict[str, Any]:
+    """The orchestrator's keyword arguments, the same for a local and a sharded run."""
+    return {
+        "on_failure": "isolate" if on_failure == "isolate" else "cancel_siblings",
+        "max_concurrency": max_concurrency,
+        "batch_predicts": batch_predicts,
+        "client_options": _client_options(token, tls_ca, use_tls),
+    }
+
+
+def _check_run_options(
+    seeds: str | None,
+    episodes: int | None,
+    backend: str,
+    ray_address: str | None,
+    shards: int | None,
+    tls: bool,
+) -> None:
+    if seeds is not None and episodes is not None:
+        _fail("give --seeds or --episodes, not both")
+    if seeds is None and episodes is None:
+        _fail("give --seeds START:STOP or --episodes N")
+    mistake = check_backend_options(backend, ray_address, shards)
+    if mistake is None and backend != "local" and tls:
+        mistake = "--tls-ca/--tls do not travel to shards yet; use --backend local"
+    if mistake is not None:
+        _fail(mistake)
+
+
+def _routes(
+    envs: tuple[str, ...], model: str, seeds: str | None, episodes: int | None, **options: Any
+) -> list[Any]:
+    """One route per --env with the seeds or episodes dealt; every env factory checked."""
+    from ..orchestrator import shard
+
+    routes = shard(
+        envs=[resolve_env(e) for e in envs],
+        model=resolve_model(model),
+        seeds=parse_seeds(seeds) if seeds is not None else None,
+        episodes=episodes,
+        **options,
+    )
+    build_first_envs(routes)
+    return routes
 
 
 def _finish(report: RunReport, code: int, message: str, json_path: Path | None) -> None:

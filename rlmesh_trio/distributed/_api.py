@@ -90,9 +90,8 @@ def run_distributed(
     after that the route fails with :class:`~rlmesh_trio.ShardLost`. Every
     planned episode appears in the report at most once.
 
-    ``backend``: ``"ray"`` (``address`` as for ``ray.init``; a local cluster is
-    started when none is running, and shut down afterwards), ``"processes"``
-    (one process per shard on this machine) or ``"threads"``. ``shards``
+    ``backend``: ``"ray"`` (``address`` as for ``ray.init``; else a local cluster,
+    shut down afterwards), ``"processes"`` (this machine) or ``"threads"``. ``shards``
     defaults to the backend's CPU count, at most one per route. With
     ``batch_predicts`` the routes that share a model endpoint stay in one shard.
 

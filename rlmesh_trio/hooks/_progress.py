@@ -66,6 +66,7 @@ class RichProgress(RuntimeHooks):
         self._live = False
         self._expected = len(routes or ())
         self._ended: set[str] = set()
+        self._episode_steps: set[str] = set()
         grand_total = 0
         known_total = True
         for i, route in enumerate(routes or ()):
@@ -125,7 +126,14 @@ class RichProgress(RuntimeHooks):
         self._progress.update(self._task(event.route.route_id), state="running")
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
-        self._progress.advance(self._task(event.route.route_id))
+        route_id = event.route.route_id
+        if route_id in self._episode_steps or not self._steps.get(route_id):
+            # No step events reach us (a sharded run streams episodes only): count by episode.
+            self._episode_steps.add(route_id)
+            self._steps[route_id] = self._steps.get(route_id, 0) + event.step_count
+            self._progress.update(self._task(route_id), steps=self._steps[route_id])
+            self._progress.update(self._tasks[TOTAL], steps=sum(self._steps.values()))
+        self._progress.advance(self._task(route_id))
         self._progress.advance(self._tasks[TOTAL])
 
     async def step_completed(self, event: StepCompletedEvent) -> None:

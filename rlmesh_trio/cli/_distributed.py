@@ -1,0 +1,78 @@
+"""``rlmesh-trio run --backend ray|processes``: the same routes, sharded by the coordinator."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+
+from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
+
+__all__ = ["backend_options", "run_distributed_cli"]
+
+EXIT_FAILED = 1
+EXIT_INTERRUPTED = 130
+
+
+def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--backend``, ``--ray-address`` and ``--shards`` on a command."""
+    command = click.option(
+        "--shards",
+        type=click.IntRange(1),
+        help="Shards for --backend ray|processes (default: the backend's CPU count).",
+    )(command)
+    command = click.option(
+        "--ray-address",
+        help="Ray cluster to join with --backend ray ('auto' or host:port; default: start one).",
+    )(command)
+    command = click.option(
+        "--backend",
+        type=click.Choice(["local", "processes", "ray"]),
+        default="local",
+        show_default=True,
+        help="Where routes run: this process, one process per shard, or a Ray cluster "
+        "(the ray extra).",
+    )(command)
+    return command
+
+
+def check_backend_options(backend: str, ray_address: str | None, shards: int | None) -> str | None:
+    """A usage mistake in the backend options, or None."""
+    if backend != "ray" and ray_address is not None:
+        return "--ray-address goes with --backend ray"
+    if backend == "local" and shards is not None:
+        return "--shards goes with --backend ray or processes"
+    return None
+
+
+def run_distributed_cli(
+    routes: Sequence[Route],
+    backend: str,
+    ray_address: str | None,
+    shards: int | None,
+    progress: bool,
+    **options: Any,
+) -> tuple[RunReport, int, str]:
+    """Run on the chosen backend; (report, exit code, message) as a local run gives them."""
+    from ..distributed import run_distributed
+    from ..hooks import RichProgress
+
+    chosen: Any = backend
+    bars = RichProgress(routes, transient=True) if progress else None
+    try:
+        if bars is not None:
+            with bars:
+                report = run_distributed(
+                    routes, chosen, address=ray_address, shards=shards, hooks=bars, **options
+                )
+        else:
+            report = run_distributed(routes, chosen, address=ray_address, shards=shards, **options)
+    except RunFailed as exc:
+        return exc.report, EXIT_FAILED, str(exc)
+    except RunInterrupted as exc:
+        return exc.report, EXIT_INTERRUPTED, "interrupted; partial report kept"
+    failed = [o for o in report.routes if o.status != "completed"]
+    if failed:
+        return report, EXIT_FAILED, f"{len(failed)} route(s) failed; first: {failed[0].error}"
+    return report, 0, ""
