@@ -6,10 +6,13 @@ contract, episode ids, completed and interrupted episodes, NEXT_STEP rolls,
 lanes, action checks and error codes. Requests and responses are the wire
 protobuf messages; nothing is serialised.
 
-Every env call runs in a worker thread (``trio.to_thread``), so a blocking
-``step`` never stalls other routes. Each LocalEnv has its own thread limiter
-(one thread per lane, plus one), so many routes do not starve each other of
-Trio's shared thread pool.
+Where env calls run is a :class:`~rlmesh_trio._placement.CallPlacement`:
+by default the first calls run in a worker thread and are timed, and an env
+whose calls are cheap (CartPole: ~10 us) then runs inline on the Trio thread,
+where a thread handoff would cost several times the call; a slow call sends
+it back to threads. Each LocalEnv has its own thread limiter (one thread per
+lane, plus one), so many routes do not starve each other of Trio's shared
+thread pool.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import trio
 
 from ._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from ._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
+from ._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
 from ._wire import WORKFLOW_EDITION, env_pb
 from .runtime._protocols import EndpointInfo, Reply
 
@@ -48,6 +52,22 @@ class LocalEnv:
 
     ``close_env`` (default: True for a factory, False for an env you passed in)
     decides whether :meth:`aclose` closes the gymnasium env.
+
+    ``threaded`` says where reset/step/render run: ``None`` (default,
+    adaptive) times the first 8 calls in a worker thread and runs later calls
+    inline on the Trio thread while each stays under ``inline_limit`` seconds
+    (default 1 ms), moving back to threads for good after a slower one;
+    ``True`` always uses a worker thread; ``False`` always runs inline.
+
+    Timeouts (``env_reset_timeout``, ``env_step_timeout``): a threaded call
+    is abandoned at its deadline and the route fails with ``OperationTimeout``
+    right then. An inline call cannot be interrupted: one that returns past
+    its deadline fails the route with the same ``OperationTimeout`` when it
+    returns. A lane request that must wait for a lane still busy in a thread
+    also goes to a thread, so the Trio thread never blocks on another call.
+
+    Raises ``TypeError`` for something that is not an env, envs or a factory,
+    and ``ValueError`` for a negative ``inline_limit``.
     """
 
     def __init__(
@@ -56,6 +76,8 @@ class LocalEnv:
         *,
         label: str | None = None,
         close_env: bool | None = None,
+        threaded: bool | None = None,
+        inline_limit: float = DEFAULT_INLINE_LIMIT,
     ) -> None:
         given_env = _is_env_like(env_or_factory) or isinstance(env_or_factory, list | tuple)
         if not given_env and not callable(env_or_factory):
@@ -68,7 +90,9 @@ class LocalEnv:
         self._close_env = (not given_env) if close_env is None else close_env
         self._label = label
         self._host: EnvHost | None = None
-        self._limiter: trio.CapacityLimiter | None = None
+        #: Where env calls run now (``placement.inline``); see the class doc.
+        # The time slice: a route whose env and policy both run inline still lets others run.
+        self.placement = CallPlacement(threaded, inline_limit=inline_limit, time_slice=TIME_SLICE)
         self._session_open = False
         self._session_ended = False
         self._aclosed = False
@@ -203,7 +227,7 @@ class LocalEnv:
                 host = make_host(env, close_env=self._close_env)
             except (ValueError, TypeError, ProtocolError) as exc:
                 raise InvalidSpec(f"env {self.label} cannot be served: {exc}") from exc
-            self._limiter = trio.CapacityLimiter(host.num_envs + 1)
+            self.placement.set_limiter(trio.CapacityLimiter(host.num_envs + 1))
             self._host = host
         return self._host
 
@@ -218,9 +242,10 @@ class LocalEnv:
         ticket = host.admit(request)
         reply: HostReply | None = None
         try:
-            reply = await trio.to_thread.run_sync(
-                host.run, ticket, abandon_on_cancel=True, limiter=self._limiter
-            )
+            if host.ready_now(ticket):
+                reply = await self.placement.run(host.run, ticket)
+            else:  # waits for a lane busy in a thread: must not block the Trio thread
+                reply = await self.placement.run_threaded(host.run, ticket)
         finally:
             if reply is None:
                 host.discard(ticket)

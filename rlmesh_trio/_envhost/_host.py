@@ -243,6 +243,10 @@ class EnvHost(abc.ABC):
         finally:
             self._sched.finish(ticket)
 
+    def ready_now(self, ticket: Ticket) -> bool:
+        """Whether :meth:`run` would start ``ticket`` without waiting (never blocks)."""
+        return self._sched.ready_now(ticket)
+
     def discard(self, ticket: Ticket) -> None:
         """Give up a ticket whose ``run`` will never be called (a no-op once it started)."""
         self._sched.discard(ticket)

@@ -1,0 +1,181 @@
+"""Where an in-process endpoint runs a blocking user call: inline, or in a worker thread.
+
+A Trio worker-thread handoff costs tens of microseconds of CPU per call,
+several times what a CartPole step or a small numpy policy costs. A call
+that blocks the Trio thread, on the other hand, stalls every other route and
+cannot be interrupted by its timeout. :class:`CallPlacement` picks per
+endpoint:
+
+* ``threaded=True``: every call runs in a worker thread and is abandoned at
+  its deadline (``abandon_on_cancel=True``), so a timeout fires AT the
+  deadline even while the call is still running.
+* ``threaded=False``: every call runs inline on the Trio thread. It cannot be
+  interrupted; when it returns after its deadline the caller's timeout fires
+  right then (see :func:`settle_inline`), so the operation still fails with
+  the caller's timeout error, only late.
+* ``threaded=None`` (adaptive, the default): the first :data:`PROBE_CALLS`
+  calls run in a thread (so a call that hangs from the start is still cut off
+  at its deadline) and are timed. If every one stayed under ``inline_limit``
+  the endpoint switches to inline calls; an inline call that then takes
+  longer than ``inline_limit`` switches it back to threads for good.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import trio
+
+from .runtime._watchdog import current_watchdog
+
+__all__ = [
+    "DEFAULT_INLINE_LIMIT",
+    "PROBE_CALLS",
+    "TIME_SLICE",
+    "CallPlacement",
+    "settle_inline",
+]
+
+T = TypeVar("T")
+
+#: Calls timed in a worker thread before an adaptive endpoint may go inline.
+PROBE_CALLS = 8
+#: An adaptive endpoint runs calls inline only while each takes less than this (seconds).
+#: A thread handoff costs ~50 us; a call of 1 ms pays at most ~5% for running in a thread,
+#: while an inline call of 1 ms holds every other route up for that long.
+DEFAULT_INLINE_LIMIT = 0.001
+#: An endpoint running inline yields to the scheduler at least this often (seconds), so
+#: routes whose env and policy both run inline still take turns with other tasks.
+TIME_SLICE = 0.002
+
+
+async def settle_inline(*, yield_now: bool = False) -> None:
+    """After an inline call: let a deadline that passed during it fire now.
+
+    The call never yielded, so neither a deadline scope nor the route's
+    operation watchdog had a chance to fire. If the operation is past due,
+    the watchdog is fired here and the caller sees ``trio.Cancelled`` (which
+    the route turns into its ``OperationTimeout``); a pending cancellation is
+    delivered too. Otherwise this returns without a scheduler pass, unless
+    ``yield_now`` asks for one (to give other tasks a turn).
+    """
+    now = trio.current_time()
+    watchdog = current_watchdog()
+    if watchdog is not None:
+        # A route's hot loop: its operation deadlines live in the watchdog (walking the
+        # cancel-scope stack for the effective deadline would cost more than the env step).
+        watchdog.fire_if_due(now)
+    elif now >= trio.current_effective_deadline():
+        yield_now = True  # the scheduler turns the passed deadline into Cancelled
+    if yield_now:
+        await trio.lowlevel.checkpoint()
+    else:
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+
+class CallPlacement:
+    """Runs one endpoint's blocking calls inline or in a worker thread (see module doc).
+
+    ``limiter`` bounds the endpoint's worker threads (an abandoned call keeps
+    its token until it really returns, so calls stay serialised when the
+    limiter has one token). ``time_slice`` (seconds, or None for never)
+    makes inline calls yield to the scheduler at least that often.
+    ``settle=False`` leaves :func:`settle_inline` after an inline call to the
+    caller (who then must call it before its result is used). Raises
+    ``ValueError`` for a negative ``inline_limit``.
+    """
+
+    __slots__ = (
+        "_fixed",
+        "_inline",
+        "_last_yield",
+        "_limiter",
+        "_probes_left",
+        "_settle",
+        "_time_slice",
+        "inline_limit",
+    )
+
+    def __init__(
+        self,
+        threaded: bool | None = None,
+        *,
+        inline_limit: float = DEFAULT_INLINE_LIMIT,
+        limiter: trio.CapacityLimiter | None = None,
+        time_slice: float | None = None,
+        settle: bool = True,
+    ) -> None:
+        if not inline_limit >= 0:
+            raise ValueError(f"inline_limit must be >= 0 seconds, got {inline_limit!r}")
+        self.inline_limit = float(inline_limit)
+        self._fixed = threaded is not None
+        self._inline = threaded is False
+        self._probes_left = 0 if self._fixed else PROBE_CALLS
+        self._limiter = limiter
+        self._last_yield = 0.0
+        self._settle = settle
+        self._time_slice = math.inf if time_slice is None else time_slice
+
+    @property
+    def inline(self) -> bool:
+        """Whether the next call runs on the Trio thread."""
+        return self._inline
+
+    @property
+    def adaptive(self) -> bool:
+        return not self._fixed
+
+    def set_limiter(self, limiter: trio.CapacityLimiter) -> None:
+        """Bound the worker threads (set once the endpoint knows how many it needs)."""
+        self._limiter = limiter
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call ``fn(*args)`` where the placement says; return its result.
+
+        Cancellation: a threaded call is abandoned (it finishes in its thread,
+        its result dropped); an inline call runs to completion, then
+        :func:`settle_inline` delivers a deadline that passed meanwhile.
+        """
+        if self._inline:
+            started = time.perf_counter()
+            result = fn(*args)
+            ended = time.perf_counter()
+            if not self._fixed and ended - started > self.inline_limit:
+                self._inline = False  # slow after all: threads from now on, for good
+            turn = ended - self._last_yield >= self._time_slice
+            if turn:
+                self._last_yield = ended
+            if turn or self._settle:
+                await settle_inline(yield_now=turn)
+            return result
+        if self._probes_left <= 0:
+            return await self.run_threaded(fn, *args)
+        return await self._probe(fn, *args)
+
+    async def run_threaded(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call ``fn(*args)`` in a worker thread whatever the placement; abandoned on cancel."""
+        return await trio.to_thread.run_sync(
+            fn, *args, abandon_on_cancel=True, limiter=self._limiter
+        )
+
+    async def _probe(self, fn: Callable[..., T], *args: Any) -> T:
+        elapsed: list[float] = []
+
+        def timed() -> T:
+            started = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                elapsed.append(time.perf_counter() - started)
+
+        result = await trio.to_thread.run_sync(timed, abandon_on_cancel=True, limiter=self._limiter)
+        if elapsed and elapsed[0] <= self.inline_limit:
+            self._probes_left -= 1
+            if self._probes_left == 0:
+                self._inline = True
+        else:
+            self._probes_left = 0  # one slow probe settles it: this endpoint stays threaded
+        return result
