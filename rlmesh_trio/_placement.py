@@ -15,9 +15,13 @@ endpoint:
   the caller's timeout error, only late.
 * ``threaded=None`` (adaptive, the default): the first :data:`PROBE_CALLS`
   calls run in a thread (so a call that hangs from the start is still cut off
-  at its deadline) and are timed. If every one stayed under ``inline_limit``
-  the endpoint switches to inline calls; an inline call that then takes
-  longer than ``inline_limit`` switches it back to threads for good.
+  at its deadline) and are timed. If no more than a quarter of them took
+  longer than ``inline_limit`` (a loaded machine preempts a cheap call now
+  and then) the endpoint switches to inline calls. Two inline calls in a row
+  that take longer than ``inline_limit`` (one alone may just have been
+  preempted) send it back to threaded probes; after
+  :data:`MAX_DEMOTIONS` such returns, or a probe round that fails, it stays
+  threaded for good.
 """
 
 from __future__ import annotations
@@ -33,6 +37,7 @@ from .runtime._watchdog import current_watchdog
 
 __all__ = [
     "DEFAULT_INLINE_LIMIT",
+    "MAX_DEMOTIONS",
     "PROBE_CALLS",
     "TIME_SLICE",
     "CallPlacement",
@@ -43,6 +48,8 @@ T = TypeVar("T")
 
 #: Calls timed in a worker thread before an adaptive endpoint may go inline.
 PROBE_CALLS = 8
+#: Inline spells an adaptive endpoint may lose to a slow call before it stays threaded.
+MAX_DEMOTIONS = 3
 #: An adaptive endpoint runs calls inline only while each takes less than this (seconds).
 #: A thread handoff costs ~50 us; a call of 1 ms pays at most ~5% for running in a thread,
 #: while an inline call of 1 ms holds every other route up for that long.
@@ -89,13 +96,16 @@ class CallPlacement:
     """
 
     __slots__ = (
+        "_demotions",
         "_fixed",
         "_inline",
         "_last_yield",
         "_limiter",
         "_probes_left",
         "_settle",
+        "_slow_probes",
         "_time_slice",
+        "_was_slow",
         "inline_limit",
     )
 
@@ -114,6 +124,9 @@ class CallPlacement:
         self._fixed = threaded is not None
         self._inline = threaded is False
         self._probes_left = 0 if self._fixed else PROBE_CALLS
+        self._slow_probes = 0
+        self._demotions = 0
+        self._was_slow = False
         self._limiter = limiter
         self._last_yield = 0.0
         self._settle = settle
@@ -143,8 +156,11 @@ class CallPlacement:
             started = time.perf_counter()
             result = fn(*args)
             ended = time.perf_counter()
-            if not self._fixed and ended - started > self.inline_limit:
-                self._inline = False  # slow after all: threads from now on, for good
+            if not self._fixed:
+                slow = ended - started > self.inline_limit
+                if slow and self._was_slow:
+                    self._demote()
+                self._was_slow = slow
             turn = ended - self._last_yield >= self._time_slice
             if turn:
                 self._last_yield = ended
@@ -154,6 +170,14 @@ class CallPlacement:
         if self._probes_left <= 0:
             return await self.run_threaded(fn, *args)
         return await self._probe(fn, *args)
+
+    def _demote(self) -> None:
+        """An inline call was slow: back to threads, probing again unless it keeps happening."""
+        self._inline = False
+        self._was_slow = False
+        self._demotions += 1
+        self._slow_probes = 0
+        self._probes_left = PROBE_CALLS if self._demotions < MAX_DEMOTIONS else 0
 
     async def run_threaded(self, fn: Callable[..., T], *args: Any) -> T:
         """Call ``fn(*args)`` in a worker thread whatever the placement; abandoned on cancel."""
@@ -172,10 +196,10 @@ class CallPlacement:
                 elapsed.append(time.perf_counter() - started)
 
         result = await trio.to_thread.run_sync(timed, abandon_on_cancel=True, limiter=self._limiter)
-        if elapsed and elapsed[0] <= self.inline_limit:
-            self._probes_left -= 1
-            if self._probes_left == 0:
-                self._inline = True
-        else:
-            self._probes_left = 0  # one slow probe settles it: this endpoint stays threaded
+        if not elapsed or elapsed[0] > self.inline_limit:
+            self._slow_probes += 1
+        self._probes_left -= 1
+        if self._probes_left == 0:
+            # The probe round is over: inline if at most a quarter were slow, else threads.
+            self._inline = self._slow_probes <= PROBE_CALLS // 4
         return result

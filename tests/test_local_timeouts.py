@@ -14,7 +14,7 @@ import trio.testing
 
 import rlmesh_trio as rt
 from rlmesh_trio._demo_policy import cartpole_policy
-from rlmesh_trio._placement import PROBE_CALLS, CallPlacement
+from rlmesh_trio._placement import MAX_DEMOTIONS, PROBE_CALLS, CallPlacement
 
 FAST = rt.Limits(model_predict_timeout=0.2)
 
@@ -164,13 +164,31 @@ async def test_cheap_calls_go_inline_after_the_probes_and_a_slow_one_goes_back()
         seen.append(await placement.run(where))
     assert seen == [False] * PROBE_CALLS + [True, True]
     placement.inline_limit = 0.0  # every call is now "slow"
-    assert await placement.run(where) is True  # this one already ran inline
+    assert await placement.run(where) is True  # one slow call may have been preempted
+    assert placement.inline
+    assert await placement.run(where) is True  # the second in a row sends it to threads
     assert not placement.inline
     assert await placement.run(where) is False
 
 
-async def test_one_slow_probe_keeps_an_endpoint_threaded() -> None:
+async def test_slow_probes_keep_an_endpoint_threaded() -> None:
     placement = CallPlacement(inline_limit=0.0)
+    for _ in range(PROBE_CALLS * 2):
+        await placement.run(lambda: None)
+    assert not placement.inline
+
+
+async def test_repeatedly_slow_inline_calls_leave_an_endpoint_threaded_for_good() -> None:
+    placement = CallPlacement(inline_limit=10.0)
+    for _ in range(MAX_DEMOTIONS):
+        for _ in range(PROBE_CALLS):
+            await placement.run(lambda: None)
+        assert placement.inline
+        placement.inline_limit = 0.0
+        await placement.run(lambda: None)
+        await placement.run(lambda: None)  # slow twice: back to threads
+        assert not placement.inline
+        placement.inline_limit = 10.0
     for _ in range(PROBE_CALLS * 2):
         await placement.run(lambda: None)
     assert not placement.inline
