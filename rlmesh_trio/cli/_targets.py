@@ -69,9 +69,14 @@ def resolve_env(spec: str) -> Any:
 
 
 def resolve_model(spec: str) -> Any:
-    """An address stays an address; ``module:callable`` is imported and run in-process."""
+    """An address stays an address; ``random`` is the random baseline (``rt.RANDOM``);
+    ``module:callable`` is imported and run in-process."""
     if is_address(spec):
         return spec
+    if spec.strip() == "random":
+        from .._random_model import RANDOM
+
+        return RANDOM
     return load_object(spec, "model")
 
 

@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
+from .._random_model import RandomBaseline, RandomModel
 from ..runtime import RuntimeEnv, RuntimeModel
 from ._batching import PredictBatcher
 
@@ -110,6 +111,8 @@ class EndpointPool:
                 self._models[value] = shared
                 self.owned_models.append(remote)
             return shared
+        if isinstance(value, RandomBaseline):  # rt.RANDOM: a fresh sampler per route
+            return ResolvedModel(RandomModel(), "random", owned=True)
         if isinstance(value, RuntimeModel):
             return ResolvedModel(value, _env_label(value), owned=False)
         if callable(value) or hasattr(value, "predict"):
