@@ -34,6 +34,8 @@ def _is_gym_env(value: Any) -> bool:
 
     if isinstance(value, gymnasium.Env | gymnasium.vector.VectorEnv):
         return True
+    if not isinstance(value, type) and hasattr(value, "reset") and hasattr(value, "step"):
+        return True  # duck-typed vector envs and legacy gym envs, served as rlmesh serves them
     return (
         isinstance(value, list | tuple)
         and bool(value)
