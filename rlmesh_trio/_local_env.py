@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import betterproto2
 import trio
 
 from ._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
@@ -136,28 +135,25 @@ class LocalEnv:
         await self._ensure_host()
         self._session_open = True
         self._session_ended = False
-        request = env_pb.JoinRequest(
-            configure=env_pb.ConfigureEnvRequest(selected_workflow_edition=edition)
-        )
-        await self._call("env.configure", request)
+        await self._call("configure", env_pb.ConfigureEnvRequest(selected_workflow_edition=edition))
 
     async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
         """Reset (all lanes, or ``env_indices``). Cancellation: the env call is abandoned
         to finish in its thread; the env is then only good for close/aclose."""
-        reply, telemetry = await self._call("env.reset", env_pb.JoinRequest(reset=request))
+        reply, telemetry = await self._call("reset", request)
         assert reply.response.reset is not None
         return Reply(reply.response.reset, telemetry)
 
     async def step(self, request: env_pb.StepRequest) -> Reply[env_pb.StepResponse]:
         """Step (all lanes, or ``env_indices``). Cancellation as for :meth:`reset`."""
-        reply, telemetry = await self._call("env.step", env_pb.JoinRequest(step=request))
+        reply, telemetry = await self._call("step", request)
         assert reply.response.step is not None
         return Reply(reply.response.step, telemetry)
 
     async def render(self, request: env_pb.RenderRequest | None = None) -> env_pb.RenderResponse:
         """Render one lane (PNG bytes in ``frame``, or an empty response for no frame)."""
         body = request if request is not None else env_pb.RenderRequest()
-        reply, _ = await self._call("env.render", env_pb.JoinRequest(render=body))
+        reply, _ = await self._call("render", body)
         assert reply.response.render is not None
         return reply.response.render
 
@@ -171,10 +167,7 @@ class LocalEnv:
             return []
         try:
             with trio.fail_after(timeout):
-                reply, _ = await self._call(
-                    "env.close",
-                    env_pb.JoinRequest(close=env_pb.CloseEnvsRequest(reason="client close")),
-                )
+                reply, _ = await self._call("close", env_pb.CloseEnvsRequest(reason="client close"))
         except trio.TooSlowError:
             raise EnvRpcError(
                 "env.close", 0, f"close timed out after {format_duration(timeout)}"
@@ -231,14 +224,47 @@ class LocalEnv:
             self._host = host
         return self._host
 
-    async def _call(
-        self, operation: str, request: env_pb.JoinRequest
-    ) -> tuple[HostReply, dict[str, float]]:
+    async def _call(self, kind: str, body: Any) -> tuple[HostReply, dict[str, float]]:
+        """Run one request (``kind``: its Join arm) on the host, where the placement says."""
+        operation = f"env.{kind}"
         host = await self._ensure_host()
         if self._aclosed or self._session_ended:
             raise EnvRpcError(operation, 0, _SESSION_ENDED)
         self._session_open = True
         start = time.perf_counter_ns()
+        reply: HostReply | None = None
+        if self.placement.inline:
+            # Nothing pending: run it here, without a ticket or a JoinRequest to decode.
+            reply = await self.placement.run(host.run_now, kind, body)
+        if reply is None:
+            reply = await self._run_ticket(host, env_pb.JoinRequest(**{kind: body}))
+        total_ns = time.perf_counter_ns() - start
+        telemetry = {"endpoint.total": total_ns / 1e6, "endpoint.user": reply.user_ns / 1e6}
+        for metric, value in (
+            ("endpoint.decode", reply.decode_ns),
+            ("endpoint.encode", reply.encode_ns),
+            ("endpoint.queue", reply.queue_ns),
+        ):
+            if value:
+                telemetry[metric] = value / 1e6
+        error = reply.response.error  # the oneof arm, or None
+        if reply.end_stream:
+            # Close, or a non-recoverable error: 0.1.0 ends the Join stream here.
+            self._session_ended = True
+            if kind != "close" or error is not None:
+                host.end_session()
+        if error is not None:
+            raise EnvRpcError(
+                operation,
+                0,
+                f"environment error: [{_code_label(error.code)}] {error.message}",
+                code=int(error.code),
+                recoverable=error.is_recoverable,
+            )
+        return reply, telemetry
+
+    async def _run_ticket(self, host: EnvHost, request: env_pb.JoinRequest) -> HostReply:
+        """Admit ``request`` and run it (in a worker thread if it must wait for a busy lane)."""
         ticket = host.admit(request)
         reply: HostReply | None = None
         try:
@@ -250,28 +276,4 @@ class LocalEnv:
             if reply is None:
                 host.discard(ticket)
         assert reply is not None
-        total_ns = time.perf_counter_ns() - start
-        telemetry = {"endpoint.total": total_ns / 1e6, "endpoint.user": reply.user_ns / 1e6}
-        for metric, value in (
-            ("endpoint.decode", reply.decode_ns),
-            ("endpoint.encode", reply.encode_ns),
-            ("endpoint.queue", reply.queue_ns),
-        ):
-            if value:
-                telemetry[metric] = value / 1e6
-        if reply.end_stream:
-            # Close, or a non-recoverable error: 0.1.0 ends the Join stream here.
-            self._session_ended = True
-            kind, _ = betterproto2.which_one_of(reply.response, "kind")
-            if kind != "close":
-                host.end_session()
-        error = reply.error
-        if error is not None:
-            raise EnvRpcError(
-                operation,
-                0,
-                f"environment error: [{_code_label(error.code)}] {error.message}",
-                code=int(error.code),
-                recoverable=error.is_recoverable,
-            )
-        return reply, telemetry
+        return reply

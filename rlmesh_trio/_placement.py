@@ -15,9 +15,10 @@ endpoint:
   the caller's timeout error, only late.
 * ``threaded=None`` (adaptive, the default): the first :data:`PROBE_CALLS`
   calls run in a thread (so a call that hangs from the start is still cut off
-  at its deadline) and are timed. If no more than a quarter of them took
-  longer than ``inline_limit`` (a loaded machine preempts a cheap call now
-  and then) the endpoint switches to inline calls. Two inline calls in a row
+  at its deadline) and are timed. If no more than a quarter of them were
+  slow (more than ``inline_limit`` of CPU, or blocked for many times it; a
+  loaded machine preempts a cheap call now and then) the endpoint switches to
+  inline calls. Two inline calls in a row
   that take longer than ``inline_limit`` (one alone may just have been
   preempted) send it back to threaded probes; after
   :data:`MAX_DEMOTIONS` such returns, or a probe round that fails, it stays
@@ -36,6 +37,7 @@ import trio
 from .runtime._watchdog import current_watchdog
 
 __all__ = [
+    "BLOCKING_FACTOR",
     "DEFAULT_INLINE_LIMIT",
     "MAX_DEMOTIONS",
     "PROBE_CALLS",
@@ -50,6 +52,9 @@ T = TypeVar("T")
 PROBE_CALLS = 8
 #: Inline spells an adaptive endpoint may lose to a slow call before it stays threaded.
 MAX_DEMOTIONS = 3
+#: A probe whose wall time exceeds this many ``inline_limit`` is slow whatever its CPU time
+#: (it blocked: on I/O, a lock, a sleep); below it, waiting for the GIL is the likely cause.
+BLOCKING_FACTOR = 25
 #: An adaptive endpoint runs calls inline only while each takes less than this (seconds).
 #: A thread handoff costs ~50 us; a call of 1 ms pays at most ~5% for running in a thread,
 #: while an inline call of 1 ms holds every other route up for that long.
@@ -186,20 +191,31 @@ class CallPlacement:
         )
 
     async def _probe(self, fn: Callable[..., T], *args: Any) -> T:
-        elapsed: list[float] = []
+        spent: list[tuple[float, float]] = []
 
         def timed() -> T:
-            started = time.perf_counter()
+            wall, cpu = time.perf_counter(), time.thread_time()
             try:
                 return fn(*args)
             finally:
-                elapsed.append(time.perf_counter() - started)
+                spent.append((time.perf_counter() - wall, time.thread_time() - cpu))
 
         result = await trio.to_thread.run_sync(timed, abandon_on_cancel=True, limiter=self._limiter)
-        if not elapsed or elapsed[0] > self.inline_limit:
+        if not spent or self._slow_probe(*spent[0]):
             self._slow_probes += 1
         self._probes_left -= 1
         if self._probes_left == 0:
             # The probe round is over: inline if at most a quarter were slow, else threads.
             self._inline = self._slow_probes <= PROBE_CALLS // 4
         return result
+
+    def _slow_probe(self, wall: float, cpu: float) -> bool:
+        """Whether a threaded call was too slow to run inline.
+
+        Its thread's CPU time decides, not its wall time: a worker thread waits
+        for the GIL while the Trio thread runs other routes' inline calls (up
+        to the interpreter's switch interval), which says nothing about the
+        call. A call that blocks without using CPU is caught by
+        :data:`BLOCKING_FACTOR`, or else by the inline check afterwards.
+        """
+        return cpu > self.inline_limit or wall > BLOCKING_FACTOR * self.inline_limit
