@@ -51,8 +51,9 @@ class LocalModel:
     policies are awaited in the calling task, so their timeout fires at
     the deadline at their next await.
 
-    Cost (CartPole, in-process env and policy, one route, loaded 2-core
-    machine): see the README's "In-process envs and policies" section.
+    Cost: in-process CartPole routes (env and policy in process) spend about
+    85 us of client CPU per step with inline calls against about 280 us with
+    both in threads (a loaded 2-core machine; ``benchmarks/local_placement.py``).
 
     One ``LocalModel`` may serve many routes at once: adapters are keyed by
     ``env_id``, exactly as on a model server.
