@@ -62,7 +62,8 @@ async def test_a_threaded_policy_that_hangs_times_out_at_the_deadline(
     assert_predict_timeout(only_outcome(report), 0.2)
 
 
-async def test_a_hung_policy_does_not_stall_other_routes() -> None:
+@pytest.mark.parametrize("threaded", [True, None])
+async def test_a_hung_policy_does_not_stall_other_routes(threaded: bool | None) -> None:
     policy = Blocking()
 
     class ReleaseWhenOkEnds(rt.RuntimeHooks):
@@ -74,7 +75,7 @@ async def test_a_hung_policy_does_not_stall_other_routes() -> None:
 
     hung = rt.Route(
         env=gym.make("CartPole-v1"),
-        model=rt.LocalModel(policy, threaded=True),
+        model=rt.LocalModel(policy, threaded=threaded),
         seeds=[0],
         route_id="hung",
     )

@@ -67,6 +67,12 @@ def _default_observation_space() -> bytes:
 _DEFAULT_OBSERVATION_SPACE = _default_observation_space()
 
 
+def _final_info(values: Mapping[str, bool | int | float | str] | None) -> spaces_pb.MetaMap | None:
+    if not values:
+        return None
+    return spaces_pb.MetaMap(entries={k: _meta_value(v) for k, v in values.items()})
+
+
 def _observations_for(
     contract: core_pb.EnvContract, num_envs: int, fn: ObservationFn | None
 ) -> SpaceObservations | None:
@@ -168,9 +174,7 @@ class ScriptedEnv:
         self.contract = contract if contract is not None else scripted_contract(num_envs, mode)
         self.num_envs = self.contract.num_envs or 1
         self.next_step = int(self.contract.autoreset_mode) == core_pb.AutoresetMode.NEXT_STEP
-        if subset_step is None:
-            subset_step = not self.next_step
-        self.subset_step = subset_step
+        self.subset_step = (not self.next_step) if subset_step is None else subset_step
         self.lengths = (
             (episode_lengths,) if isinstance(episode_lengths, int) else tuple(episode_lengths)
         )
@@ -181,11 +185,7 @@ class ScriptedEnv:
             raise ValueError(f"failure must be 'error' or 'hang', got {failure!r}")
         self.failure = failure
         self.stale_completions = stale_completions
-        self.final_info = (
-            spaces_pb.MetaMap(entries={k: _meta_value(v) for k, v in final_info.items()})
-            if final_info
-            else None
-        )
+        self.final_info = _final_info(final_info)
         self.editions = tuple(editions)
         self.preferred_edition = preferred_edition
         self.label = label
