@@ -33,11 +33,11 @@ class LocalModel:
 
     Where a sync policy runs (``threaded``):
 
-    * ``None`` (default, adaptive): the first 8 calls run in a worker thread
-      and are timed; if each took under ``inline_limit`` seconds (default
-      1 ms) later calls run inline on the Trio thread, where a thread hop
-      would cost more than the call; an inline call slower than
-      ``inline_limit`` moves the policy back to a thread for good.
+    * ``None`` (default, adaptive): inline on the Trio thread, where a
+      thread hop would cost more than a typical (numpy) policy call; after
+      two calls in a row slower than ``inline_limit`` seconds (default 1 ms)
+      the policy moves to a worker thread, and comes back inline only if 8
+      timed threaded calls say it is cheap after all.
     * ``True``: always in a worker thread (one call at a time), so a slow
       policy never stalls other routes.
     * ``False``: always inline.
@@ -47,7 +47,8 @@ class LocalModel:
     next call waits for it) and the route fails with ``OperationTimeout``
     (operation ``model.predict``). An inline call cannot be interrupted:
     when it returns past the deadline, the route fails with the same
-    ``OperationTimeout`` then, and meanwhile other routes wait. Async
+    ``OperationTimeout`` then, and meanwhile other routes wait (a policy
+    that may hang belongs in a thread: ``threaded=True``). Async
     policies are awaited in the calling task, so their timeout fires at
     the deadline at their next await.
 
@@ -84,6 +85,7 @@ class LocalModel:
             inline_limit=inline_limit,
             limiter=trio.CapacityLimiter(1),
             settle=False,
+            start_inline=True,
         )
         self._invoke = PlacedInvoker(self.placement)
 

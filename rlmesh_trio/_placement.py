@@ -18,11 +18,14 @@ endpoint:
   at its deadline) and are timed. If no more than a quarter of them were
   slow (more than ``inline_limit`` of CPU, or blocked for many times it; a
   loaded machine preempts a cheap call now and then) the endpoint switches to
-  inline calls. Two inline calls in a row
-  that take longer than ``inline_limit`` (one alone may just have been
-  preempted) send it back to threaded probes; after
-  :data:`MAX_DEMOTIONS` such returns, or a probe round that fails, it stays
-  threaded for good.
+  inline calls. Two inline calls in a row that take longer than
+  ``inline_limit`` (one alone may just have been preempted) send it back to
+  threaded probes; after :data:`MAX_DEMOTIONS` such returns, or a probe
+  round that fails, it stays threaded for good. With ``start_inline=True``
+  the endpoint skips the first probe round and starts inline (the in-process
+  model does: policies were always called inline, and a round of threaded
+  probes on every model as well as every env would make the number of busy
+  worker threads depend on how the routes happen to interleave).
 """
 
 from __future__ import annotations
@@ -96,7 +99,9 @@ class CallPlacement:
     limiter has one token). ``time_slice`` (seconds, or None for never)
     makes inline calls yield to the scheduler at least that often.
     ``settle=False`` leaves :func:`settle_inline` after an inline call to the
-    caller (who then must call it before its result is used). Raises
+    caller (who then must call it before its result is used).
+    ``start_inline`` starts an adaptive placement inline (see the module doc).
+    Raises
     ``ValueError`` for a negative ``inline_limit``.
     """
 
@@ -122,13 +127,14 @@ class CallPlacement:
         limiter: trio.CapacityLimiter | None = None,
         time_slice: float | None = None,
         settle: bool = True,
+        start_inline: bool = False,
     ) -> None:
         if not inline_limit >= 0:
             raise ValueError(f"inline_limit must be >= 0 seconds, got {inline_limit!r}")
         self.inline_limit = float(inline_limit)
         self._fixed = threaded is not None
-        self._inline = threaded is False
-        self._probes_left = 0 if self._fixed else PROBE_CALLS
+        self._inline = threaded is False or (threaded is None and start_inline)
+        self._probes_left = 0 if self._fixed or self._inline else PROBE_CALLS
         self._slow_probes = 0
         self._demotions = 0
         self._was_slow = False

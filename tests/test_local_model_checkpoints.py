@@ -31,7 +31,7 @@ async def test_a_deadline_that_passes_during_an_inline_call_still_cancels() -> N
         time.sleep(0.05)  # blocks the Trio thread past the deadline, never yields
         return cartpole_policy(obs)
 
-    model = LocalModel(slow, threaded=False)
+    model = LocalModel(slow)
     await resolve(model)
     with trio.CancelScope(deadline=trio.current_time() + 0.01) as scope:
         await model.predict(predict_request(1))
@@ -49,7 +49,7 @@ async def test_a_pending_cancellation_is_honoured() -> None:
 
 
 async def test_a_fast_inline_call_returns_without_a_scheduler_pass() -> None:
-    model = LocalModel(cartpole_policy, threaded=False)
+    model = LocalModel(cartpole_policy)
     await resolve(model)
     ran: list[int] = []
 

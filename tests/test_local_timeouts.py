@@ -45,12 +45,9 @@ class Blocking:
         return 0
 
 
-@pytest.mark.parametrize("threaded", [True, None])
-async def test_a_threaded_policy_that_hangs_times_out_at_the_deadline(
-    threaded: bool | None,
-) -> None:
+async def test_a_threaded_policy_that_hangs_times_out_at_the_deadline() -> None:
     policy = Blocking()
-    model = rt.LocalModel(policy, threaded=threaded)
+    model = rt.LocalModel(policy, threaded=True)
     route = rt.Route(env=gym.make("CartPole-v1"), model=model, seeds=[0], limits=FAST)
     try:
         # The policy is still blocked when the report comes back: the timeout did not
@@ -62,8 +59,7 @@ async def test_a_threaded_policy_that_hangs_times_out_at_the_deadline(
     assert_predict_timeout(only_outcome(report), 0.2)
 
 
-@pytest.mark.parametrize("threaded", [True, None])
-async def test_a_hung_policy_does_not_stall_other_routes(threaded: bool | None) -> None:
+async def test_a_hung_policy_does_not_stall_other_routes() -> None:
     policy = Blocking()
 
     class ReleaseWhenOkEnds(rt.RuntimeHooks):
@@ -75,7 +71,7 @@ async def test_a_hung_policy_does_not_stall_other_routes(threaded: bool | None) 
 
     hung = rt.Route(
         env=gym.make("CartPole-v1"),
-        model=rt.LocalModel(policy, threaded=threaded),
+        model=rt.LocalModel(policy, threaded=True),
         seeds=[0],
         route_id="hung",
     )
@@ -86,14 +82,15 @@ async def test_a_hung_policy_does_not_stall_other_routes(threaded: bool | None) 
     assert outcomes["hung"].status == "completed"
 
 
+@pytest.mark.parametrize("threaded", [False, None])  # None: the default starts inline
 async def test_an_inline_policy_that_returns_late_fails_with_the_timeout(
-    mock_clock: trio.testing.MockClock,
+    mock_clock: trio.testing.MockClock, threaded: bool | None
 ) -> None:
     def slow(obs: Any) -> int:
         mock_clock.jump(1.0)  # "takes 1 s" on the run's clock, without yielding
         return 0
 
-    model = rt.LocalModel(slow, threaded=False)
+    model = rt.LocalModel(slow, threaded=threaded)
     env = rt.LocalEnv(gym.make("CartPole-v1"), threaded=False)
     route = rt.Route(env=env, model=model, seeds=[0], limits=FAST)
     report = await rt.run_routes([route], on_failure="isolate", handle_sigint=False)
@@ -193,6 +190,15 @@ async def test_repeatedly_slow_inline_calls_leave_an_endpoint_threaded_for_good(
     for _ in range(PROBE_CALLS * 2):
         await placement.run(lambda: None)
     assert not placement.inline
+
+
+async def test_a_model_placement_starts_inline_and_slow_calls_move_it_to_threads() -> None:
+    model = rt.LocalModel(cartpole_policy)
+    assert model.placement.inline and model.placement.adaptive
+    placement = CallPlacement(start_inline=True, inline_limit=0.0)
+    await placement.run(lambda: None)
+    await placement.run(lambda: None)
+    assert not placement.inline  # two slow calls in a row: threaded probes now
 
 
 async def test_fixed_placements_never_move() -> None:

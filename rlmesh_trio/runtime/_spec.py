@@ -45,7 +45,8 @@ class Limits:
     In-process endpoints (``LocalEnv``, ``LocalModel``) keep these limits too:
     a call running in a worker thread is abandoned at its deadline and the
     route fails with ``OperationTimeout`` then; a call running inline on the
-    Trio thread (cheap calls, by default, after 8 timed threaded ones) cannot
+    Trio thread (by default a policy's calls, and an env's cheap calls after
+    8 timed threaded ones) cannot
     be interrupted, so one that returns past its deadline fails the route
     with the same ``OperationTimeout`` when it returns. Inline calls save the
     thread handoff: about 85 against 280 us of client CPU per step for
