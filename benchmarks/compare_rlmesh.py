@@ -26,7 +26,11 @@ Cases (issue 7):
    ``rlmesh.run(rlmesh.numpy.Model(policy), env, seeds=...)``;
 4. our env + model servers vs rlmesh's, both driven by our runtime;
 5. our orchestrator's CPU time per step in case 1 (``time.process_time``
-   of this process only / steps).
+   of this process only / steps);
+6. four routes, everything in process (gymnasium env objects, a policy
+   callable): ours vs ``rlmesh.run(rlmesh.numpy.Model(policy), env, ...)``
+   in four threads (see ``_local_case.py``); the table adds its client CPU
+   per step (``6 (cpu us/step)``, target <= 60 us).
 
 Wall time per run is measured around the whole blocking call on both sides
 (``trio.run(run_routes)`` vs ``rlmesh.run``), connection setup included.
@@ -56,6 +60,7 @@ import rlmesh_trio as rt  # noqa: E402
 from rlmesh_trio._demo_policy import cartpole_policy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _local_case  # noqa: E402
 import _servers  # noqa: E402
 
 ENV_ID = "CartPole-v1"
@@ -231,9 +236,15 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
         t0 = time.perf_counter()
         rl_envs: list[_servers.Server] = []
         rl_model = None
+        if "6" in wanted:
+            ours6, theirs6 = _local_case.local_sides(
+                ENV_ID, eps, lambda r: _ours(r, timeout), lambda j: _theirs(j, timeout)
+            )
+            title6 = f"{_local_case.ROUTES} routes, in-process env + policy, no server"
+            cases.append(Case("6", title6, [Side("ours", ours6), Side("theirs", theirs6)]))
         if wanted & {"1", "2", "4", "5"}:
             rl_model = stack.enter_context(_servers.rlmesh_model())
-        n_envs = ROUTES_CASE2 if "2" in wanted else 1
+        n_envs = ROUTES_CASE2 if "2" in wanted else (1 if wanted - {"6"} else 0)
         for _ in range(n_envs):
             rl_envs.append(stack.enter_context(_servers.rlmesh_env(ENV_ID)))
         if "4" in wanted:
@@ -244,7 +255,7 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
             SERVERS.extend([our_env, our_model])
         print(f"servers ready in {time.perf_counter() - t0:.1f}s", flush=True)
 
-        env0 = rl_envs[0].address
+        env0 = rl_envs[0].address if rl_envs else ""
         seeds1 = _seeds(0, eps)
         if wanted & {"1", "5"}:
             assert rl_model is not None
@@ -398,7 +409,7 @@ def _run_case(case: Case, pairs: int, warmup: int) -> None:
 
 # ---- the table -------------------------------------------------------------------
 
-TARGETS = {"1": 2.0, "2": 1.5, "2b": 2.5, "3": 1.0, "4": 0.8}
+TARGETS = {"1": 2.0, "2": 1.5, "2b": 2.5, "3": 1.0, "4": 0.8, "6": 1.0}
 CPU_TARGET_US = 300.0
 
 
@@ -423,7 +434,7 @@ def _table(cases: list[Case], selected: set[str]) -> list[list[str]]:
             ok = "n/a"
         rows.append([label, _fmt(a), _fmt(b), _fmt(ratio, ".2f"), f">= {target}", ok])
 
-    for key in ("1", "2", "3", "4"):
+    for key in ("1", "2", "3", "4", "6"):
         if key not in by_key or key not in selected:
             continue
         case = by_key[key]
@@ -450,7 +461,17 @@ def _table(cases: list[Case], selected: set[str]) -> list[list[str]]:
                 ok,
             ]
         )
+    if "6" in by_key:
+        rows.append(_cpu_row("6 (cpu us/step)", by_key["6"], _local_case.CPU_TARGET_US))
     return rows
+
+
+def _cpu_row(label: str, case: Case, target: float) -> list[str]:
+    sides = {s.label: s for s in case.sides}
+    ours_cpu, theirs_cpu = sides["ours"].median_cpu_us(), sides["theirs"].median_cpu_us()
+    ok = "MISMATCH" if case.mismatches else ("yes" if ours_cpu and ours_cpu <= target else "no")
+    ratio = _fmt(ours_cpu / theirs_cpu if ours_cpu and theirs_cpu else None, ".2f")
+    return [label, _fmt(ours_cpu), _fmt(theirs_cpu), ratio, f"<= {target:.0f} us", ok]
 
 
 def _print_table(rows: list[list[str]]) -> None:
@@ -461,7 +482,7 @@ def _print_table(rows: list[list[str]]) -> None:
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
-    print("(cases 1-4: steps/s, ratio = ours/theirs; case 5: client CPU us per step)")
+    print("(cases 1-4, 6: steps/s, ratio = ours/theirs; cpu rows: client CPU us per step)")
 
 
 def _write_json(path: str, cases: list[Case], rows: list[list[str]], args: Any) -> None:
@@ -521,7 +542,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs of each side first")
     parser.add_argument(
-        "--cases", default="1,2,3,4,5", help="comma-separated subset of 1,2,3,4,5 (5 needs 1)"
+        "--cases", default="1,2,3,4,5,6", help="comma-separated subset of 1-6 (5 needs 1)"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="bound on one run, seconds")
     parser.add_argument("--json", metavar="FILE", help="also write every sample and the table here")

@@ -27,6 +27,7 @@ from ._errors import (
 from ._local_env import LocalEnv
 from ._local_model import LocalModel
 from ._modelhost import policy
+from ._random_model import RANDOM
 from ._version import __version__
 from .distributed import run_distributed
 from .orchestrator import (
@@ -65,6 +66,7 @@ from .transport import (
 )
 
 __all__ = [
+    "RANDOM",
     "ConnectError",
     "EndpointInfo",
     "EnvRpcError",

@@ -6,10 +6,13 @@ contract, episode ids, completed and interrupted episodes, NEXT_STEP rolls,
 lanes, action checks and error codes. Requests and responses are the wire
 protobuf messages; nothing is serialised.
 
-Every env call runs in a worker thread (``trio.to_thread``), so a blocking
-``step`` never stalls other routes. Each LocalEnv has its own thread limiter
-(one thread per lane, plus one), so many routes do not starve each other of
-Trio's shared thread pool.
+Where env calls run is a :class:`~rlmesh_trio._placement.CallPlacement`:
+by default the first calls run in a worker thread and are timed, and an env
+whose calls are cheap (CartPole: ~10 us) then runs inline on the Trio thread,
+where a thread handoff would cost several times the call; a slow call sends
+it back to threads. Each LocalEnv has its own thread limiter (one thread per
+lane, plus one), so many routes do not starve each other of Trio's shared
+thread pool.
 """
 
 from __future__ import annotations
@@ -18,11 +21,11 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import betterproto2
 import trio
 
 from ._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from ._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
+from ._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
 from ._wire import WORKFLOW_EDITION, env_pb
 from .runtime._protocols import EndpointInfo, Reply
 
@@ -48,6 +51,22 @@ class LocalEnv:
 
     ``close_env`` (default: True for a factory, False for an env you passed in)
     decides whether :meth:`aclose` closes the gymnasium env.
+
+    ``threaded`` says where reset/step/render run: ``None`` (default,
+    adaptive) times the first 8 calls in a worker thread and runs later calls
+    inline on the Trio thread while each stays under ``inline_limit`` seconds
+    (default 1 ms), moving back to threads for good after a slower one;
+    ``True`` always uses a worker thread; ``False`` always runs inline.
+
+    Timeouts (``env_reset_timeout``, ``env_step_timeout``): a threaded call
+    is abandoned at its deadline and the route fails with ``OperationTimeout``
+    right then. An inline call cannot be interrupted: one that returns past
+    its deadline fails the route with the same ``OperationTimeout`` when it
+    returns. A lane request that must wait for a lane still busy in a thread
+    also goes to a thread, so the Trio thread never blocks on another call.
+
+    Raises ``TypeError`` for something that is not an env, envs or a factory,
+    and ``ValueError`` for a negative ``inline_limit``.
     """
 
     def __init__(
@@ -56,6 +75,8 @@ class LocalEnv:
         *,
         label: str | None = None,
         close_env: bool | None = None,
+        threaded: bool | None = None,
+        inline_limit: float = DEFAULT_INLINE_LIMIT,
     ) -> None:
         given_env = _is_env_like(env_or_factory) or isinstance(env_or_factory, list | tuple)
         if not given_env and not callable(env_or_factory):
@@ -68,7 +89,9 @@ class LocalEnv:
         self._close_env = (not given_env) if close_env is None else close_env
         self._label = label
         self._host: EnvHost | None = None
-        self._limiter: trio.CapacityLimiter | None = None
+        #: Where env calls run now (``placement.inline``); see the class doc.
+        # The time slice: a route whose env and policy both run inline still lets others run.
+        self.placement = CallPlacement(threaded, inline_limit=inline_limit, time_slice=TIME_SLICE)
         self._session_open = False
         self._session_ended = False
         self._aclosed = False
@@ -112,28 +135,25 @@ class LocalEnv:
         await self._ensure_host()
         self._session_open = True
         self._session_ended = False
-        request = env_pb.JoinRequest(
-            configure=env_pb.ConfigureEnvRequest(selected_workflow_edition=edition)
-        )
-        await self._call("env.configure", request)
+        await self._call("configure", env_pb.ConfigureEnvRequest(selected_workflow_edition=edition))
 
     async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
         """Reset (all lanes, or ``env_indices``). Cancellation: the env call is abandoned
         to finish in its thread; the env is then only good for close/aclose."""
-        reply, telemetry = await self._call("env.reset", env_pb.JoinRequest(reset=request))
+        reply, telemetry = await self._call("reset", request)
         assert reply.response.reset is not None
         return Reply(reply.response.reset, telemetry)
 
     async def step(self, request: env_pb.StepRequest) -> Reply[env_pb.StepResponse]:
         """Step (all lanes, or ``env_indices``). Cancellation as for :meth:`reset`."""
-        reply, telemetry = await self._call("env.step", env_pb.JoinRequest(step=request))
+        reply, telemetry = await self._call("step", request)
         assert reply.response.step is not None
         return Reply(reply.response.step, telemetry)
 
     async def render(self, request: env_pb.RenderRequest | None = None) -> env_pb.RenderResponse:
         """Render one lane (PNG bytes in ``frame``, or an empty response for no frame)."""
         body = request if request is not None else env_pb.RenderRequest()
-        reply, _ = await self._call("env.render", env_pb.JoinRequest(render=body))
+        reply, _ = await self._call("render", body)
         assert reply.response.render is not None
         return reply.response.render
 
@@ -147,10 +167,7 @@ class LocalEnv:
             return []
         try:
             with trio.fail_after(timeout):
-                reply, _ = await self._call(
-                    "env.close",
-                    env_pb.JoinRequest(close=env_pb.CloseEnvsRequest(reason="client close")),
-                )
+                reply, _ = await self._call("close", env_pb.CloseEnvsRequest(reason="client close"))
         except trio.TooSlowError:
             raise EnvRpcError(
                 "env.close", 0, f"close timed out after {format_duration(timeout)}"
@@ -203,28 +220,24 @@ class LocalEnv:
                 host = make_host(env, close_env=self._close_env)
             except (ValueError, TypeError, ProtocolError) as exc:
                 raise InvalidSpec(f"env {self.label} cannot be served: {exc}") from exc
-            self._limiter = trio.CapacityLimiter(host.num_envs + 1)
+            self.placement.set_limiter(trio.CapacityLimiter(host.num_envs + 1))
             self._host = host
         return self._host
 
-    async def _call(
-        self, operation: str, request: env_pb.JoinRequest
-    ) -> tuple[HostReply, dict[str, float]]:
+    async def _call(self, kind: str, body: Any) -> tuple[HostReply, dict[str, float]]:
+        """Run one request (``kind``: its Join arm) on the host, where the placement says."""
+        operation = f"env.{kind}"
         host = await self._ensure_host()
         if self._aclosed or self._session_ended:
             raise EnvRpcError(operation, 0, _SESSION_ENDED)
         self._session_open = True
         start = time.perf_counter_ns()
-        ticket = host.admit(request)
         reply: HostReply | None = None
-        try:
-            reply = await trio.to_thread.run_sync(
-                host.run, ticket, abandon_on_cancel=True, limiter=self._limiter
-            )
-        finally:
-            if reply is None:
-                host.discard(ticket)
-        assert reply is not None
+        if self.placement.inline:
+            # Nothing pending: run it here, without a ticket or a JoinRequest to decode.
+            reply = await self.placement.run(host.run_now, kind, body)
+        if reply is None:
+            reply = await self._run_ticket(host, env_pb.JoinRequest(**{kind: body}))
         total_ns = time.perf_counter_ns() - start
         telemetry = {"endpoint.total": total_ns / 1e6, "endpoint.user": reply.user_ns / 1e6}
         for metric, value in (
@@ -234,13 +247,12 @@ class LocalEnv:
         ):
             if value:
                 telemetry[metric] = value / 1e6
+        error = reply.response.error  # the oneof arm, or None
         if reply.end_stream:
             # Close, or a non-recoverable error: 0.1.0 ends the Join stream here.
             self._session_ended = True
-            kind, _ = betterproto2.which_one_of(reply.response, "kind")
-            if kind != "close":
+            if kind != "close" or error is not None:
                 host.end_session()
-        error = reply.error
         if error is not None:
             raise EnvRpcError(
                 operation,
@@ -250,3 +262,18 @@ class LocalEnv:
                 recoverable=error.is_recoverable,
             )
         return reply, telemetry
+
+    async def _run_ticket(self, host: EnvHost, request: env_pb.JoinRequest) -> HostReply:
+        """Admit ``request`` and run it (in a worker thread if it must wait for a busy lane)."""
+        ticket = host.admit(request)
+        reply: HostReply | None = None
+        try:
+            if host.ready_now(ticket):
+                reply = await self.placement.run(host.run, ticket)
+            else:  # waits for a lane busy in a thread: must not block the Trio thread
+                reply = await self.placement.run_threaded(host.run, ticket)
+        finally:
+            if reply is None:
+                host.discard(ticket)
+        assert reply is not None
+        return reply

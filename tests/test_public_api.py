@@ -55,6 +55,7 @@ CONTRACT = {
         "ModelRouteMismatch",
         "ProtocolError",
         "HookError",
+        "RANDOM",
         "hooks",
         "spaces",
     ],

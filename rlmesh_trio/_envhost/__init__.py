@@ -18,6 +18,7 @@ from ._contract import UNKNOWN_ENV_ID, build_contract
 from ._episodes import INTERRUPTED_BUFFER, EpisodeBook
 from ._host import SUPPORTED_EDITIONS, EnvFailure, EnvHost, HostReply
 from ._lanes import LaneHost
+from ._legacy import DuckVector, is_vector_like
 from ._schedule import Ticket
 from ._single import SingleLane
 from ._vector import VectorHost
@@ -41,10 +42,17 @@ __all__ = [
 def make_host(env: Any, *, close_env: bool = False) -> EnvHost:
     """Build the host for a gymnasium Env, a list of Envs (lanes), or a VectorEnv.
 
+    As in rlmesh 0.1.0, a duck-typed vector env (``num_envs`` and
+    ``single_observation_space`` / ``single_action_space``, maybe no batch
+    spaces) is served as a vector env, and the legacy gym API (bare-observation
+    resets, 4-tuple steps) is normalised (see ``_legacy``).
     ``close_env`` makes :meth:`EnvHost.close` close the env(s) too.
-    Raises ``ValueError`` for an empty list or a SAME_STEP vector env.
+    Raises ``ValueError`` for an empty list or a SAME_STEP vector env, and
+    ``TypeError`` for a vector-like env without its single spaces.
     """
-    if isinstance(env, gym.vector.VectorEnv):
+    if is_vector_like(env) and not isinstance(env, gym.vector.VectorEnv):
+        env = DuckVector(env)
+    if isinstance(env, gym.vector.VectorEnv | DuckVector):
         if env.num_envs == 1:
             return LaneHost([SingleLane(env)], close_envs=close_env)
         return VectorHost(env, close_env=close_env)

@@ -81,10 +81,10 @@ def conformance_issues(space: gym.Space[Any], value: Any, path: str = "$") -> li
         arr = np.asarray(value)
         if arr.shape == space.shape:
             # The common case, every step: in bounds. NaN compares False, so it passes
-            # here as it does below.
-            with np.errstate(invalid="ignore"):
-                if not ((arr > space.high).any() or (arr < space.low).any()):
-                    return []
+            # here as it does below. No errstate block here (it costs more than the two
+            # compares): numpy's ordered comparisons are quiet on NaN.
+            if not ((arr > space.high).any() or (arr < space.low).any()):
+                return []
         arr = arr.reshape(-1)
         low = np.broadcast_to(space.low, space.shape).reshape(-1)
         high = np.broadcast_to(space.high, space.shape).reshape(-1)

@@ -243,6 +243,10 @@ class EnvHost(abc.ABC):
         finally:
             self._sched.finish(ticket)
 
+    def ready_now(self, ticket: Ticket) -> bool:
+        """Whether :meth:`run` would start ``ticket`` without waiting (never blocks)."""
+        return self._sched.ready_now(ticket)
+
     def discard(self, ticket: Ticket) -> None:
         """Give up a ticket whose ``run`` will never be called (a no-op once it started)."""
         self._sched.discard(ticket)
@@ -272,10 +276,24 @@ class EnvHost(abc.ABC):
 
     # -- dispatch ------------------------------------------------------------------------
 
+    def run_now(self, kind: str, body: Any) -> HostReply | None:
+        """Execute one request (``kind`` names its Join arm) at once, without a ticket,
+        if no admitted request is pending; else None (then admit it instead).
+
+        For a caller that runs requests on the thread that admits them (an
+        in-process endpoint running inline): nothing can start meanwhile.
+        """
+        if not self._sched.idle():
+            return None
+        return self._dispatch_kind(kind, body, time.monotonic_ns())
+
     def _dispatch(
         self, request: env_pb.JoinRequest, admitted_ns: int, queue_ns: int = 0
     ) -> HostReply:
         kind, arm = betterproto2.which_one_of(request, "kind")
+        return self._dispatch_kind(kind, arm, admitted_ns, queue_ns)
+
+    def _dispatch_kind(self, kind: str, arm: Any, admitted_ns: int, queue_ns: int = 0) -> HostReply:
         body: Any = arm
         call = Call(f"env.{kind}", getattr(body, "timeout_ms", 0), admitted_ns)
         try:

@@ -22,18 +22,22 @@ from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvHost, invalid_action, unsupported
+from ._legacy import normalize_reset, normalize_step, reset_env
 from ._values import encode_observations, info_map, lanes_info_map, options_of, render_response
 
 __all__ = ["LaneHost"]
 
 
 def _reset_lane(env: Any, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, Any]:
-    obs, info = env.reset(seed=seed, options=options)
-    return obs, info
+    # The legacy gym API too (a bare observation; a reset without seed/options keywords).
+    return normalize_reset(reset_env(env, seed, options), env.observation_space)
 
 
 def _step_lane(env: Any, action: Any) -> tuple[Any, float, bool, bool, Any]:
-    obs, reward, terminated, truncated, info = env.step(action)
+    result = env.step(action)
+    if len(result) != 5:
+        result = normalize_step(result)  # a legacy gym 4-tuple
+    obs, reward, terminated, truncated, info = result
     return obs, float(reward), bool(terminated), bool(truncated), info
 
 

@@ -61,6 +61,12 @@ class Scheduler:
             self._cond.wait_for(lambda: self._ready(ticket))
             return True
 
+    def ready_now(self, ticket: Ticket) -> bool:
+        """Whether ``ticket`` could run at once (no earlier conflicting ticket pending);
+        never blocks, so an event loop may ask before running a request inline."""
+        with self._cond:
+            return not ticket.discarded and self._ready(ticket)
+
     def _ready(self, ticket: Ticket) -> bool:
         for other in self._pending:
             if other is ticket:

@@ -7,6 +7,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium.vector.utils import concatenate, create_empty_array, iterate
 
+from ._legacy import DuckVector
 from ._values import lane_info
 
 __all__ = ["SingleLane"]
@@ -15,7 +16,7 @@ __all__ = ["SingleLane"]
 class SingleLane:
     """Drops the batch axis of a ``num_envs == 1`` VectorEnv."""
 
-    def __init__(self, env: gym.vector.VectorEnv[Any, Any, Any]) -> None:
+    def __init__(self, env: gym.vector.VectorEnv[Any, Any, Any] | DuckVector) -> None:
         self._env = env
         self.action_space: gym.Space[Any] = env.single_action_space
         self.observation_space: gym.Space[Any] = env.single_observation_space

@@ -58,8 +58,8 @@ def encode_stacked_observations(
 
 def info_map(what: str, info: Any) -> spaces_pb.MetaMap:
     """An info dict as a MetaMap; a value with no wire form is INTERNAL (as in 0.1.0)."""
-    if info is None:
-        return spaces_pb.MetaMap()
+    if info is None or (type(info) is dict and not info):
+        return spaces_pb.MetaMap()  # the common case (CartPole's every step), without a walk
     try:
         return spaces.meta_map_from_python(info)
     except TypeError as exc:

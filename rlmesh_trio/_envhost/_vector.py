@@ -24,6 +24,7 @@ from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvHost, internal, invalid_action, unsupported
+from ._legacy import DuckVector
 from ._values import (
     encode_stacked_observations,
     info_map,
@@ -40,7 +41,7 @@ _WIRE_MODES = {
 }
 
 
-def autoreset_mode_of(env: gym.vector.VectorEnv[Any, Any, Any]) -> AutoresetMode:
+def autoreset_mode_of(env: gym.vector.VectorEnv[Any, Any, Any] | DuckVector) -> AutoresetMode:
     """The env's declared autoreset mode (gymnasium's default is NEXT_STEP)."""
     mode = (getattr(env, "metadata", None) or {}).get("autoreset_mode", AutoresetMode.NEXT_STEP)
     if isinstance(mode, str):
@@ -55,7 +56,7 @@ class VectorHost(EnvHost):
 
     def __init__(
         self,
-        env: gym.vector.VectorEnv[Any, Any, Any],
+        env: gym.vector.VectorEnv[Any, Any, Any] | DuckVector,
         *,
         close_env: bool = False,
         validation: str | None = None,

@@ -6,7 +6,7 @@ The gRPC ``ModelServer`` and the in-process ``LocalModel`` both wrap a
 
 from ._faults import ModelFault
 from ._host import Adapter, Invoke, ModelHost, inline_invoke
-from ._invoke import ThreadedInvoker
+from ._invoke import PlacedInvoker, ThreadedInvoker
 from ._policy import Policy, PolicyFn, as_policy, policy
 
 __all__ = [
@@ -14,6 +14,7 @@ __all__ = [
     "Invoke",
     "ModelFault",
     "ModelHost",
+    "PlacedInvoker",
     "Policy",
     "PolicyFn",
     "ThreadedInvoker",

@@ -6,9 +6,10 @@ from typing import Any
 
 import trio
 
+from .._placement import CallPlacement
 from ._policy import PolicyFn
 
-__all__ = ["ThreadedInvoker"]
+__all__ = ["PlacedInvoker", "ThreadedInvoker"]
 
 
 class ThreadedInvoker:
@@ -31,3 +32,24 @@ class ThreadedInvoker:
         if fn.is_async:
             return await fn.fn(arg)
         return await trio.to_thread.run_sync(fn.fn, arg, limiter=self._limiter)
+
+
+class PlacedInvoker:
+    """Run sync policy functions where a :class:`~rlmesh_trio._placement.CallPlacement` says
+    (inline, in a worker thread, or adaptively); async functions are awaited in the
+    calling task.
+
+    Threaded calls go one at a time through a capacity limiter of one, as with
+    :class:`ThreadedInvoker`. Cancellation: unlike :class:`ThreadedInvoker`, a
+    threaded call is abandoned at once (its thread finishes on its own and
+    keeps the limiter's token until then, so the next call still waits for
+    it): an in-process route's predict timeout must fire at its deadline.
+    """
+
+    def __init__(self, placement: CallPlacement) -> None:
+        self.placement = placement
+
+    async def __call__(self, fn: PolicyFn, arg: Any) -> Any:
+        if fn.is_async:
+            return await fn.fn(arg)
+        return await self.placement.run(fn.fn, arg)

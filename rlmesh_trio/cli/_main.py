@@ -218,7 +218,8 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
 @click.option(
     "--model",
     required=True,
-    help="A model address or module:callable policy (imported from the current folder first).",
+    help="A model address, `random` (samples the action space, seeded per episode) or a "
+    "module:callable policy (imported from the current folder first).",
 )
 @click.option("--seeds", help="Seeds to deal across routes: START:STOP or a comma list.")
 @click.option("--episodes", type=click.IntRange(1), help="Episodes in all, split across routes.")

@@ -159,9 +159,14 @@ def build_first_envs(routes: Sequence[Any]) -> None:
 
 
 def resolve_model(spec: str) -> Any:
-    """An address stays an address; ``module:callable`` is imported and run in-process."""
+    """An address stays an address; ``random`` is the random baseline (``rt.RANDOM``);
+    ``module:callable`` is imported and run in-process."""
     if is_address(spec):
         return check_address(spec)
+    if spec.strip() == "random":
+        from .._random_model import RANDOM
+
+        return RANDOM
     return load_policy(spec, "model")
 
 

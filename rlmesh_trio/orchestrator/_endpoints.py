@@ -8,6 +8,7 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
+from .._random_model import RandomBaseline, RandomModel
 from ..runtime import RuntimeEnv, RuntimeModel
 from ._batching import PredictBatcher
 
@@ -33,6 +34,8 @@ def _is_gym_env(value: Any) -> bool:
 
     if isinstance(value, gymnasium.Env | gymnasium.vector.VectorEnv):
         return True
+    if not isinstance(value, type) and hasattr(value, "reset") and hasattr(value, "step"):
+        return True  # duck-typed vector envs and legacy gym envs, served as rlmesh serves them
     return (
         isinstance(value, list | tuple)
         and bool(value)
@@ -114,6 +117,8 @@ class EndpointPool:
                 self._models[value] = shared
                 self.owned_models.append(remote)
             return shared
+        if isinstance(value, RandomBaseline):  # rt.RANDOM: a fresh sampler per route
+            return ResolvedModel(RandomModel(), "random", owned=True)
         if isinstance(value, RuntimeModel):
             return ResolvedModel(value, _env_label(value), owned=False)
         if callable(value) or hasattr(value, "predict"):

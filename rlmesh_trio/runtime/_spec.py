@@ -84,6 +84,16 @@ class Limits:
     task (``WatchdogTimer``: the whole-env loop, or each lane), which is
     cheaper per call and fires at the same instant. ``service_close_timeout``
     bounds the shielded shutdown; ``telemetry_window`` is a period, not a limit.
+
+    In-process endpoints (``LocalEnv``, ``LocalModel``) keep these limits too:
+    a call running in a worker thread is abandoned at its deadline and the
+    route fails with ``OperationTimeout`` then; a call running inline on the
+    Trio thread (by default a policy's calls, and an env's cheap calls after
+    8 timed threaded ones) cannot be interrupted, so one that returns past
+    its deadline fails the route with the same ``OperationTimeout`` when it
+    returns. Inline calls save the thread handoff: about 85 against 280 us of
+    client CPU per step for in-process CartPole routes on a loaded 2-core
+    machine (``benchmarks/local_placement.py``).
     """
 
     env_connect_timeout: float = attrs.field(

@@ -74,6 +74,17 @@ class OperationWatchdog(Generic[Op]):
         """The operation armed last has finished (in any way)."""
         self._op = None
 
+    def fire_if_due(self, now: float) -> None:
+        """Fire now if the armed operation is past due at ``now`` (run clock).
+
+        For an operation that ran without yielding (an inline in-process
+        call): the helper task never got to see its deadline pass, so the
+        caller's next checkpoint must raise ``trio.Cancelled`` instead.
+        """
+        if self._op is not None and self.expired is None and now >= self._deadline:
+            self.expired = self._op
+            self.scope.cancel()
+
     async def _watch(self) -> None:
         while True:
             with trio.CancelScope(

@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from .._errors import EnvRpcError
 from .._wire import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, env_pb, spaces_pb
 from ..runtime._protocols import EndpointInfo, Reply
+from ._observe import ObservationFn, SpaceObservations
 from ._script import enter_call
 
 __all__ = ["ScriptedEnv", "scripted_contract"]
@@ -57,6 +58,37 @@ def _meta_value(value: object) -> spaces_pb.MetaValue:
     return spaces_pb.MetaValue(text=str(value))
 
 
+def _default_observation_space() -> bytes:
+    spec = scripted_contract().spec
+    assert spec is not None and spec.observation_space is not None
+    return bytes(spec.observation_space)
+
+
+_DEFAULT_OBSERVATION_SPACE = _default_observation_space()
+
+
+def _final_info(values: Mapping[str, bool | int | float | str] | None) -> spaces_pb.MetaMap | None:
+    if not values:
+        return None
+    return spaces_pb.MetaMap(entries={k: _meta_value(v) for k, v in values.items()})
+
+
+def _observations_for(
+    contract: core_pb.EnvContract, num_envs: int, fn: ObservationFn | None
+) -> SpaceObservations | None:
+    """Contract-shaped observations, or None for the 2-float default (see ScriptedEnv)."""
+    spec = contract.spec.observation_space if contract.spec is not None else None
+    if spec is None:
+        if fn is not None:
+            raise ValueError(
+                "ScriptedEnv(observations=...) needs a contract with an observation space"
+            )
+        return None
+    if fn is None and bytes(spec) == _DEFAULT_OBSERVATION_SPACE:
+        return None
+    return SpaceObservations(spec, num_envs, fn)
+
+
 class _EnvLane:
     __slots__ = (
         "active",
@@ -102,6 +134,12 @@ class ScriptedEnv:
       (e.g. ``{"is_success": True}``).
     * ``contract``, ``editions``, ``preferred_edition``: what ``connect``
       reports; ``telemetry`` is returned as every reply's telemetry.
+    * ``observations``: ``fn(env_index, step_in_episode, seed) -> value`` for
+      each observation, encoded with the contract's observation space. With
+      a ``contract`` whose observation space is not the default one and no
+      ``fn``, observations are seeded samples of that space (the same seeds
+      give the same observations), so the fake stands in for any real env.
+      Otherwise a lane observes ``[env_index, step_in_episode]`` (2 floats).
 
     Everything the runtime sends is recorded: ``calls`` (operation names in
     order), ``resets``, ``steps``, ``configured`` (the pinned edition),
@@ -127,6 +165,7 @@ class ScriptedEnv:
         label: str = "scripted-env",
         telemetry: Mapping[str, float] | None = None,
         record: bool = True,
+        observations: ObservationFn | None = None,
     ) -> None:
         #: Keep every request and call name (``calls``, ``resets``, ...) for assertions;
         #: ``record=False`` keeps memory flat for long runs and benchmarks.
@@ -135,9 +174,7 @@ class ScriptedEnv:
         self.contract = contract if contract is not None else scripted_contract(num_envs, mode)
         self.num_envs = self.contract.num_envs or 1
         self.next_step = int(self.contract.autoreset_mode) == core_pb.AutoresetMode.NEXT_STEP
-        if subset_step is None:
-            subset_step = not self.next_step
-        self.subset_step = subset_step
+        self.subset_step = (not self.next_step) if subset_step is None else subset_step
         self.lengths = (
             (episode_lengths,) if isinstance(episode_lengths, int) else tuple(episode_lengths)
         )
@@ -148,11 +185,7 @@ class ScriptedEnv:
             raise ValueError(f"failure must be 'error' or 'hang', got {failure!r}")
         self.failure = failure
         self.stale_completions = stale_completions
-        self.final_info = (
-            spaces_pb.MetaMap(entries={k: _meta_value(v) for k, v in final_info.items()})
-            if final_info
-            else None
-        )
+        self.final_info = _final_info(final_info)
         self.editions = tuple(editions)
         self.preferred_edition = preferred_edition
         self.label = label
@@ -166,6 +199,7 @@ class ScriptedEnv:
         self.aclosed = False
         self.episodes_started = 0
         self._lanes = [_EnvLane() for _ in range(self.num_envs)]
+        self._observations = _observations_for(self.contract, self.num_envs, observations)
         self._interrupted: list[env_pb.EpisodeMetadata] = []
         self._stale = 0
 
@@ -184,6 +218,8 @@ class ScriptedEnv:
 
     def _observation(self, indices: Sequence[int]) -> spaces_pb.SpaceValue:
         lanes = self._lanes
+        if self._observations is not None:
+            return self._observations.encode(indices, [lanes[k].steps for k in indices])
         return spaces_pb.SpaceValue(
             leaves=[b"".join(_OBS.pack(float(k), float(lanes[k].steps)) for k in indices)]
         )
@@ -197,6 +233,8 @@ class ScriptedEnv:
         lane.reward = 0.0
         lane.length = self.lengths[self.episodes_started % len(self.lengths)]
         lane.start_ns = time.time_ns()
+        if self._observations is not None:
+            self._observations.begin(self._lanes.index(lane), seed, self.episodes_started)
         self.episodes_started += 1
 
     def _metadata(

@@ -1,0 +1,227 @@
+"""Where an in-process endpoint runs a blocking user call: inline, or in a worker thread.
+
+A Trio worker-thread handoff costs tens of microseconds of CPU per call,
+several times what a CartPole step or a small numpy policy costs. A call
+that blocks the Trio thread, on the other hand, stalls every other route and
+cannot be interrupted by its timeout. :class:`CallPlacement` picks per
+endpoint:
+
+* ``threaded=True``: every call runs in a worker thread and is abandoned at
+  its deadline (``abandon_on_cancel=True``), so a timeout fires AT the
+  deadline even while the call is still running.
+* ``threaded=False``: every call runs inline on the Trio thread. It cannot be
+  interrupted; when it returns after its deadline the caller's timeout fires
+  right then (see :func:`settle_inline`), so the operation still fails with
+  the caller's timeout error, only late.
+* ``threaded=None`` (adaptive, the default): the first :data:`PROBE_CALLS`
+  calls run in a thread (so a call that hangs from the start is still cut off
+  at its deadline) and are timed. If no more than a quarter of them were
+  slow (more than ``inline_limit`` of CPU, or blocked for many times it; a
+  loaded machine preempts a cheap call now and then) the endpoint switches to
+  inline calls. Two inline calls in a row that take longer than
+  ``inline_limit`` (one alone may just have been preempted) send it back to
+  threaded probes; after :data:`MAX_DEMOTIONS` such returns, or a probe
+  round that fails, it stays threaded for good. With ``start_inline=True``
+  the endpoint skips the first probe round and starts inline (the in-process
+  model does: policies were always called inline, and a round of threaded
+  probes on every model as well as every env would make the number of busy
+  worker threads depend on how the routes happen to interleave).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import trio
+
+from .runtime._watchdog import current_watchdog
+
+__all__ = [
+    "BLOCKING_FACTOR",
+    "DEFAULT_INLINE_LIMIT",
+    "MAX_DEMOTIONS",
+    "PROBE_CALLS",
+    "TIME_SLICE",
+    "CallPlacement",
+    "settle_inline",
+]
+
+T = TypeVar("T")
+
+#: Calls timed in a worker thread before an adaptive endpoint may go inline.
+PROBE_CALLS = 8
+#: Inline spells an adaptive endpoint may lose to a slow call before it stays threaded.
+MAX_DEMOTIONS = 3
+#: A probe whose wall time exceeds this many ``inline_limit`` is slow whatever its CPU time
+#: (it blocked: on I/O, a lock, a sleep); below it, waiting for the GIL is the likely cause.
+BLOCKING_FACTOR = 25
+#: An adaptive endpoint runs calls inline only while each takes less than this (seconds).
+#: A thread handoff costs ~50 us; a call of 1 ms pays at most ~5% for running in a thread,
+#: while an inline call of 1 ms holds every other route up for that long.
+DEFAULT_INLINE_LIMIT = 0.001
+#: An endpoint running inline yields to the scheduler at least this often (seconds), so
+#: routes whose env and policy both run inline still take turns with other tasks.
+TIME_SLICE = 0.002
+
+
+async def settle_inline(*, yield_now: bool = False) -> None:
+    """After an inline call: let a deadline that passed during it fire now.
+
+    The call never yielded, so neither a deadline scope nor the route's
+    operation watchdog had a chance to fire. If the operation is past due,
+    the watchdog is fired here and the caller sees ``trio.Cancelled`` (which
+    the route turns into its ``OperationTimeout``); a pending cancellation is
+    delivered too. Otherwise this returns without a scheduler pass, unless
+    ``yield_now`` asks for one (to give other tasks a turn).
+    """
+    now = trio.current_time()
+    watchdog = current_watchdog()
+    if watchdog is not None:
+        # A route's hot loop: its operation deadlines live in the watchdog (walking the
+        # cancel-scope stack for the effective deadline would cost more than the env step).
+        watchdog.fire_if_due(now)
+    elif now >= trio.current_effective_deadline():
+        yield_now = True  # the scheduler turns the passed deadline into Cancelled
+    if yield_now:
+        await trio.lowlevel.checkpoint()
+    else:
+        await trio.lowlevel.checkpoint_if_cancelled()
+
+
+class CallPlacement:
+    """Runs one endpoint's blocking calls inline or in a worker thread (see module doc).
+
+    ``limiter`` bounds the endpoint's worker threads (an abandoned call keeps
+    its token until it really returns, so calls stay serialised when the
+    limiter has one token). ``time_slice`` (seconds, or None for never)
+    makes inline calls yield to the scheduler at least that often.
+    ``settle=False`` leaves :func:`settle_inline` after an inline call to the
+    caller (who then must call it before its result is used).
+    ``start_inline`` starts an adaptive placement inline (see the module doc).
+    Raises
+    ``ValueError`` for a negative ``inline_limit``.
+    """
+
+    __slots__ = (
+        "_demotions",
+        "_fixed",
+        "_inline",
+        "_last_yield",
+        "_limiter",
+        "_probes_left",
+        "_settle",
+        "_slow_probes",
+        "_time_slice",
+        "_was_slow",
+        "inline_limit",
+    )
+
+    def __init__(
+        self,
+        threaded: bool | None = None,
+        *,
+        inline_limit: float = DEFAULT_INLINE_LIMIT,
+        limiter: trio.CapacityLimiter | None = None,
+        time_slice: float | None = None,
+        settle: bool = True,
+        start_inline: bool = False,
+    ) -> None:
+        if not inline_limit >= 0:
+            raise ValueError(f"inline_limit must be >= 0 seconds, got {inline_limit!r}")
+        self.inline_limit = float(inline_limit)
+        self._fixed = threaded is not None
+        self._inline = threaded is False or (threaded is None and start_inline)
+        self._probes_left = 0 if self._fixed or self._inline else PROBE_CALLS
+        self._slow_probes = 0
+        self._demotions = 0
+        self._was_slow = False
+        self._limiter = limiter
+        self._last_yield = 0.0
+        self._settle = settle
+        self._time_slice = math.inf if time_slice is None else time_slice
+
+    @property
+    def inline(self) -> bool:
+        """Whether the next call runs on the Trio thread."""
+        return self._inline
+
+    @property
+    def adaptive(self) -> bool:
+        return not self._fixed
+
+    def set_limiter(self, limiter: trio.CapacityLimiter) -> None:
+        """Bound the worker threads (set once the endpoint knows how many it needs)."""
+        self._limiter = limiter
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call ``fn(*args)`` where the placement says; return its result.
+
+        Cancellation: a threaded call is abandoned (it finishes in its thread,
+        its result dropped); an inline call runs to completion, then
+        :func:`settle_inline` delivers a deadline that passed meanwhile.
+        """
+        if self._inline:
+            started = time.perf_counter()
+            result = fn(*args)
+            ended = time.perf_counter()
+            if not self._fixed:
+                slow = ended - started > self.inline_limit
+                if slow and self._was_slow:
+                    self._demote()
+                self._was_slow = slow
+            turn = ended - self._last_yield >= self._time_slice
+            if turn:
+                self._last_yield = ended
+            if turn or self._settle:
+                await settle_inline(yield_now=turn)
+            return result
+        if self._probes_left <= 0:
+            return await self.run_threaded(fn, *args)
+        return await self._probe(fn, *args)
+
+    def _demote(self) -> None:
+        """An inline call was slow: back to threads, probing again unless it keeps happening."""
+        self._inline = False
+        self._was_slow = False
+        self._demotions += 1
+        self._slow_probes = 0
+        self._probes_left = PROBE_CALLS if self._demotions < MAX_DEMOTIONS else 0
+
+    async def run_threaded(self, fn: Callable[..., T], *args: Any) -> T:
+        """Call ``fn(*args)`` in a worker thread whatever the placement; abandoned on cancel."""
+        return await trio.to_thread.run_sync(
+            fn, *args, abandon_on_cancel=True, limiter=self._limiter
+        )
+
+    async def _probe(self, fn: Callable[..., T], *args: Any) -> T:
+        spent: list[tuple[float, float]] = []
+
+        def timed() -> T:
+            wall, cpu = time.perf_counter(), time.thread_time()
+            try:
+                return fn(*args)
+            finally:
+                spent.append((time.perf_counter() - wall, time.thread_time() - cpu))
+
+        result = await trio.to_thread.run_sync(timed, abandon_on_cancel=True, limiter=self._limiter)
+        if not spent or self._slow_probe(*spent[0]):
+            self._slow_probes += 1
+        self._probes_left -= 1
+        if self._probes_left == 0:
+            # The probe round is over: inline if at most a quarter were slow, else threads.
+            self._inline = self._slow_probes <= PROBE_CALLS // 4
+        return result
+
+    def _slow_probe(self, wall: float, cpu: float) -> bool:
+        """Whether a threaded call was too slow to run inline.
+
+        Its thread's CPU time decides, not its wall time: a worker thread waits
+        for the GIL while the Trio thread runs other routes' inline calls (up
+        to the interpreter's switch interval), which says nothing about the
+        call. A call that blocks without using CPU is caught by
+        :data:`BLOCKING_FACTOR`, or else by the inline check afterwards.
+        """
+        return cpu > self.inline_limit or wall > BLOCKING_FACTOR * self.inline_limit
