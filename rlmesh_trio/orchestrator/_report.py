@@ -3,16 +3,48 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
 
 from ..runtime import EpisodeResult, RouteReport, TelemetryRow, merge_telemetry
 
-__all__ = ["RouteOutcome", "RouteStatus", "RunReport"]
+__all__ = ["REPORT_SCHEMA", "REPORT_VERSION", "RouteOutcome", "RouteStatus", "RunMeta", "RunReport"]
 
 RouteStatus = Literal["completed", "failed", "cancelled"]
+#: The JSON report's contract: ``{"schema": REPORT_SCHEMA, "schema_version": REPORT_VERSION}``.
+REPORT_SCHEMA = "rlmesh-trio.report"
+REPORT_VERSION = 2
+
+
+@attrs.frozen
+class RunMeta:
+    """Where a run came from: package versions, argv, start time (UTC, ISO 8601), its plan.
+
+    ``plan_digest``/``plan`` are ``None`` for a run with an unbounded route;
+    ``ledger`` is the ledger's path when the run kept one, and
+    ``resumed_episodes`` how many episodes came from it rather than this run.
+    """
+
+    versions: Mapping[str, str]
+    argv: tuple[str, ...]
+    started_at: str
+    plan_digest: str | None = None
+    plan: Mapping[str, Any] | None = attrs.field(default=None, repr=False)
+    ledger: str | None = None
+    resumed_episodes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "versions": dict(self.versions),
+            "argv": list(self.argv),
+            "started_at": self.started_at,
+            "plan_digest": self.plan_digest,
+            "plan": self.plan,
+            "ledger": self.ledger,
+            "resumed_episodes": self.resumed_episodes,
+        }
 
 
 @attrs.frozen
@@ -21,6 +53,7 @@ class RouteOutcome:
 
     ``wall_s`` is the time from the route's start (after any wait for a
     concurrency slot) to its end; 0 for a route that never started.
+    ``retries`` counts the sessions the route reran after a broken connection.
     """
 
     route_id: str
@@ -30,6 +63,7 @@ class RouteOutcome:
     error: BaseException | None
     report: RouteReport | None
     wall_s: float = 0.0
+    retries: int = 0
 
     @property
     def episodes(self) -> Sequence[EpisodeResult]:
@@ -55,6 +89,7 @@ class RouteOutcome:
             "error": error,
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,
+            "retries": self.retries,
             "episodes": [_episode_dict(ep) for ep in self.episodes],
         }
 
@@ -74,6 +109,7 @@ def _episode_dict(ep: EpisodeResult) -> dict[str, Any]:
         "predict_ms": ep.predict_ms,
         "step_ms": ep.step_ms,
         "trial": ep.trial,
+        "attempts": ep.attempts,
     }
 
 
@@ -82,11 +118,15 @@ class RunReport:
     """Everything a run produced, in route order.
 
     ``success_rate`` is ``None`` unless every episode reported success, as in
-    rlmesh 0.1.0. ``steps_per_s`` is total steps over the run's wall time.
+    rlmesh 0.1.0. ``steps_per_s`` is the steps this run made over its wall
+    time: a resumed run's totals include the ledger's episodes
+    (``resumed_steps`` of its steps), its speed does not.
     """
 
     routes: tuple[RouteOutcome, ...]
     wall_s: float
+    meta: RunMeta | None = attrs.field(default=None, eq=False)
+    resumed_steps: int = 0
 
     @property
     def episodes(self) -> list[EpisodeResult]:
@@ -102,7 +142,8 @@ class RunReport:
 
     @property
     def steps_per_s(self) -> float:
-        return self.total_steps / self.wall_s if self.wall_s > 0 else 0.0
+        steps = self.total_steps - self.resumed_steps
+        return steps / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
     def mean_reward(self) -> float | None:
@@ -137,6 +178,9 @@ class RunReport:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "schema": REPORT_SCHEMA,
+            "schema_version": REPORT_VERSION,
+            "run": self.meta.to_dict() if self.meta is not None else None,
             "routes": [outcome.to_dict() for outcome in self.routes],
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,

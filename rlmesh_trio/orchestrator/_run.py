@@ -12,6 +12,7 @@ broken peer cannot hang the run, and no task outlives :func:`run_routes`.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import threading
 import time
@@ -23,17 +24,18 @@ from typing import Any, Literal
 import trio
 
 from .._errors import (
-    ConnectError,
     InvalidSpec,
-    OperationTimeout,
-    RlmeshTrioError,
     RouteCancelled,
     RunFailed,
-    format_duration,
 )
-from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
+from ..runtime import RouteReport, RuntimeHooks
+from ._attempts import RouteContext, RouteRun, aclose_endpoint, name_endpoint
+from ._durable import prepare_durable
 from ._endpoints import EndpointPool
+from ._plan import make_plan
+from ._pool import EnvGate
 from ._report import RouteOutcome, RouteStatus, RunReport
+from ._retry import DEFAULT_BACKOFF, RetryPolicy
 from ._route import Route
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
@@ -75,7 +77,7 @@ class _Slot:
         self.route_id = route_id
         self.env_label = "?"
         self.model_label = "?"
-        self.driver: RouteDriver | None = None
+        self.driver: RouteRun | None = None
         self.status: RouteStatus | None = None
         self.error: BaseException | None = None
         self.report: RouteReport | None = None
@@ -101,6 +103,7 @@ class _Slot:
             error=error,
             report=report,
             wall_s=self._wall(),
+            retries=self.driver.retries + self.driver.resumed_retries if self.driver else 0,
         )
 
     def _wall(self) -> float:
@@ -117,6 +120,18 @@ class Orchestrator:
     so it can write a partial report when interrupted. ``client_options``
     (``token=``, ``ssl=``, ``connect_timeout=``) go to every gRPC client made
     from an address in a route.
+
+    Durable runs: ``ledger=PATH`` appends every finished episode to a JSON
+    Lines ledger before it counts as done; ``resume=True`` runs only the
+    tickets the ledger lacks and reports the whole plan; ``retries=N`` reruns
+    a route's interrupted ticket on a new session after a broken connection,
+    waiting ``retry_backoff`` seconds (doubling, jittered, capped) first.
+    ``argv`` is recorded in the report and ledger (default ``sys.argv``).
+
+    Raises:
+        InvalidSpec: a bad option or route; ``LedgerExists`` for a non-empty
+            ledger without ``resume`` (the file untouched); ``PlanMismatch``
+            for a ledger of another plan; ``LedgerError`` for a corrupt one.
     """
 
     def __init__(
@@ -129,6 +144,11 @@ class Orchestrator:
         handle_sigint: bool = True,
         batch_predicts: bool = False,
         client_options: Mapping[str, Any] | None = None,
+        ledger: str | os.PathLike[str] | None = None,
+        resume: bool = False,
+        retries: int = 0,
+        retry_backoff: float = DEFAULT_BACKOFF,
+        argv: Sequence[str] | None = None,
     ) -> None:
         if on_failure not in _POLICIES:
             raise InvalidSpec(f"on_failure must be one of {_POLICIES}, got {on_failure!r}")
@@ -150,6 +170,14 @@ class Orchestrator:
         self.batch_predicts = batch_predicts
         self.client_options = dict(client_options or {})
         self._slots = [_Slot(rid) for rid in ids]
+        self._durable = prepare_durable(
+            make_plan(routes, ids),
+            ledger=ledger,
+            resume=resume,
+            policy=RetryPolicy(retries=retries, backoff=retry_backoff),
+            argv=argv,
+        )
+        self._gate = EnvGate()
         self._cancel_reason = CALLER_CANCELLED
         self._primary: tuple[str, BaseException] | None = None
         self._started_at: float | None = None
@@ -167,7 +195,10 @@ class Orchestrator:
         else:
             wall = 0.0
         return RunReport(
-            routes=tuple(slot.outcome(self._cancel_reason) for slot in self._slots), wall_s=wall
+            routes=tuple(slot.outcome(self._cancel_reason) for slot in self._slots),
+            wall_s=wall,
+            meta=self._durable.meta,
+            resumed_steps=sum(s.driver.resumed_steps for s in self._slots if s.driver),
         )
 
     def cancel(self, reason: str = CALLER_CANCELLED) -> None:
@@ -186,6 +217,7 @@ class Orchestrator:
         self._started_at = time.perf_counter()
         limiter = trio.CapacityLimiter(self.max_concurrency or max(1, len(self.routes)))
         services: list[trio.CancelScope] = []
+        writer = self._durable.open()
         try:
             async with asyncio_loop(), AsyncExitStack() as stack:
                 with self._scope:
@@ -202,6 +234,8 @@ class Orchestrator:
                             client_options=self.client_options,
                         )
                         stack.push_async_callback(self._close_shared, pool)
+                        if writer is not None:
+                            start_service(writer.sync_forever)
                         if self.handle_sigint and _in_main_thread():
                             start_service(self._watch_sigint)
                         async with trio.open_nursery() as nursery:
@@ -214,6 +248,7 @@ class Orchestrator:
                             scope.cancel()
         finally:
             self._wall = time.perf_counter() - self._started_at
+            self._durable.close()
         report = self.report()
         if self._interrupted:
             raise RunInterrupted(report)
@@ -252,67 +287,42 @@ class Orchestrator:
     ) -> None:
         async with limiter:
             task_status.started()
-            await self._drive(self._slots[index], route, pool)
+            # Routes sharing an env endpoint take turns on it (issue 12 item 4).
+            async with self._gate.hold(route.env):
+                await self._drive(self._slots[index], route, pool)
 
     async def _drive(self, slot: _Slot, route: Route, pool: EndpointPool) -> None:
-        where = f"route {slot.route_id}"
-        try:
-            env = pool.env(route.env, where)
-            model = pool.model(route.model, where)
-        except RlmeshTrioError as exc:
-            slot.status, slot.error = "failed", exc
-            self._failed(slot.route_id, exc)
-            return
-        slot.env_label, slot.model_label = env.label, model.label
-        spec = RouteSpec(
-            route_id=slot.route_id,
-            session_id=slot.route_id,
-            max_episodes=route.episode_budget,
-            close_env_on_end=route.close_env_on_end,
-            limits=route.limits or Limits(),
-            seeds=route.seeds,
-            max_episode_steps=route.max_episode_steps,
-            max_episode_seconds=route.max_episode_seconds,
-            execution_horizon=route.execution_horizon,
-            trial_index_base=route.trial_index_base,
-        )
+        def labels(env_label: str, model_label: str) -> None:
+            slot.env_label, slot.model_label = env_label, model_label
 
-        def on_error(error: BaseException) -> None:
-            # Known before the route's own bounded cleanup: siblings stop now.
-            self._failed(slot.route_id, _name_endpoint(error, env.label, model.label))
-
-        driver = RouteDriver(
-            spec,
-            env.env,
-            model.model,
+        context = RouteContext(
+            pool=pool,
+            durable=self._durable,
             hooks=self.hooks,
             cancel_reason=self._cancel_reason_now,
-            on_error=on_error,
+            failed=self._failed,
+            labels=labels,
         )
-        slot.driver = driver
+        runner = RouteRun(slot.route_id, route, context)
+        slot.driver = runner
         slot.started = time.perf_counter()
         try:
-            slot.report = await driver.run()
+            slot.report = await runner.run()
             slot.status = "completed"
         except trio.Cancelled:
             slot.status = "cancelled"
-            slot.error = driver.error or RouteCancelled(
-                slot.route_id, driver.step, self._cancel_reason
+            slot.error = runner.error or RouteCancelled(
+                slot.route_id, runner.step, self._cancel_reason
             )
-            slot.report = driver.report()
+            slot.report = runner.report()
             raise
         except Exception as exc:
-            error = _name_endpoint(exc, env.label, model.label)
             slot.status = "failed"
-            slot.error = error
-            slot.report = driver.report()
-            self._failed(slot.route_id, error)
+            slot.error = exc
+            slot.report = runner.report()
+            self._failed(slot.route_id, exc)
         finally:
             slot.ended = time.perf_counter()
-            if env.owned:
-                await _aclose(env.env, spec.limits.service_close_timeout)
-            if model.owned:
-                await _aclose(model.model, spec.limits.service_close_timeout)
 
     def _failed(self, route_id: str, error: BaseException) -> None:
         if self._primary is not None and self._primary[0] == route_id:
@@ -324,27 +334,9 @@ class Orchestrator:
                 self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
 
 
-_CONNECT_OPS = {"env.connect": "env", "model.connect": "model"}
-
-
-def _name_endpoint(error: BaseException, env_label: str, model_label: str) -> BaseException:
-    """A connect timeout names the address it could not reach (as a ``ConnectError``)."""
-    if isinstance(error, OperationTimeout) and error.operation in _CONNECT_OPS:
-        label = env_label if _CONNECT_OPS[error.operation] == "env" else model_label
-        named = ConnectError(
-            label, f"no handshake within {format_duration(error.timeout)} ({error})"
-        )
-        named.__cause__ = error
-        return named
-    return error
-
-
-async def _aclose(endpoint: Any, timeout: float) -> None:
-    with trio.CancelScope(shield=True), trio.move_on_after(timeout):
-        try:
-            await endpoint.aclose()
-        except Exception as exc:  # cleanup never hides the route's outcome
-            log.warning("closing endpoint %r failed: %s", endpoint, exc)
+# Kept under their old names for callers of this module.
+_name_endpoint = name_endpoint
+_aclose = aclose_endpoint
 
 
 async def _service(scope: trio.CancelScope, fn: Callable[[], Awaitable[None]]) -> None:

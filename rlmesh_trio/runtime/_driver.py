@@ -674,7 +674,7 @@ class RouteDriver:
         lane.steps = 0
         lane.reward = 0.0
         lane.predict_ms = lane.step_ms = 0.0
-        lane.trial = None if self._next_step else self._trial_base + index
+        lane.trial = None if self._next_step else self.spec.trial_for(index)
         lane.active = True
         lane.rolling = False
         lane.started_at = self._now()

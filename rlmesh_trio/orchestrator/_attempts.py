@@ -1,0 +1,339 @@
+"""One route's tickets across driver sessions: ledger writes, retries, the merged report.
+
+A route runs its pending tickets (planned, not yet in the ledger) in one
+driver session. When that session ends with an error a reconnect can cure
+(see ``_retry``) and retries remain, the route waits out the backoff, makes
+new endpoints (a new session: handshake, configure, resolve) and runs the
+tickets still pending, so the interrupted ticket starts again from its reset
+with the same seed. Each finished episode is written to the ledger by a hook
+on episode end, synchronously, before it counts as done: the route's report
+holds exactly the episodes the ledger holds (plus the ones it already had).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import attrs
+import trio
+
+from .._errors import ConnectError, OperationTimeout, RouteCancelled, format_duration
+from ..runtime import (
+    EpisodeCompletedEvent,
+    EpisodeResult,
+    EpisodeStartedEvent,
+    HookChain,
+    Limits,
+    RouteDriver,
+    RouteReport,
+    RouteSpec,
+    RuntimeHooks,
+    merge_telemetry,
+)
+from ..runtime._results import SeriesSnapshot, record_id
+from ._durable import DurableRun
+from ._endpoints import EndpointPool, ResolvedEnv, ResolvedModel
+from ._ledger import LedgerError
+from ._plan import Ticket
+from ._retry import is_retriable
+from ._route import Route
+
+__all__ = ["RouteRun", "aclose_endpoint", "name_endpoint"]
+
+log = logging.getLogger("rlmesh_trio.orchestrator")
+
+_CONNECT_OPS = {"env.connect": "env", "model.connect": "model"}
+
+
+def name_endpoint(error: BaseException, env_label: str, model_label: str) -> BaseException:
+    """A connect timeout names the address it could not reach (as a ``ConnectError``)."""
+    if isinstance(error, OperationTimeout) and error.operation in _CONNECT_OPS:
+        label = env_label if _CONNECT_OPS[error.operation] == "env" else model_label
+        named = ConnectError(
+            label, f"no handshake within {format_duration(error.timeout)} ({error})"
+        )
+        named.__cause__ = error
+        return named
+    return error
+
+
+async def aclose_endpoint(endpoint: Any, timeout: float) -> None:
+    """Close an endpoint we made, shielded and bounded by ``timeout``; failures are logged."""
+    with trio.CancelScope(shield=True), trio.move_on_after(timeout):
+        try:
+            await endpoint.aclose()
+        except Exception as exc:  # cleanup never hides the route's outcome
+            log.warning("closing endpoint %r failed: %s", endpoint, exc)
+
+
+class TicketHook(RuntimeHooks):
+    """Maps one session's episodes (start order) to its tickets and records each finished one."""
+
+    def __init__(
+        self, tickets: Sequence[Ticket], record: Callable[[Ticket, EpisodeResult], None]
+    ) -> None:
+        self.tickets = tickets
+        self.record = record
+        self.started: set[int] = set()
+
+    async def episode_started(self, event: EpisodeStartedEvent) -> None:
+        self.started.add(event.episode_index)
+
+    async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
+        # No checkpoint before record(): the episode is written before anything can cancel us.
+        index = event.episode_index
+        self.started.discard(index)
+        if index < len(self.tickets):
+            self.record(self.tickets[index], event.result)
+
+
+def _merge_samples(
+    reports: Sequence[RouteReport],
+) -> dict[tuple[str, str, str], SeriesSnapshot]:
+    merged: dict[tuple[str, str, str], SeriesSnapshot] = {}
+    for report in reports:
+        for key, (count, total, samples) in report.samples.items():
+            c, t, s = merged.get(key, (0, 0.0, ()))
+            merged[key] = (c + count, t + total, s + samples)
+    return merged
+
+
+@attrs.define(eq=False)
+class RouteContext:
+    """What a route run needs from its orchestrator."""
+
+    pool: EndpointPool
+    durable: DurableRun
+    hooks: RuntimeHooks | None
+    cancel_reason: Callable[[], str]
+    failed: Callable[[str, BaseException], None]
+    labels: Callable[[str, str], None]
+
+
+class RouteRun:
+    """One route's sessions; ``report()``, ``step`` and ``error`` read like a driver's.
+
+    Cancellation: a cancel while a session runs ends it as the driver does
+    (``RouteCancelled`` in ``error``, ``trio.Cancelled`` re-raised); a cancel
+    during a backoff wait ends the route the same way. Endpoints this run made
+    are closed after each session, shielded and bounded.
+    """
+
+    def __init__(self, route_id: str, route: Route, ctx: RouteContext) -> None:
+        self.route_id = route_id
+        self.route = route
+        self.ctx = ctx
+        self.tickets = ctx.durable.tickets(route_id)
+        self.results: dict[int, EpisodeResult] = ctx.durable.finished(route_id)
+        self.resumed = len(self.results)
+        self.resumed_steps = sum(ep.steps for ep in self.results.values())
+        self.failures: dict[int, int] = {}
+        self.retries = 0
+        self.reports: list[RouteReport] = []
+        self.error: BaseException | None = None
+        self._live: RouteDriver | None = None
+        self._scope: trio.CancelScope | None = None
+        self._write_error: BaseException | None = None
+        self._rng = random.Random(f"{route_id}:{ctx.durable.plan.digest}")
+        self._started: set[int] = set()
+        # Retries that earlier runs spent on the episodes the ledger already holds.
+        self.resumed_retries = sum(ep.attempts - 1 for ep in self.results.values())
+
+    # -- what a slot reads ---------------------------------------------------
+    @property
+    def step(self) -> int:
+        live = self._live.step if self._live is not None else 0
+        return sum(r.total_steps for r in self.reports) + live
+
+    def report(self) -> RouteReport:
+        """Every episode of the route so far (ledger, finished sessions, the running one)."""
+        reports = list(self.reports)
+        if self._live is not None:
+            reports.append(self._live.report())
+        if self.tickets is None and len(reports) == 1:
+            return reports[0]  # unplanned route: the driver's own report, as ever
+        episodes = self._episodes(reports)
+        first = reports[0] if reports else None
+        return RouteReport(
+            route_id=self.route_id,
+            session_id=first.session_id if first else self.route_id,
+            env_id=first.env_id if first else "",
+            total_steps=self.resumed_steps + sum(r.total_steps for r in reports),
+            total_episodes=len(episodes),
+            episodes=episodes,
+            telemetry=merge_telemetry(reports),
+            samples=_merge_samples(reports),
+        )
+
+    def _episodes(self, reports: Sequence[RouteReport]) -> tuple[EpisodeResult, ...]:
+        if self.tickets is None:
+            return tuple(ep for r in reports for ep in r.episodes)
+        return tuple(self.results[i] for i in sorted(self.results))
+
+    def pending(self) -> list[Ticket] | None:
+        """Tickets not finished yet (``None``: an unplanned route, run until cancelled)."""
+        if self.tickets is None:
+            return None
+        return [t for t in self.tickets if t.index not in self.results]
+
+    # -- running -------------------------------------------------------------
+    async def run(self) -> RouteReport:
+        """Run every pending ticket, retrying sessions as the policy allows.
+
+        Raises:
+            The last session's route error once retries are spent (or at once
+            for an error no retry can cure); ``LedgerError`` when the ledger
+            cannot be written. ``trio.Cancelled`` when cancelled.
+        """
+        while True:
+            pending = self.pending()
+            if pending is not None and not pending:
+                break  # everything is in the ledger already
+            try:
+                await self._session(pending)
+                break
+            except trio.Cancelled:
+                raise
+            except Exception as exc:
+                self.error = exc
+                if not self._will_retry(exc):
+                    raise
+                await self._before_retry(exc, pending)
+        self.error = None
+        return self.report()
+
+    def _will_retry(self, error: BaseException) -> bool:
+        return (
+            self._write_error is None
+            and self.retries < self.ctx.durable.policy.retries
+            and is_retriable(error)
+        )
+
+    async def _before_retry(self, error: BaseException, pending: list[Ticket] | None) -> None:
+        self.retries += 1
+        for index in self._interrupted(error, pending):
+            self.failures[index] = self.failures.get(index, 0) + 1
+        delay = self.ctx.durable.policy.delay(self.retries, self._rng)
+        log.info(
+            "route %s: retry %d of %d in %.2fs after: %s",
+            self.route_id,
+            self.retries,
+            self.ctx.durable.policy.retries,
+            delay,
+            error,
+        )
+        try:
+            await trio.sleep(delay)
+        except trio.Cancelled:
+            self.error = RouteCancelled(self.route_id, self.step, self.ctx.cancel_reason())
+            raise
+
+    def _interrupted(self, error: BaseException, pending: list[Ticket] | None) -> set[int]:
+        """Ticket indices the failed session had started and not finished."""
+        if pending is None:
+            return set()
+        left = [t.index for t in pending if t.index not in self.results]
+        found = {pending[i].index for i in self._started if i < len(pending)}
+        found &= set(left)
+        if not found and left and not isinstance(error, ConnectError):
+            found.add(left[0])  # failed inside its reset, before it was announced
+        return found
+
+    async def _session(self, pending: list[Ticket] | None) -> None:
+        route, where = self.route, f"route {self.route_id}"
+        env = self.ctx.pool.env(route.env, where)
+        try:
+            model = self.ctx.pool.model(route.model, where)
+        except BaseException:
+            if env.owned:
+                await aclose_endpoint(env.env, (route.limits or Limits()).service_close_timeout)
+            raise
+        self.ctx.labels(env.label, model.label)
+        spec = self._spec(pending)
+        hook = TicketHook(pending or (), self._record)
+        self._started = hook.started
+        hooks: RuntimeHooks = hook
+        if self.ctx.hooks is not None:
+            hooks = HookChain([hook, self.ctx.hooks])
+        driver = RouteDriver(
+            spec,
+            env.env,
+            model.model,
+            hooks=hooks if pending is not None else self.ctx.hooks,
+            cancel_reason=self.ctx.cancel_reason,
+            on_error=lambda error: self._on_error(error, env, model),
+        )
+        self._live = driver
+        try:
+            with trio.CancelScope() as scope:
+                self._scope = scope
+                await driver.run()
+        except Exception as exc:
+            named = name_endpoint(exc, env.label, model.label)
+            if named is exc:
+                raise
+            raise named from exc
+        except trio.Cancelled:
+            self.error = driver.error
+            raise
+        finally:
+            self._scope = None
+            self._live = None
+            self.reports.append(driver.report())
+            await self._close(env, model, spec.limits.service_close_timeout)
+        if self._write_error is not None:
+            raise self._write_error
+
+    def _on_error(self, error: BaseException, env: ResolvedEnv, model: ResolvedModel) -> None:
+        # Known before the session's bounded cleanup: siblings stop now, unless we retry.
+        named = name_endpoint(error, env.label, model.label)
+        if not self._will_retry(named):
+            self.ctx.failed(self.route_id, named)
+
+    async def _close(self, env: ResolvedEnv, model: ResolvedModel, timeout: float) -> None:
+        if env.owned:
+            await aclose_endpoint(env.env, timeout)
+        if model.owned:
+            await aclose_endpoint(model.model, timeout)
+
+    def _spec(self, pending: list[Ticket] | None) -> RouteSpec:
+        route = self.route
+        planned = pending is not None
+        return RouteSpec(
+            route_id=self.route_id,
+            session_id=self.route_id,
+            max_episodes=len(pending) if pending is not None else route.episode_budget,
+            close_env_on_end=route.close_env_on_end,
+            limits=route.limits or Limits(),
+            seeds=tuple(t.seed for t in pending or ()) if route.seeds is not None else None,
+            max_episode_steps=route.max_episode_steps,
+            max_episode_seconds=route.max_episode_seconds,
+            execution_horizon=route.execution_horizon,
+            trial_index_base=route.trial_index_base,
+            trials=tuple(t.trial for t in pending or ()) if planned else None,
+        )
+
+    # -- recording -----------------------------------------------------------
+    def _record(self, ticket: Ticket, result: EpisodeResult) -> None:
+        if self._write_error is not None:
+            return
+        result = attrs.evolve(
+            result,
+            index=ticket.index,
+            record_id=record_id(ticket.index),
+            attempts=1 + self.failures.get(ticket.index, 0),
+        )
+        writer = self.ctx.durable.writer
+        if writer is not None:
+            try:
+                writer.write_episode(ticket, result)
+            except OSError as exc:
+                # Not on disk, so not done: end the session; the route fails with this.
+                self._write_error = LedgerError(writer.path, f"cannot write: {exc}")
+                if self._scope is not None:
+                    self._scope.cancel()
+                return
+        self.results[ticket.index] = result
