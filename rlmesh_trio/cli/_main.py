@@ -16,6 +16,7 @@ import trio
 
 from .._errors import RlmeshTrioError, RunFailed
 from ..orchestrator import RunInterrupted, RunReport
+from ._durable import durable_kwargs, durable_options
 from ._summary import print_summary, write_report
 from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
 from ._tls import client_context, client_tls_options, server_context, server_tls_options
@@ -235,6 +236,7 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."
 )
 @client_tls_options
+@durable_options
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -253,8 +255,14 @@ def run_cmd(
     token: str | None,
     tls_ca: Path | None,
     use_tls: bool,
+    **durable: Any,
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
+
+    Long runs: --ledger FILE keeps every finished episode on disk; after a
+    crash or Ctrl+C, the same command with --resume runs only what is missing.
+    --retries N reconnects to a restarted server and reruns the interrupted
+    episode with its seed.
 
     Exit status: 0 when every route completed, 1 when any failed (the report is
     still written), 130 on Ctrl+C (a partial report is written).
@@ -283,6 +291,7 @@ def run_cmd(
             max_concurrency=max_concurrency,
             batch_predicts=batch_predicts,
             client_options=_client_options(token, tls_ca, use_tls),
+            **durable_kwargs(durable),
         )
     except click.BadParameter as exc:
         _fail(exc.format_message())

@@ -157,6 +157,9 @@ def prepare_durable(
 
 def _load_into(run: DurableRun, path: str) -> None:
     contents = read_ledger(path)
+    if not contents.header:
+        run.truncate_to = 0  # only a torn header: start afresh on the same file
+        return
     header_plan = contents.header.get("plan")
     if not isinstance(header_plan, Mapping):
         raise LedgerError(path, "the header has no plan")
@@ -189,6 +192,8 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
     """
     contents = read_ledger(path)
     header = contents.header
+    if not header:
+        raise LedgerError(os.fspath(path), "has no header line (only a torn one)")
     routes = header.get("plan", {}).get("routes", [])
     outcomes = []
     for route in routes:

@@ -116,6 +116,8 @@ def _check_header(path: str, header: Any) -> Mapping[str, Any]:
 def read_ledger(path: str | os.PathLike[str]) -> LedgerContents:
     """Read a ledger; a torn last line is skipped and counted in ``torn`` (and logged).
 
+    A file holding only a torn header reads as an empty ``header`` (``{}``).
+
     Raises:
         LedgerError: the file cannot be read, has no header, or a line before the
             last one is not a valid record.
@@ -145,6 +147,8 @@ def read_ledger(path: str | os.PathLike[str]) -> LedgerContents:
     if torn:
         log.warning("ledger %s: ignoring a torn last line (%d bytes)", name, torn)
     if not parsed:
+        if torn:  # the writer died inside its header: nothing was run yet
+            return LedgerContents({}, (), (), 0, torn)
         raise LedgerError(name, "has no header line")
     header = _check_header(name, parsed[0][1])
     entries: list[LedgerEntry] = []

@@ -356,6 +356,10 @@ async def run_routes(
     *,
     handle_sigint: bool = True,
     batch_predicts: bool = False,
+    ledger: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    retries: int = 0,
+    retry_backoff: float = DEFAULT_BACKOFF,
 ) -> RunReport:
     """Run ``routes`` concurrently and return a :class:`RunReport`.
 
@@ -377,8 +381,21 @@ async def run_routes(
     address into ``GroupedPredict`` round trips (see ``_batching``); results
     and per-route errors and timeouts are unchanged.
 
+    Durable runs (see :class:`Orchestrator`): ``ledger=PATH`` writes each
+    finished episode to a JSON Lines ledger before it counts as done;
+    ``resume=True`` runs only what the ledger lacks and reports the whole
+    plan; ``retries=N`` reruns an interrupted ticket from its reset, on a new
+    session, after a broken or unreachable connection (``retry_backoff``
+    seconds first, doubling, jittered). A retried failure cancels nothing.
+
     No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
     this call when needed.
+
+    Raises:
+        RunFailed: a route failed under ``cancel_siblings``.
+        RunInterrupted: Ctrl+C.
+        InvalidSpec: bad routes or options, a ledger that cannot be used
+            (``LedgerExists``, ``PlanMismatch``, ``LedgerError``).
     """
     orchestrator = Orchestrator(
         routes,
@@ -387,6 +404,10 @@ async def run_routes(
         max_concurrency=max_concurrency,
         handle_sigint=handle_sigint,
         batch_predicts=batch_predicts,
+        ledger=ledger,
+        resume=resume,
+        retries=retries,
+        retry_backoff=retry_backoff,
     )
     return await orchestrator.run()
 
@@ -398,6 +419,10 @@ def run(
     max_concurrency: int | None = None,
     *,
     batch_predicts: bool = False,
+    ledger: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    retries: int = 0,
+    retry_backoff: float = DEFAULT_BACKOFF,
 ) -> RunReport:
     """:func:`run_routes` from synchronous code (starts its own Trio run)."""
     return trio.run(
@@ -408,5 +433,9 @@ def run(
             on_failure=on_failure,
             max_concurrency=max_concurrency,
             batch_predicts=batch_predicts,
+            ledger=ledger,
+            resume=resume,
+            retries=retries,
+            retry_backoff=retry_backoff,
         )
     )
