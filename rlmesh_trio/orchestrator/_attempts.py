@@ -20,7 +20,13 @@ from typing import Any
 import attrs
 import trio
 
-from .._errors import ConnectError, OperationTimeout, RouteCancelled, format_duration
+from .._errors import (
+    ConnectError,
+    ModelRpcError,
+    OperationTimeout,
+    RouteCancelled,
+    format_duration,
+)
 from ..runtime import (
     EpisodeCompletedEvent,
     EpisodeResult,
@@ -88,6 +94,13 @@ class TicketHook(RuntimeHooks):
         self.started.discard(index)
         if index < len(self.tickets):
             self.record(self.tickets[index], event.result)
+
+
+def _model_broke(error: BaseException, model_label: str) -> bool:
+    """Whether ``error`` says the (shared) model connection is gone or unreachable."""
+    if isinstance(error, ModelRpcError):
+        return is_retriable(error)
+    return isinstance(error, ConnectError) and error.address == model_label
 
 
 def _merge_samples(
@@ -273,6 +286,8 @@ class RouteRun:
                 await driver.run()
         except Exception as exc:
             named = name_endpoint(exc, env.label, model.label)
+            if _model_broke(named, model.label):
+                self.ctx.pool.renew_model(route.model, model.model)
             if named is exc:
                 raise
             raise named from exc
