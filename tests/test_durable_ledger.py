@@ -9,7 +9,6 @@ from typing import Any
 
 import attrs
 import gymnasium as gym
-import numpy as np
 import pytest
 import trio
 
@@ -17,12 +16,9 @@ import rlmesh_trio as rt
 from rlmesh_trio.orchestrator._ledger import LEDGER_SCHEMA, read_ledger
 from rlmesh_trio.orchestrator._plan import make_plan
 
+from ._durable_policy import angle_policy, gymnasium_episode
+
 SEEDS = range(12)
-
-
-def angle_policy(obs: Any) -> int:
-    """Pushes toward the falling side, no lookahead: short CartPole episodes (tens of steps)."""
-    return 1 if float(obs[2]) > 0.0 else 0
 
 
 def cartpole() -> gym.Env:
@@ -31,20 +27,6 @@ def cartpole() -> gym.Env:
 
 def routes(seeds: Any = SEEDS, **options: Any) -> list[rt.Route]:
     return rt.shard(envs=[cartpole, cartpole, cartpole], model=angle_policy, seeds=seeds, **options)
-
-
-def gymnasium_episode(seed: int) -> tuple[int, int, float, bool, bool]:
-    """The same episode run by gymnasium directly: (seed, steps, reward, terminated, truncated)."""
-    env = gym.make("CartPole-v1")
-    obs, _ = env.reset(seed=seed)
-    steps, reward = 0, 0.0
-    while True:
-        obs, r, terminated, truncated, _ = env.step(angle_policy(np.asarray(obs)))
-        steps += 1
-        reward += float(r)
-        if terminated or truncated:
-            env.close()
-            return seed, steps, reward, bool(terminated), bool(truncated)
 
 
 def key(ep: rt.EpisodeResult) -> tuple[int | None, int, float, bool, bool]:

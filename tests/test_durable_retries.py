@@ -13,8 +13,9 @@ import rlmesh_trio as rt
 from rlmesh_trio.orchestrator._ledger import read_ledger
 from rlmesh_trio.orchestrator._retry import RetryPolicy, is_retriable
 
+from ._durable_policy import angle_policy, gymnasium_episode
 from ._restartable import RestartableEnv
-from .test_durable_ledger import angle_policy, by_seed, gymnasium_episode
+from .test_durable_ledger import by_seed
 
 
 class KillOnce(rt.RuntimeHooks):
