@@ -139,7 +139,7 @@ class RouteRun:
         self.route_id = route_id
         self.route = route
         self.ctx = ctx
-        self.tickets = ctx.durable.tickets(route_id)
+        self.queue = ctx.durable.queue(route_id)
         self.results: dict[int, EpisodeResult] = ctx.durable.finished(route_id)
         self.resumed = len(self.results)
         self.resumed_steps = sum(ep.steps for ep in self.results.values())
@@ -166,7 +166,7 @@ class RouteRun:
         reports = list(self.reports)
         if self._live is not None:
             reports.append(self._live.report())
-        if self.tickets is None and len(reports) == 1:
+        if self.queue is None and len(reports) == 1:
             return reports[0]  # unplanned route: the driver's own report, as ever
         episodes = self._episodes(reports)
         first = reports[0] if reports else None
@@ -182,32 +182,42 @@ class RouteRun:
         )
 
     def _episodes(self, reports: Sequence[RouteReport]) -> tuple[EpisodeResult, ...]:
-        if self.tickets is None:
+        if self.queue is None:
             return tuple(ep for r in reports for ep in r.episodes)
         return tuple(self.results[i] for i in sorted(self.results))
 
-    def pending(self) -> list[Ticket] | None:
-        """Tickets not finished yet (``None``: an unplanned route, run until cancelled)."""
-        if self.tickets is None:
-            return None
-        return [t for t in self.tickets if t.index not in self.results]
-
     # -- running -------------------------------------------------------------
     async def run(self) -> RouteReport:
-        """Run every pending ticket, retrying sessions as the policy allows.
+        """Run the route's tickets (claimed from its queue) to the end, retrying sessions.
 
         Raises:
             The last session's route error once retries are spent (or at once
             for an error no retry can cure); ``LedgerError`` when the ledger
-            cannot be written. ``trio.Cancelled`` when cancelled.
+            cannot be written. ``trio.Cancelled`` when cancelled. Tickets a
+            failed or cancelled route claimed and did not finish go back to
+            its queue (for the other routes of a ticket pool).
         """
+        if self.queue is None:
+            await self._batch(None)
+        else:
+            while batch := self.queue.claim():
+                try:
+                    await self._batch(batch)
+                except BaseException:
+                    self.queue.release([t for t in batch if t.index not in self.results])
+                    raise
+        self.error = None
+        return self.report()
+
+    async def _batch(self, batch: list[Ticket] | None) -> None:
+        """Run ``batch`` (``None``: unplanned, until cancelled) over as many sessions as needed."""
         while True:
-            pending = self.pending()
+            pending = None if batch is None else [t for t in batch if t.index not in self.results]
             if pending is not None and not pending:
-                break  # everything is in the ledger already
+                return
+            before = len(self.results)
             try:
                 await self._session(pending)
-                break
             except trio.Cancelled:
                 raise
             except Exception as exc:
@@ -215,8 +225,9 @@ class RouteRun:
                 if not self._will_retry(exc):
                     raise
                 await self._before_retry(exc, pending)
-        self.error = None
-        return self.report()
+                continue
+            if pending is None or len(self.results) == before:
+                return  # a session that ended well but ran nothing more will not next time
 
     def _will_retry(self, error: BaseException) -> bool:
         return (

@@ -30,7 +30,8 @@ from ._ledger import (
     ledger_is_empty,
     read_ledger,
 )
-from ._plan import Plan, PlanMismatch, Ticket, plan_digest
+from ._plan import Plan, PlanMismatch, plan_digest
+from ._pool import TicketQueue
 from ._report import RouteOutcome, RunMeta, RunReport
 from ._retry import RetryPolicy
 
@@ -82,15 +83,41 @@ class DurableRun:
     truncate_to: int | None = None
     writer: LedgerWriter | None = None
 
-    def tickets(self, route_id: str) -> tuple[Ticket, ...] | None:
-        for route in self.plan.routes:
-            if route.route_id == route_id:
-                return route.tickets
-        raise KeyError(route_id)
+    queues: dict[str, TicketQueue] = attrs.field(factory=dict)
+
+    def queue(self, route_id: str) -> TicketQueue | None:
+        """The tickets route ``route_id`` draws from (shared by a pool); ``None``: unplanned."""
+        entry = self.plan.entry(route_id)
+        queue = self.queues.get(entry.route_id)
+        if queue is None:
+            tickets = entry.tickets
+            if tickets is None:
+                return None
+            workers = sum(1 for o in self.plan.owners.values() if o == entry.route_id)
+            queue = TicketQueue(
+                (t for t in tickets if t.key not in self.done),
+                routes=workers,
+                dynamic=entry.dealing == "dynamic",
+            )
+            self.queues[entry.route_id] = queue
+        return queue
 
     def finished(self, route_id: str) -> dict[int, EpisodeResult]:
-        """Episodes of ``route_id`` already in the ledger, by episode index."""
-        return {e.result.index: e.result for e in self.done.values() if e.route_id == route_id}
+        """Episodes the ledger holds for ``route_id``, by episode index.
+
+        A pool's episodes go to the route that ran them, or to the pool's first
+        route when that route is not in this run.
+        """
+        owner = self.plan.owners.get(route_id, route_id)
+        workers = [rid for rid, o in self.plan.owners.items() if o == owner] or [route_id]
+        found: dict[int, EpisodeResult] = {}
+        for entry in self.done.values():
+            if entry.ticket.rsplit("/", 1)[0] != owner:
+                continue
+            runner = entry.route_id if entry.route_id in workers else workers[0]
+            if runner == route_id:
+                found[entry.result.index] = entry.result
+        return found
 
     def open(self) -> LedgerWriter | None:
         """Open the ledger for appending: a header for a new one, a ``resume`` line otherwise.
@@ -198,7 +225,7 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
     outcomes = []
     for route in routes:
         rid = str(route.get("route_id"))
-        mine = sorted((e for e in contents.entries if e.route_id == rid), key=_index)
+        mine = sorted((e for e in contents.entries if _owner(e) == rid), key=_index)
         episodes = tuple(e.result for e in mine)
         done = len(episodes) >= int(route.get("episodes") or 0)
         report = RouteReport(
@@ -222,6 +249,11 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
         )
     meta = _meta_from_header(header, str(os.fspath(path)), len(contents.entries))
     return RunReport(routes=tuple(outcomes), wall_s=_span(header, contents.entries), meta=meta)
+
+
+def _owner(entry: LedgerEntry) -> str:
+    """The plan entry (route or ticket pool) of a ledger entry's ticket."""
+    return entry.ticket.rsplit("/", 1)[0]
 
 
 def _index(entry: LedgerEntry) -> int:

@@ -22,6 +22,7 @@ __all__ = ["Plan", "PlanMismatch", "RoutePlan", "Ticket", "make_plan"]
 
 #: The fields of a route that make up the plan's identity, in the order differences are named.
 IDENTITY_FIELDS = (
+    "dealing",
     "episodes",
     "seeds",
     "trial_index_base",
@@ -58,7 +59,13 @@ class Ticket:
 
 @attrs.frozen
 class RoutePlan:
-    """What one route was asked to do; ``tickets`` is ``None`` for a route without a budget."""
+    """What one route (or one ticket pool) was asked to do.
+
+    ``tickets`` is ``None`` for a route without a budget. For a pool
+    (``dealing == "dynamic"``) ``route_id`` is the pool's name and the routes
+    drawing from it are not part of the identity: a resumed run may bring
+    more or fewer endpoints.
+    """
 
     route_id: str
     episodes: int | None
@@ -67,6 +74,7 @@ class RoutePlan:
     max_episode_steps: int | None
     max_episode_seconds: float | None
     execution_horizon: int
+    dealing: str = "static"
 
     @property
     def tickets(self) -> tuple[Ticket, ...] | None:
@@ -96,6 +104,16 @@ class Plan:
     """Every route's plan, in route order; ``digest`` is a stable hash of :meth:`identity`."""
 
     routes: tuple[RoutePlan, ...]
+    #: route id -> the plan entry it draws tickets from (its own id, or its pool's name).
+    owners: Mapping[str, str] = attrs.field(factory=dict, eq=False)
+
+    def entry(self, route_id: str) -> RoutePlan:
+        """The plan entry (route or pool) route ``route_id`` draws its tickets from."""
+        owner = self.owners.get(route_id, route_id)
+        for route in self.routes:
+            if route.route_id == owner:
+                return route
+        raise KeyError(route_id)
 
     @property
     def bounded(self) -> bool:
@@ -140,19 +158,51 @@ def plan_digest(identity: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def make_plan(routes: Sequence[Route], route_ids: Sequence[str]) -> Plan:
-    """Expand ``routes`` (with their resolved ids) into a :class:`Plan`."""
-    return Plan(
-        tuple(
-            RoutePlan(
-                route_id=rid,
-                episodes=route.episode_budget,
-                seeds=route.seeds,
-                trial_index_base=route.trial_index_base,
-                max_episode_steps=route.max_episode_steps,
-                max_episode_seconds=route.max_episode_seconds,
-                execution_horizon=route.execution_horizon,
-            )
-            for route, rid in zip(routes, route_ids, strict=True)
-        )
+def _route_plan(route: Route, plan_id: str, dealing: str) -> RoutePlan:
+    return RoutePlan(
+        route_id=plan_id,
+        episodes=route.episode_budget,
+        seeds=route.seeds,
+        trial_index_base=route.trial_index_base,
+        max_episode_steps=route.max_episode_steps,
+        max_episode_seconds=route.max_episode_seconds,
+        execution_horizon=route.execution_horizon,
+        dealing=dealing,
     )
+
+
+def make_plan(routes: Sequence[Route], route_ids: Sequence[str]) -> Plan:
+    """Expand ``routes`` (with their resolved ids) into a :class:`Plan`.
+
+    Routes sharing a ``ticket_pool`` become one entry named after the pool.
+
+    Raises:
+        InvalidSpec: routes of one pool disagree on their work, a pool has no
+            episode budget, or a pool's name is also a route id.
+    """
+    entries: dict[str, RoutePlan] = {}
+    owners: dict[str, str] = {}
+    for route, rid in zip(routes, route_ids, strict=True):
+        pool = route.ticket_pool
+        if pool is None:
+            if rid in entries:
+                raise InvalidSpec(f"route id {rid} is also the name of a ticket pool")
+            entries[rid] = _route_plan(route, rid, "static")
+            owners[rid] = rid
+            continue
+        entry = _route_plan(route, pool, "dynamic")
+        if entry.episodes is None:
+            raise InvalidSpec(f"ticket pool {pool}: needs seeds or an episode count")
+        known = entries.get(pool)
+        if known is not None and (known.dealing != "dynamic" or known != entry):
+            raise InvalidSpec(
+                f"ticket pool {pool}: route {rid} asks for different work than the pool's "
+                "first route (seeds, episodes, caps and trial base must agree), "
+                "or the pool's name is also a route id"
+            )
+        entries[pool] = entry
+        owners[rid] = pool
+    clash = [rid for rid, owner in owners.items() if owner != rid and rid in entries]
+    if clash:
+        raise InvalidSpec(f"route id {clash[0]} is also the name of a ticket pool")
+    return Plan(tuple(entries.values()), owners)

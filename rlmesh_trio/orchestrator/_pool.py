@@ -1,20 +1,30 @@
-"""Env endpoints handed out as they come free.
+"""Env endpoints handed out as they come free, and tickets handed to routes.
 
 An env endpoint serves one route at a time (one Join session). Routes that
 name the same endpoint (the same address, or the same env object) wait for
 it in route order instead of failing "endpoint is in use"; routes on
 different endpoints never wait for each other here.
+
+A :class:`TicketQueue` holds the unfinished tickets of one plan entry. A
+static route owns its queue and claims everything at once. Routes of one
+ticket pool (dynamic dealing) share a queue and claim chunks that shrink as
+the queue empties (guided self-scheduling: a chunk is the remainder over
+twice the number of routes), so a slow endpoint ends up with fewer tickets
+and a failed route's unfinished chunk goes back for the others.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Hashable
+import math
+from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
-__all__ = ["EnvGate", "env_key"]
+from ._plan import Ticket
+
+__all__ = ["EnvGate", "TicketQueue", "env_key"]
 
 
 def env_key(value: Any) -> Hashable | None:
@@ -67,3 +77,38 @@ class EnvGate:
         lock = self._locks.setdefault(key, trio.Lock())
         async with lock:
             yield
+
+
+class TicketQueue:
+    """Unfinished tickets of one route or ticket pool, in plan order.
+
+    Only the Trio thread touches it (no locks): a claim is never split
+    across a checkpoint, so two routes can never claim the same ticket.
+    """
+
+    def __init__(
+        self, tickets: Iterable[Ticket], *, routes: int = 1, dynamic: bool = False
+    ) -> None:
+        self._left: list[Ticket] = sorted(tickets, key=_index)
+        self._routes = max(1, routes)
+        self._dynamic = dynamic
+
+    def __len__(self) -> int:
+        return len(self._left)
+
+    def claim(self) -> list[Ticket]:
+        """The next tickets for one route (empty: nothing left)."""
+        if not self._dynamic:
+            chunk, self._left = self._left, []
+            return chunk
+        size = max(1, math.ceil(len(self._left) / (2 * self._routes)))
+        chunk, self._left = self._left[:size], self._left[size:]
+        return chunk
+
+    def release(self, tickets: Sequence[Ticket]) -> None:
+        """Give back tickets a route claimed and did not finish (first in line again)."""
+        self._left = sorted([*tickets, *self._left], key=_index)
+
+
+def _index(ticket: Ticket) -> int:
+    return ticket.index
