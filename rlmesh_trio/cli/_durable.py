@@ -1,4 +1,4 @@
-"""The long-run options of ``rlmesh-trio run``: --ledger, --resume, --retries, --retry-backoff."""
+"""The long-run options of ``rlmesh-trio run``: --dealing, --ledger, --resume, --retries, ..."""
 
 from __future__ import annotations
 
@@ -19,6 +19,14 @@ F = TypeVar("F", bound=Callable[..., Any])
 def durable_options(fn: F) -> F:
     """Add the long-run options to a click command (they arrive as keyword arguments)."""
     options = [
+        click.option(
+            "--dealing",
+            type=click.Choice(["static", "dynamic"]),
+            default="static",
+            show_default=True,
+            help="static: seeds dealt round-robin up front; dynamic: each --env takes the "
+            "next seeds as it comes free (identical env servers).",
+        ),
         click.option(
             "--ledger",
             type=click.Path(dir_okay=False, path_type=Path),

@@ -284,6 +284,7 @@ def run_cmd(
             max_episode_steps=max_episode_steps,
             max_episode_seconds=max_episode_seconds,
             trial_index_base=trial_index_base,
+            dealing=durable["dealing"],
         )
         orchestrator = Orchestrator(
             routes,
