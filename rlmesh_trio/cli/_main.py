@@ -259,11 +259,6 @@ def run_cmd(
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
 
-    Long runs: --ledger FILE keeps every finished episode on disk; after a
-    crash or Ctrl+C, the same command with --resume runs only what is missing.
-    --retries N reconnects to a restarted server and reruns the interrupted
-    episode with its seed.
-
     Exit status: 0 when every route completed, 1 when any failed (the report is
     still written), 130 on Ctrl+C (a partial report is written).
     """
@@ -299,6 +294,10 @@ def run_cmd(
     except RlmeshTrioError as exc:
         _fail(str(exc))
     report, code, message = trio.run(_run_with_progress, orchestrator, not no_progress)
+    _report_and_exit(report, code, message, json_path)
+
+
+def _report_and_exit(report: RunReport, code: int, message: str, json_path: Path | None) -> None:
     print_summary(report)
     if json_path is not None:
         write_report(report, json_path)

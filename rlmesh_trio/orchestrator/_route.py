@@ -153,22 +153,7 @@ def shard(
     routes: list[Route] = []
     factory: Callable[..., Route] = Route
     if seeds is not None:
-        seed_list = _seeds(seeds) or ()
-        if not seed_list:
-            raise InvalidSpec("shard got an empty seed list")
-        for i, env in enumerate(envs):
-            dealt = seed_list[i::count]
-            if dealt:
-                routes.append(
-                    factory(
-                        env=env,
-                        model=model,
-                        seeds=dealt,
-                        route_id=f"{route_id_prefix}-{i}",
-                        **route_options,
-                    )
-                )
-        return _deal_trials(routes)
+        return _deal_trials(_deal_seeds(envs, model, seeds, route_id_prefix, route_options))
     if episodes is None:
         raise InvalidSpec("shard needs seeds or episodes")
     if episodes < 1:
@@ -187,6 +172,21 @@ def shard(
                 )
             )
     return _deal_trials(routes)
+
+
+def _deal_seeds(
+    envs: Sequence[Any], model: Any, seeds: Iterable[int], prefix: str, options: dict[str, Any]
+) -> list[Route]:
+    """Seeds round-robin over ``envs``; envs that would get none are left out."""
+    seed_list = _seeds(seeds) or ()
+    if not seed_list:
+        raise InvalidSpec("shard got an empty seed list")
+    count = len(envs)
+    return [
+        Route(env=env, model=model, seeds=dealt, route_id=f"{prefix}-{i}", **options)
+        for i, env in enumerate(envs)
+        if (dealt := seed_list[i::count])
+    ]
 
 
 def _shard_dynamic(

@@ -381,21 +381,12 @@ async def run_routes(
     address into ``GroupedPredict`` round trips (see ``_batching``); results
     and per-route errors and timeouts are unchanged.
 
-    Durable runs (see :class:`Orchestrator`): ``ledger=PATH`` writes each
-    finished episode to a JSON Lines ledger before it counts as done;
-    ``resume=True`` runs only what the ledger lacks and reports the whole
-    plan; ``retries=N`` reruns an interrupted ticket from its reset, on a new
-    session, after a broken or unreachable connection (``retry_backoff``
-    seconds first, doubling, jittered). A retried failure cancels nothing.
+    ``ledger``, ``resume``, ``retries`` and ``retry_backoff``: durable runs,
+    as on :class:`Orchestrator` (which also lists what they raise). A retried
+    failure cancels nothing.
 
     No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
     this call when needed.
-
-    Raises:
-        RunFailed: a route failed under ``cancel_siblings``.
-        RunInterrupted: Ctrl+C.
-        InvalidSpec: bad routes or options, a ledger that cannot be used
-            (``LedgerExists``, ``PlanMismatch``, ``LedgerError``).
     """
     orchestrator = Orchestrator(
         routes,
