@@ -209,3 +209,44 @@ async def test_ledger_over_real_servers(tmp_path: Path) -> None:
         ledger.write_text("".join(lines[:4]))
         resumed = await rt.run_routes(plan, ledger=ledger, resume=True)
     assert by_seed(resumed) == by_seed(report) == [gymnasium_episode(s) for s in range(8)]
+
+
+def test_a_second_writer_on_the_same_ledger_is_refused(tmp_path: Path) -> None:
+    from rlmesh_trio.orchestrator._ledger import LedgerWriter
+
+    ledger = tmp_path / "l.jsonl"
+    holder = LedgerWriter(ledger)
+    try:
+        with pytest.raises(rt.LedgerError, match="in use by another run"):
+            rt.run(routes(), ledger=ledger, resume=True)
+    finally:
+        holder.close()
+    assert rt.run(routes(), ledger=ledger, resume=True).total_episodes == 12
+
+
+def test_a_route_the_ledger_finished_keeps_its_labels(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    plan = [rt.Route(env="127.0.0.1:9", model=angle_policy, seeds=(1,), route_id="done")]
+    lanes = [rt.Route(env=[cartpole(), cartpole()], model=angle_policy, seeds=(1,), route_id="x")]
+    # Written by a run over lanes, resumed over an address that is never contacted.
+    first = rt.run([attrs.evolve(lanes[0], route_id="done")], ledger=ledger)
+    resumed = rt.run(plan, ledger=ledger, resume=True)
+    assert resumed.ok and resumed.outcome("done").env == "127.0.0.1:9"
+    assert [key(e) for e in resumed.episodes] == [key(e) for e in first.episodes]
+
+
+def test_lanes_and_env_owned_resets_fill_every_ticket(tmp_path: Path) -> None:
+    def vector() -> gym.vector.VectorEnv:
+        return gym.vector.SyncVectorEnv([cartpole for _ in range(3)])
+
+    plan = [
+        rt.Route(env=vector, model=angle_policy, episodes=7, route_id="vec"),
+        rt.Route(env=[cartpole(), cartpole()], model=angle_policy, seeds=range(5), route_id="ln"),
+    ]
+    report = rt.run(plan, ledger=tmp_path / "l.jsonl")
+    assert report.ok
+    assert [ep.index for ep in report.outcome("vec").episodes] == list(range(7))
+    assert sorted(key(ep) for ep in report.outcome("ln").episodes) == [
+        gymnasium_episode(s) for s in range(5)
+    ]
+    assert len(read_ledger(tmp_path / "l.jsonl").entries) == 12

@@ -14,7 +14,7 @@ from typing import Any
 import click
 import trio
 
-from .._errors import RlmeshTrioError, RunFailed
+from .._errors import InvalidSpec, RlmeshTrioError, RunFailed
 from ..orchestrator import RunInterrupted, RunReport
 from ._durable import durable_kwargs, durable_options
 from ._summary import print_summary, write_report
@@ -321,6 +321,8 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
         return exc.report, EXIT_FAILED, str(exc)
     except RunInterrupted as exc:
         return exc.report, EXIT_INTERRUPTED, "interrupted; partial report kept"
+    except InvalidSpec as exc:  # the ledger could not be opened: nothing ran
+        _fail(str(exc))
     failed = [o for o in report.routes if o.status != "completed"]
     if failed:
         return report, EXIT_FAILED, f"{len(failed)} route(s) failed; first: {failed[0].error}"

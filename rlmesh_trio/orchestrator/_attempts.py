@@ -42,6 +42,7 @@ from ..runtime import (
 from ..runtime._results import SeriesSnapshot, record_id
 from ._durable import DurableRun
 from ._endpoints import EndpointPool, ResolvedEnv, ResolvedModel
+from ._endpoints import _env_label as env_label
 from ._ledger import LedgerError
 from ._plan import Ticket
 from ._retry import is_retriable
@@ -84,6 +85,7 @@ class TicketHook(RuntimeHooks):
         self.tickets = tickets
         self.record = record
         self.started: set[int] = set()
+        self._used: set[int] = set()
 
     async def episode_started(self, event: EpisodeStartedEvent) -> None:
         self.started.add(event.episode_index)
@@ -92,8 +94,21 @@ class TicketHook(RuntimeHooks):
         # No checkpoint before record(): the episode is written before anything can cancel us.
         index = event.episode_index
         self.started.discard(index)
-        if index < len(self.tickets):
-            self.record(self.tickets[index], event.result)
+        if index >= len(self.tickets) or index in self._used:
+            # An env that owns its resets (no seeds) may finish an episode it started past
+            # the budget first: it takes the first ticket still free.
+            index = next((i for i in range(len(self.tickets)) if i not in self._used), -1)
+            if index < 0:
+                return
+        self._used.add(index)
+        self.record(self.tickets[index], event.result)
+
+
+def _label(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    name = getattr(value, "__name__", None)
+    return name if isinstance(name, str) else env_label(value)
 
 
 def _model_broke(error: BaseException, model_label: str) -> bool:
@@ -151,6 +166,8 @@ class RouteRun:
         self._scope: trio.CancelScope | None = None
         self._write_error: BaseException | None = None
         self._rng = random.Random(f"{route_id}:{ctx.durable.plan.digest}")
+        # Labels before any session: a route the ledger already finished runs none.
+        ctx.labels(_label(route.env), _label(route.model))
         self._started: set[int] = set()
         # Retries that earlier runs spent on the episodes the ledger already holds.
         self.resumed_retries = sum(ep.attempts - 1 for ep in self.results.values())

@@ -123,11 +123,15 @@ class DurableRun:
         """Open the ledger for appending: a header for a new one, a ``resume`` line otherwise.
 
         Raises:
-            OSError: the file cannot be opened or written.
+            LedgerError: the file cannot be opened, or another run holds it.
+            OSError: the header cannot be written.
         """
         if self.ledger is None:
             return None
-        writer = LedgerWriter(self.ledger, truncate_to=self.truncate_to)
+        try:
+            writer = LedgerWriter(self.ledger, truncate_to=self.truncate_to)
+        except OSError as exc:
+            raise LedgerError(self.ledger, f"cannot open: {exc.strerror or exc}") from None
         meta = self.meta.to_dict()
         if self.fresh:
             writer.write({"schema": LEDGER_SCHEMA, "version": LEDGER_VERSION, **meta})
@@ -172,6 +176,11 @@ def prepare_durable(
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise LedgerError(path, f"folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise LedgerError(path, "is a folder, not a file")
+    writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(folder, os.W_OK)
+    if not writable:
+        raise LedgerError(path, "is not writable")
     if ledger_is_empty(path):
         return run
     if not resume:

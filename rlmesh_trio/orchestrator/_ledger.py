@@ -14,6 +14,7 @@ anything new is appended.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import logging
 import os
@@ -186,12 +187,23 @@ class LedgerWriter:
     """
 
     def __init__(self, path: str | os.PathLike[str], *, truncate_to: int | None = None) -> None:
+        """Open ``path`` for appending (created if missing), cutting it to ``truncate_to`` first.
+
+        Raises:
+            LedgerError: another writer holds the file's lock.
+            OSError: the file cannot be opened.
+        """
         self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            # One writer per ledger: a second run on the same file is refused, not interleaved.
+            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise LedgerError(self.path, "is in use by another run") from None
         if truncate_to is not None:
             # Cut a torn last line so the next record starts on a line of its own.
-            with open(self.path, "r+b") as handle:
-                handle.truncate(truncate_to)
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            os.ftruncate(self._fd, truncate_to)
         self._dirty = False
         self._wakeup = trio.Event()
         self.lines = 0
