@@ -1,6 +1,7 @@
-"""Env servers as subprocesses that can be SIGKILLed and restarted on the same port.
+"""Servers as subprocesses that can be SIGKILLed and restarted on the same port.
 
-Ours (``rlmesh-trio serve-env``) or rlmesh 0.1.0's (``python -m rlmesh._cli.serve_env``);
+Env servers, ours (``rlmesh-trio serve-env``) or rlmesh 0.1.0's
+(``python -m rlmesh._cli.serve_env``), or our model server (``serve-model``);
 each reports its address on a ``--ready-fd`` pipe, so nothing waits on the clock.
 """
 
@@ -17,7 +18,7 @@ from rlmesh_trio.testing import READY_FD, ServerProcess, spawn_server
 __all__ = ["RestartableEnv"]
 
 REPO = Path(__file__).resolve().parents[1]
-Kind = Literal["ours", "rlmesh"]
+Kind = Literal["ours", "rlmesh", "our-model"]
 
 
 class RestartableEnv:
@@ -38,6 +39,8 @@ class RestartableEnv:
         where = f"127.0.0.1:{self.port}"
         if self.kind == "ours":
             head = [sys.executable, "-m", "rlmesh_trio.cli", "serve-env", self.env_id]
+        elif self.kind == "our-model":  # env_id names the policy (module:callable)
+            head = [sys.executable, "-m", "rlmesh_trio.cli", "serve-model", self.env_id]
         else:
             head = [sys.executable, "-m", "rlmesh._cli.serve_env", "--env", self.env_id]
         return [*head, "--address", where, "--ready-fd", READY_FD]

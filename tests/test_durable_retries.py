@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import random
 from pathlib import Path
 from typing import Any
@@ -15,7 +16,7 @@ from rlmesh_trio.orchestrator._retry import RetryPolicy, is_retriable
 
 from ._durable_policy import angle_policy, gymnasium_episode
 from ._restartable import RestartableEnv
-from .test_durable_ledger import by_seed
+from .test_durable_ledger import by_seed, cartpole
 
 
 class KillOnce(rt.RuntimeHooks):
@@ -147,3 +148,53 @@ async def test_retries_over_rlmesh_env_servers(tmp_path: Path) -> None:
             )
     assert report.ok and report.outcome("route-0").retries >= 1
     assert by_seed(report) == [gymnasium_episode(s) for s in seeds]
+
+
+@pytest.mark.slow
+async def test_a_restarted_model_server_is_redialled_for_every_route(tmp_path: Path) -> None:
+    seeds = range(12)
+    with RestartableEnv("our-model", "tests._durable_policy:angle_policy") as model:
+        async with trio.open_nursery() as nursery:
+            hook = KillOnce(nursery, model, "route-0", after=2, back=True)
+            plan = rt.shard([cartpole, cartpole], model.address, seeds=seeds)
+            report = await rt.run_routes(
+                plan, hooks=hook, ledger=tmp_path / "l.jsonl", retries=8, retry_backoff=0.1
+            )
+        assert model.starts == 2
+    assert report.ok and report.outcome("route-0").retries >= 1
+    assert by_seed(report) == [gymnasium_episode(s) for s in seeds]
+
+
+@pytest.mark.slow
+async def test_cancel_during_a_backoff_ends_the_route_cancelled(tmp_path: Path) -> None:
+    ledger = tmp_path / "l.jsonl"
+    waiting = trio.Event()
+
+    class RetryWatch(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "retry 1 of" in record.getMessage():
+                waiting.set()
+
+    handler = RetryWatch(logging.INFO)
+    logger = logging.getLogger("rlmesh_trio.orchestrator")
+    logger.addHandler(handler)
+    previous = logger.level
+    logger.setLevel(logging.INFO)
+    try:
+        with RestartableEnv() as a:
+            async with trio.open_nursery() as nursery:
+                hook = KillOnce(nursery, a, "route-0", after=2, back=False)
+                plan = rt.shard([a.address], angle_policy, seeds=range(50))
+                orchestrator = rt.Orchestrator(
+                    plan, hooks=hook, ledger=ledger, retries=3, retry_backoff=60.0
+                )
+                nursery.start_soon(orchestrator.run)
+                await waiting.wait()  # the route is now in its (long) backoff
+                nursery.cancel_scope.cancel()
+    finally:
+        logger.removeHandler(handler)
+        logger.setLevel(previous)
+    outcome = orchestrator.report().outcome("route-0")
+    assert outcome.status == "cancelled" and isinstance(outcome.error, rt.RouteCancelled)
+    assert outcome.retries == 1 and len(outcome.episodes) == 2
+    assert len(read_ledger(ledger).entries) == 2

@@ -14,7 +14,6 @@ anything new is appended.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import os
@@ -40,6 +39,11 @@ __all__ = [
     "LedgerWriter",
     "read_ledger",
 ]
+
+try:  # POSIX: one writer per ledger file, enforced by an advisory lock
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX: no lock
+    fcntl = None  # type: ignore[assignment]
 
 log = logging.getLogger("rlmesh_trio.ledger")
 
@@ -197,7 +201,8 @@ class LedgerWriter:
         self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             # One writer per ledger: a second run on the same file is refused, not interleaved.
-            fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
             os.close(self._fd)
             raise LedgerError(self.path, "is in use by another run") from None
