@@ -29,7 +29,7 @@ from .._errors import (
     RunFailed,
 )
 from ..runtime import RouteReport, RuntimeHooks
-from ._attempts import RouteContext, RouteRun, aclose_endpoint, name_endpoint
+from ._attempts import RouteContext, RouteRun
 from ._durable import prepare_durable
 from ._endpoints import EndpointPool
 from ._plan import make_plan
@@ -332,11 +332,6 @@ class Orchestrator:
             self._primary = (route_id, error)
             if self.on_failure == "cancel_siblings":
                 self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
-
-
-# Kept under their old names for callers of this module.
-_name_endpoint = name_endpoint
-_aclose = aclose_endpoint
 
 
 async def _service(scope: trio.CancelScope, fn: Callable[[], Awaitable[None]]) -> None:
