@@ -91,6 +91,7 @@ def test_resume_runs_only_what_is_missing_and_reports_the_whole_plan(tmp_path: P
     resumed = rt.run(routes(), ledger=ledger, resume=True)
     assert resumed.ok and resumed.total_episodes == 12
     assert resumed.meta is not None and resumed.meta.resumed_episodes == 5
+    assert resumed.meta.ledger_torn_bytes == 37  # reported, and cut before appending
     assert by_seed(resumed) == by_seed(full)
     assert resumed.total_steps == full.total_steps
     contents = read_ledger(ledger)

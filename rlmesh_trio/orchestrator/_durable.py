@@ -193,6 +193,7 @@ def prepare_durable(
 
 def _load_into(run: DurableRun, path: str) -> None:
     contents = read_ledger(path)
+    run.meta = attrs.evolve(run.meta, ledger_torn_bytes=contents.torn)
     if not contents.header:
         run.truncate_to = 0  # only a torn header: start afresh on the same file
         return

@@ -23,8 +23,9 @@ class RunMeta:
     """Where a run came from: package versions, argv, start time (UTC, ISO 8601), its plan.
 
     ``plan_digest``/``plan`` are ``None`` for a run with an unbounded route;
-    ``ledger`` is the ledger's path when the run kept one, and
-    ``resumed_episodes`` how many episodes came from it rather than this run.
+    ``ledger`` is the ledger's path when the run kept one,
+    ``resumed_episodes`` how many episodes came from it rather than this run,
+    and ``ledger_torn_bytes`` the size of a torn last line cut off on resume.
     """
 
     versions: Mapping[str, str]
@@ -34,6 +35,7 @@ class RunMeta:
     plan: Mapping[str, Any] | None = attrs.field(default=None, repr=False)
     ledger: str | None = None
     resumed_episodes: int = 0
+    ledger_torn_bytes: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -44,6 +46,7 @@ class RunMeta:
             "plan": self.plan,
             "ledger": self.ledger,
             "resumed_episodes": self.resumed_episodes,
+            "ledger_torn_bytes": self.ledger_torn_bytes,
         }
 
 
