@@ -34,6 +34,17 @@ class KillOnce(rt.RuntimeHooks):
         self.nursery, self.server, self.route_id = nursery, server, route_id
         self.left, self.back = after, back
         self.restarted = trio.Event()
+        self.sessions: list[tuple[str, str]] = []
+
+    async def session_started(self, event: Any) -> None:
+        self.sessions.append(("started", event.route_id))
+
+    async def session_ended(self, event: Any) -> None:
+        self.sessions.append(("ended", event.route_id))
+        self.ended_episodes = event.total_episodes
+
+    async def session_failed(self, event: Any) -> None:
+        self.sessions.append(("failed", event.route_id))
 
     async def episode_completed(self, event: Any) -> None:
         if event.route_id != self.route_id or self.left <= 0:
@@ -104,6 +115,10 @@ async def test_a_restarted_env_server_is_reconnected_and_the_ticket_rerun(tmp_pa
     tickets = [entry.ticket for entry in read_ledger(ledger).entries]
     assert len(tickets) == len(set(tickets)) == 16
     assert report.to_dict()["routes"][0]["retries"] == first.retries
+    # The caller's hooks see each route's sessions as one: started once, ended once.
+    assert sorted(hook.sessions) == sorted(
+        [("started", "route-0"), ("ended", "route-0"), ("started", "route-1"), ("ended", "route-1")]
+    )
 
 
 @pytest.mark.slow

@@ -37,6 +37,9 @@ from ..runtime import (
     RouteReport,
     RouteSpec,
     RuntimeHooks,
+    SessionEndedEvent,
+    SessionFailedEvent,
+    SessionStartedEvent,
     merge_telemetry,
 )
 from ..runtime._results import SeriesSnapshot, record_id
@@ -104,6 +107,47 @@ class TicketHook(RuntimeHooks):
         self.record(self.tickets[index], event.result)
 
 
+class SessionsAsOne(HookChain):
+    """The caller's hooks see a route's sessions as one session.
+
+    Only the first ``session_started`` passes; ``session_ended`` /
+    ``session_failed`` are held back and :meth:`flush` sends the last one
+    (with the whole route's totals) when the route is over, so a retried or
+    chunked route does not look ended (or failed) to a progress bar halfway.
+    """
+
+    def __init__(self, hooks: RuntimeHooks) -> None:
+        super().__init__([hooks])
+        self._started = False
+        self._end: SessionEndedEvent | SessionFailedEvent | None = None
+
+    async def session_started(self, event: SessionStartedEvent) -> None:
+        if not self._started:
+            self._started = True
+            await super().session_started(event)
+
+    async def session_ended(self, event: SessionEndedEvent) -> None:
+        self._end = event
+
+    async def session_failed(self, event: SessionFailedEvent) -> None:
+        self._end = event
+
+    async def flush(self, total_steps: int, total_episodes: int, timeout: float) -> None:
+        """Send the held end event (shielded, bounded by ``timeout``; failures are logged)."""
+        end, self._end = self._end, None
+        if end is None:
+            return
+        with trio.CancelScope(shield=True), trio.move_on_after(timeout):
+            try:
+                if isinstance(end, SessionEndedEvent):
+                    end = attrs.evolve(end, total_steps=total_steps, total_episodes=total_episodes)
+                    await super().session_ended(end)
+                else:
+                    await super().session_failed(end)
+            except Exception as exc:  # event hooks are best-effort, as in the driver
+                log.warning("route %s: runtime hook failed: %s", end.route_id, exc)
+
+
 def _label(value: Any) -> str:
     if isinstance(value, str):
         return value
@@ -169,6 +213,7 @@ class RouteRun:
         # Labels before any session: a route the ledger already finished runs none.
         ctx.labels(_label(route.env), _label(route.model))
         self._started: set[int] = set()
+        self._user_hooks = SessionsAsOne(ctx.hooks) if ctx.hooks is not None else None
         # Retries that earlier runs spent on the episodes the ledger already holds.
         self.resumed_retries = sum(ep.attempts - 1 for ep in self.results.values())
 
@@ -214,15 +259,20 @@ class RouteRun:
             failed or cancelled route claimed and did not finish go back to
             its queue (for the other routes of a ticket pool).
         """
-        if self.queue is None:
-            await self._batch(None)
-        else:
-            while batch := self.queue.claim():
-                try:
-                    await self._batch(batch)
-                except BaseException:
-                    self.queue.release([t for t in batch if t.index not in self.results])
-                    raise
+        try:
+            if self.queue is None:
+                await self._batch(None)
+            else:
+                while batch := self.queue.claim():
+                    try:
+                        await self._batch(batch)
+                    except BaseException:
+                        self.queue.release([t for t in batch if t.index not in self.results])
+                        raise
+        finally:
+            if self._user_hooks is not None:
+                close = (self.route.limits or Limits()).service_close_timeout
+                await self._user_hooks.flush(self.step, self.report().total_episodes, close)
         self.error = None
         return self.report()
 
@@ -297,13 +347,13 @@ class RouteRun:
         hook = TicketHook(pending or (), self._record)
         self._started = hook.started
         hooks: RuntimeHooks = hook
-        if self.ctx.hooks is not None:
-            hooks = HookChain([hook, self.ctx.hooks])
+        if self._user_hooks is not None:
+            hooks = HookChain([hook, self._user_hooks])
         driver = RouteDriver(
             spec,
             env.env,
             model.model,
-            hooks=hooks if pending is not None else self.ctx.hooks,
+            hooks=hooks if pending is not None else self._user_hooks,
             cancel_reason=self.ctx.cancel_reason,
             on_error=lambda error: self._on_error(error, env, model),
         )
