@@ -156,3 +156,16 @@ def test_pool_routes_must_agree_on_their_work() -> None:
         rt.Orchestrator([one, clash])
     with pytest.raises(rt.InvalidSpec, match="dealing must be one of"):
         rt.shard(["a:1"], "m:1", seeds=[1], dealing="random")  # type: ignore[arg-type]
+
+
+@pytest.mark.slow
+async def test_a_dead_endpoint_retrying_holds_nothing_hostage() -> None:
+    """Under cancel_siblings too: while the dead route backs off, the others take its share."""
+    async with cartpole_servers(2) as addresses:
+        plan = rt.shard(
+            [closed_port_address(), *addresses], angle_policy, seeds=range(20), dealing="dynamic"
+        )
+        report = await rt.run_routes(plan, retries=1000, retry_backoff=0.05)
+    dead = report.routes[0]
+    assert report.ok and dead.retries >= 1 and dead.total_episodes == 0
+    assert by_seed(report) == [gymnasium_episode(s) for s in range(20)]

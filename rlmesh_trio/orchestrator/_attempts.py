@@ -202,7 +202,6 @@ class RouteRun:
         self.results: dict[int, EpisodeResult] = ctx.durable.finished(route_id)
         self.resumed = len(self.results)
         self.resumed_steps = sum(ep.steps for ep in self.results.values())
-        self.failures: dict[int, int] = {}
         self.retries = 0
         self.reports: list[RouteReport] = []
         self.error: BaseException | None = None
@@ -252,23 +251,22 @@ class RouteRun:
     async def run(self) -> RouteReport:
         """Run the route's tickets (claimed from its queue) to the end, retrying sessions.
 
+        A session that fails gives back the tickets it did not finish before
+        the retry's backoff, and the route claims again afterwards: in a
+        ticket pool the other routes run them meanwhile.
+
         Raises:
             The last session's route error once retries are spent (or at once
             for an error no retry can cure); ``LedgerError`` when the ledger
-            cannot be written. ``trio.Cancelled`` when cancelled. Tickets a
-            failed or cancelled route claimed and did not finish go back to
-            its queue (for the other routes of a ticket pool).
+            cannot be written. ``trio.Cancelled`` when cancelled.
         """
         try:
             if self.queue is None:
-                await self._batch(None)
+                while not await self._attempt(None):
+                    pass
             else:
                 while batch := self.queue.claim():
-                    try:
-                        await self._batch(batch)
-                    except BaseException:
-                        self.queue.release([t for t in batch if t.index not in self.results])
-                        raise
+                    await self._attempt(batch)
         finally:
             if self._user_hooks is not None:
                 close = (self.route.limits or Limits()).service_close_timeout
@@ -276,25 +274,36 @@ class RouteRun:
         self.error = None
         return self.report()
 
-    async def _batch(self, batch: list[Ticket] | None) -> None:
-        """Run ``batch`` (``None``: unplanned, until cancelled) over as many sessions as needed."""
-        while True:
-            pending = None if batch is None else [t for t in batch if t.index not in self.results]
-            if pending is not None and not pending:
-                return
-            before = len(self.results)
-            try:
-                await self._session(pending)
-            except trio.Cancelled:
+    async def _attempt(self, batch: list[Ticket] | None) -> bool:
+        """One session over ``batch`` (``None``: unplanned); False when it is to be retried.
+
+        Whatever the session did not finish goes back to the queue.
+        """
+        before = len(self.results)
+        try:
+            await self._session(batch)
+        except trio.Cancelled:
+            self._give_back(batch)
+            raise
+        except Exception as exc:
+            self._give_back(batch)
+            self.error = exc
+            if not self._will_retry(exc):
                 raise
-            except Exception as exc:
-                self.error = exc
-                if not self._will_retry(exc):
-                    raise
-                await self._before_retry(exc, pending)
-                continue
-            if pending is None or len(self.results) == before:
-                return  # a session that ended well but ran nothing more will not next time
+            await self._before_retry(exc, batch)
+            return False
+        if self._give_back(batch) and len(self.results) == before:
+            # The driver ends a session only after its budget; this would loop forever.
+            raise RuntimeError(f"route {self.route_id}: a session ended without finishing")
+        return True
+
+    def _give_back(self, batch: list[Ticket] | None) -> bool:
+        """Return ``batch``'s unfinished tickets to the queue; whether there were any."""
+        if batch is None or self.queue is None:
+            return False
+        left = [t for t in batch if t.index not in self.results]
+        self.queue.release(left)
+        return bool(left)
 
     def _will_retry(self, error: BaseException) -> bool:
         return (
@@ -305,8 +314,9 @@ class RouteRun:
 
     async def _before_retry(self, error: BaseException, pending: list[Ticket] | None) -> None:
         self.retries += 1
+        failures = self.queue.failures if self.queue is not None else {}
         for index in self._interrupted(error, pending):
-            self.failures[index] = self.failures.get(index, 0) + 1
+            failures[index] = failures.get(index, 0) + 1
         delay = self.ctx.durable.policy.delay(self.retries, self._rng)
         log.info(
             "route %s: retry %d of %d in %.2fs after: %s",
@@ -417,7 +427,8 @@ class RouteRun:
             result,
             index=ticket.index,
             record_id=record_id(ticket.index),
-            attempts=1 + self.failures.get(ticket.index, 0),
+            attempts=1
+            + (self.queue.failures.get(ticket.index, 0) if self.queue is not None else 0),
         )
         writer = self.ctx.durable.writer
         if writer is not None:

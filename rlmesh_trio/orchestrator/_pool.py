@@ -92,6 +92,8 @@ class TicketQueue:
         self._left: list[Ticket] = sorted(tickets, key=_index)
         self._routes = max(1, routes)
         self._dynamic = dynamic
+        #: Failed sessions each ticket was part of (by episode index), whoever ran them.
+        self.failures: dict[int, int] = {}
 
     def __len__(self) -> int:
         return len(self._left)
