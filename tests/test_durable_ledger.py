@@ -251,3 +251,12 @@ def test_lanes_and_env_owned_resets_fill_every_ticket(tmp_path: Path) -> None:
         gymnasium_episode(s) for s in range(5)
     ]
     assert len(read_ledger(tmp_path / "l.jsonl").entries) == 12
+
+
+def test_route_spec_trials_list_one_trial_per_episode() -> None:
+    spec = rt.RouteSpec(route_id="r", session_id="s", seeds=(5, 6, 7), trials=(9, 4, 11))
+    spec.validate()
+    assert [spec.trial_for(i) for i in range(3)] == [9, 4, 11]
+    assert rt.RouteSpec(route_id="r", session_id="s", trial_index_base=3).trial_for(2) == 5
+    with pytest.raises(rt.InvalidSpec, match="one trial >= 0 per episode"):
+        rt.RouteSpec(route_id="r", session_id="s", seeds=(5, 6), trials=(1,)).validate()
