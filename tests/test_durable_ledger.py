@@ -122,8 +122,28 @@ def test_resume_after_cancel_is_identical_to_an_uninterrupted_run(tmp_path: Path
             await rt.Orchestrator(routes(), hooks=StopAfter(scope, 4), ledger=ledger).run()
 
     trio.run(interrupted)
-    assert 4 <= len(read_ledger(ledger).entries) < 12
-    resumed = rt.run(routes(), ledger=ledger, resume=True)
+    kept = {e.ticket for e in read_ledger(ledger).entries}
+    assert 4 <= len(kept) < 12
+
+    class Seen(rt.RuntimeHooks):
+        def __init__(self) -> None:
+            self.started: set[str] = set()
+            self.completed: set[str] = set()
+
+        async def episode_started(self, event: Any) -> None:
+            self.started.add(f"{event.route_id}/{event.episode_index}")
+
+        async def episode_completed(self, event: Any) -> None:
+            assert event.result.index == event.episode_index
+            self.completed.add(f"{event.route_id}/{event.episode_index}")
+
+    seen = Seen()
+    resumed = trio.run(
+        lambda: rt.Orchestrator(routes(), hooks=seen, ledger=ledger, resume=True).run()
+    )
+    # The caller's hooks name the tickets the resumed run ran, by their planned index.
+    missing = {f"route-{i % 3}/{i // 3}" for i in SEEDS} - kept
+    assert seen.started == seen.completed == missing
     assert by_seed(resumed) == [gymnasium_episode(s) for s in SEEDS]
     # Episodes keep their planned index and trial on every route.
     for outcome in resumed.routes:

@@ -28,18 +28,13 @@ from .._errors import (
     format_duration,
 )
 from ..runtime import (
-    EpisodeCompletedEvent,
     EpisodeResult,
-    EpisodeStartedEvent,
     HookChain,
     Limits,
     RouteDriver,
     RouteReport,
     RouteSpec,
     RuntimeHooks,
-    SessionEndedEvent,
-    SessionFailedEvent,
-    SessionStartedEvent,
     merge_telemetry,
 )
 from ..runtime._results import SeriesSnapshot, record_id
@@ -50,6 +45,7 @@ from ._ledger import LedgerError
 from ._plan import Ticket
 from ._retry import is_retriable
 from ._route import Route
+from ._route_hooks import SessionsAsOne, TicketHook
 
 __all__ = ["RouteRun", "aclose_endpoint", "name_endpoint"]
 
@@ -77,75 +73,6 @@ async def aclose_endpoint(endpoint: Any, timeout: float) -> None:
             await endpoint.aclose()
         except Exception as exc:  # cleanup never hides the route's outcome
             log.warning("closing endpoint %r failed: %s", endpoint, exc)
-
-
-class TicketHook(RuntimeHooks):
-    """Maps one session's episodes (start order) to its tickets and records each finished one."""
-
-    def __init__(
-        self, tickets: Sequence[Ticket], record: Callable[[Ticket, EpisodeResult], None]
-    ) -> None:
-        self.tickets = tickets
-        self.record = record
-        self.started: set[int] = set()
-        self._used: set[int] = set()
-
-    async def episode_started(self, event: EpisodeStartedEvent) -> None:
-        self.started.add(event.episode_index)
-
-    async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
-        # No checkpoint before record(): the episode is written before anything can cancel us.
-        index = event.episode_index
-        self.started.discard(index)
-        if index >= len(self.tickets) or index in self._used:
-            # An env that owns its resets (no seeds) may finish an episode it started past
-            # the budget first: it takes the first ticket still free.
-            index = next((i for i in range(len(self.tickets)) if i not in self._used), -1)
-            if index < 0:
-                return
-        self._used.add(index)
-        self.record(self.tickets[index], event.result)
-
-
-class SessionsAsOne(HookChain):
-    """The caller's hooks see a route's sessions as one session.
-
-    Only the first ``session_started`` passes; ``session_ended`` /
-    ``session_failed`` are held back and :meth:`flush` sends the last one
-    (with the whole route's totals) when the route is over, so a retried or
-    chunked route does not look ended (or failed) to a progress bar halfway.
-    """
-
-    def __init__(self, hooks: RuntimeHooks) -> None:
-        super().__init__([hooks])
-        self._started = False
-        self._end: SessionEndedEvent | SessionFailedEvent | None = None
-
-    async def session_started(self, event: SessionStartedEvent) -> None:
-        if not self._started:
-            self._started = True
-            await super().session_started(event)
-
-    async def session_ended(self, event: SessionEndedEvent) -> None:
-        self._end = event
-
-    async def session_failed(self, event: SessionFailedEvent) -> None:
-        self._end = event
-
-    async def flush(self, total_steps: int, total_episodes: int, timeout: float) -> None:
-        """Send the held end event (shielded, bounded by ``timeout``; failures are logged)."""
-        end, self._end = self._end, None
-        if end is None:
-            return
-        with trio.CancelScope(shield=True), trio.move_on_after(timeout):
-            try:
-                if isinstance(end, SessionEndedEvent):
-                    end = attrs.evolve(end, total_steps=total_steps, total_episodes=total_episodes)
-                    await super().session_ended(end)
-                else:
-                    await super().session_failed(end)
-            except Exception as exc:  # event hooks are best-effort, as in the driver
-                log.warning("route %s: runtime hook failed: %s", end.route_id, exc)
 
 
 def _label(value: Any) -> str:
@@ -212,7 +139,7 @@ class RouteRun:
         # Labels before any session: a route the ledger already finished runs none.
         ctx.labels(_label(route.env), _label(route.model))
         self._started: set[int] = set()
-        self._user_hooks = SessionsAsOne(ctx.hooks) if ctx.hooks is not None else None
+        self._user_hooks = SessionsAsOne(ctx.hooks, self.results) if ctx.hooks is not None else None
         # Retries that earlier runs spent on the episodes the ledger already holds.
         self.resumed_retries = sum(ep.attempts - 1 for ep in self.results.values())
 
@@ -358,6 +285,7 @@ class RouteRun:
         self._started = hook.started
         hooks: RuntimeHooks = hook
         if self._user_hooks is not None:
+            self._user_hooks.session = hook if pending is not None else None
             hooks = HookChain([hook, self._user_hooks])
         driver = RouteDriver(
             spec,
