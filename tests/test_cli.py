@@ -23,6 +23,7 @@ ROUTE_KEYS = {
     "error",
     "total_steps",
     "total_episodes",
+    "retries",  # issue 15: the report's contract grew
     "episodes",
 }
 EPISODE_KEYS = {
@@ -39,8 +40,12 @@ EPISODE_KEYS = {
     "predict_ms",
     "step_ms",
     "trial",
+    "attempts",  # issue 15
 }
 TOP_KEYS = {
+    "schema",  # issue 15: schema name + version, run metadata
+    "schema_version",
+    "run",
     "routes",
     "total_steps",
     "total_episodes",

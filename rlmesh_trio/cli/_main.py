@@ -24,6 +24,7 @@ from ._checks import (
     user_message,
 )
 from ._distributed import backend_options, check_backend_options, run_distributed_cli
+from ._durable import durable_kwargs, durable_options
 from ._summary import print_summary, write_report
 from ._targets import (
     build_first_envs,
@@ -264,6 +265,7 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
 )
 @client_tls_options
 @backend_options
+@durable_options
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -285,6 +287,7 @@ def run_cmd(
     backend: str,
     ray_address: str | None,
     shards: int | None,
+    **durable: Any,
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
 
@@ -295,6 +298,7 @@ def run_cmd(
     every route refused before any episode), 130 on Ctrl+C (a partial report).
     """
     _check_run_options(seeds, episodes, backend, ray_address, shards, tls_ca is not None or use_tls)
+    _check_durable_backend(backend, durable)
     try:
         routes = _routes(
             envs,
@@ -306,6 +310,7 @@ def run_cmd(
             max_episode_steps=max_episode_steps,
             max_episode_seconds=max_episode_seconds,
             trial_index_base=trial_index_base,
+            dealing=durable["dealing"],
         )
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
         if backend != "local":
@@ -318,7 +323,7 @@ def run_cmd(
                 *run_distributed_cli(routes, progress=not no_progress, **where, **options),
                 json_path,
             )
-        orchestrator = Orchestrator(routes, **options)
+        orchestrator = Orchestrator(routes, **options, **durable_kwargs(durable))
     except click.UsageError as exc:
         _fail(exc.format_message())
     except RlmeshTrioError as exc:
@@ -360,6 +365,23 @@ def _check_run_options(
         mistake = "--tls-ca/--tls do not travel to shards yet; use --backend local"
     if mistake is not None:
         _fail(mistake)
+
+
+def _check_durable_backend(backend: str, durable: dict[str, Any]) -> None:
+    if backend == "local":
+        return
+    used = [
+        flag
+        for flag, on in (
+            ("--ledger", durable.get("ledger") is not None),
+            ("--resume", bool(durable.get("resume"))),
+            ("--retries", bool(durable.get("retries"))),
+            ("--dealing dynamic", durable.get("dealing") == "dynamic"),
+        )
+        if on
+    ]
+    if used:
+        _fail(f"{', '.join(used)} go with --backend local for now (shards replay lost work)")
 
 
 def _routes(
@@ -408,6 +430,8 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
         return exc.report, EXIT_FAILED, str(exc)
     except RunInterrupted as exc:
         return exc.report, EXIT_INTERRUPTED, "interrupted; partial report kept"
+    except InvalidSpec as exc:  # the ledger could not be opened: nothing ran
+        _fail(user_message(exc))
     mistake = spec_mistake(report)
     if mistake is not None:
         return report, EXIT_USAGE, mistake

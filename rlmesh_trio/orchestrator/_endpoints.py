@@ -100,6 +100,16 @@ class EndpointPool:
             f"got {type(value).__name__}"
         )
 
+    def renew_model(self, value: Any, broken: RuntimeModel) -> None:
+        """Forget the shared client of model address ``value`` if it is still ``broken``.
+
+        The next :meth:`model` call dials a new one (a retry after the model
+        connection broke); the old client is still closed at the end of the run.
+        """
+        shared = self._models.get(value) if isinstance(value, str) else None
+        if shared is not None and shared.model is broken:
+            del self._models[value]
+
     def model(self, value: Any, where: str) -> ResolvedModel:
         if isinstance(value, str):
             shared = self._models.get(value)

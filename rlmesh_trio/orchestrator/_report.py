@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, Literal
 
 import attrs
@@ -13,9 +13,52 @@ from .._errors import RlmeshTrioError
 from ..runtime import EpisodeResult, RouteReport, TelemetryRow, merge_telemetry
 from ._finite import nonfinite_note, raw_float, strict_json_value
 
-__all__ = ["RouteOutcome", "RouteStatus", "RunFailed", "RunReport"]
+__all__ = [
+    "REPORT_SCHEMA",
+    "REPORT_VERSION",
+    "RouteOutcome",
+    "RouteStatus",
+    "RunFailed",
+    "RunMeta",
+    "RunReport",
+]
 
 RouteStatus = Literal["completed", "failed", "cancelled"]
+#: The JSON report's contract: ``{"schema": REPORT_SCHEMA, "schema_version": REPORT_VERSION}``.
+REPORT_SCHEMA = "rlmesh-trio.report"
+REPORT_VERSION = 2
+
+
+@attrs.frozen
+class RunMeta:
+    """Where a run came from: package versions, argv, start time (UTC, ISO 8601), its plan.
+
+    ``plan_digest``/``plan`` are ``None`` for a run with an unbounded route;
+    ``ledger`` is the ledger's path when the run kept one,
+    ``resumed_episodes`` how many episodes came from it rather than this run,
+    and ``ledger_torn_bytes`` the size of a torn last line cut off on resume.
+    """
+
+    versions: Mapping[str, str]
+    argv: tuple[str, ...]
+    started_at: str
+    plan_digest: str | None = None
+    plan: Mapping[str, Any] | None = attrs.field(default=None, repr=False)
+    ledger: str | None = None
+    resumed_episodes: int = 0
+    ledger_torn_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "versions": dict(self.versions),
+            "argv": list(self.argv),
+            "started_at": self.started_at,
+            "plan_digest": self.plan_digest,
+            "plan": self.plan,
+            "ledger": self.ledger,
+            "resumed_episodes": self.resumed_episodes,
+            "ledger_torn_bytes": self.ledger_torn_bytes,
+        }
 
 
 @attrs.frozen
@@ -24,6 +67,7 @@ class RouteOutcome:
 
     ``wall_s`` is the time from the route's start (after any wait for a
     concurrency slot) to its end; 0 for a route that never started.
+    ``retries`` counts the sessions the route reran after a broken connection.
     """
 
     route_id: str
@@ -33,6 +77,7 @@ class RouteOutcome:
     error: BaseException | None
     report: RouteReport | None
     wall_s: float = 0.0
+    retries: int = 0
 
     @property
     def episodes(self) -> Sequence[EpisodeResult]:
@@ -58,6 +103,7 @@ class RouteOutcome:
             "error": error,
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,
+            "retries": self.retries,
             "episodes": [_episode_dict(ep) for ep in self.episodes],
         }
 
@@ -77,6 +123,7 @@ def _episode_dict(ep: EpisodeResult) -> dict[str, Any]:
         "predict_ms": ep.predict_ms,
         "step_ms": ep.step_ms,
         "trial": ep.trial,
+        "attempts": ep.attempts,
     }
     if not math.isfinite(ep.reward):
         # Strict JSON has no NaN: the number becomes null, the raw value stays readable.
@@ -90,11 +137,15 @@ class RunReport:
     """Everything a run produced, in route order.
 
     ``success_rate`` is ``None`` unless every episode reported success, as in
-    rlmesh 0.1.0. ``steps_per_s`` is total steps over the run's wall time.
+    rlmesh 0.1.0. ``steps_per_s`` is the steps this run made over its wall
+    time: a resumed run's totals include the ledger's episodes
+    (``resumed_steps`` of its steps), its speed does not.
     """
 
     routes: tuple[RouteOutcome, ...]
     wall_s: float
+    meta: RunMeta | None = attrs.field(default=None, eq=False)
+    resumed_steps: int = 0
 
     @property
     def episodes(self) -> list[EpisodeResult]:
@@ -110,7 +161,8 @@ class RunReport:
 
     @property
     def steps_per_s(self) -> float:
-        return self.total_steps / self.wall_s if self.wall_s > 0 else 0.0
+        steps = self.total_steps - self.resumed_steps
+        return steps / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
     def mean_reward(self) -> float | None:
@@ -155,6 +207,9 @@ class RunReport:
         if note:
             summary["mean_reward_note"] = note
         return {
+            "schema": REPORT_SCHEMA,
+            "schema_version": REPORT_VERSION,
+            "run": self.meta.to_dict() if self.meta is not None else None,
             "routes": [outcome.to_dict() for outcome in self.routes],
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,

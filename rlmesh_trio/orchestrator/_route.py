@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import attrs
 
@@ -16,6 +16,8 @@ from ..transport._address import parse_address
 __all__ = ["Route", "shard"]
 
 MAX_EXECUTION_HORIZON = 1024
+Dealing = Literal["static", "dynamic"]
+_DEALINGS = ("static", "dynamic")
 
 
 def _seeds(value: Iterable[int] | None) -> tuple[int, ...] | None:
@@ -85,6 +87,12 @@ class Route:
     resets the runtime owns; refused for NEXT_STEP envs, as in rlmesh).
     Episode ``i`` of the route walks trial ``trial_index_base + i`` (see
     :class:`~rlmesh_trio.runtime.RouteSpec`).
+
+    ``ticket_pool``: routes that name the same pool share ONE list of
+    episodes (their seeds/episodes, caps and trial base must agree): each
+    route runs the next unclaimed episodes whenever its endpoint is free, so
+    a slow endpoint runs fewer and a dead one's unfinished episodes go to the
+    others (``shard(..., dealing="dynamic")`` makes such routes).
     """
 
     env: Any
@@ -98,6 +106,7 @@ class Route:
     execution_horizon: int = 1
     max_episode_seconds: float | None = None
     trial_index_base: int = 0
+    ticket_pool: str | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_route(self)
@@ -119,6 +128,7 @@ def shard(
     *,
     episodes: int | None = None,
     route_id_prefix: str = "route",
+    dealing: Dealing = "static",
     **route_options: Any,
 ) -> list[Route]:
     """One route per env, sharing ``model``, with seeds or episodes dealt out deterministically.
@@ -130,31 +140,26 @@ def shard(
     except that a ``trial_index_base`` is dealt in blocks: each route starts
     where the previous route's episodes end, so every episode of the run walks
     its own trial.
+
+    ``dealing="dynamic"`` deals nothing up front: every route gets the whole
+    list in one ``ticket_pool`` (named ``route_id_prefix``) and endpoints take
+    the next episodes as they come free (meant for identical env endpoints).
+    Episode ``i`` of the list keeps seed ``seeds[i]`` and trial ``base + i``
+    whichever endpoint runs it.
     """
     if not envs:
         raise InvalidSpec("shard needs at least one env")
+    if dealing not in _DEALINGS:
+        raise InvalidSpec(f"dealing must be one of {_DEALINGS}, got {dealing!r}")
+    if dealing == "dynamic":
+        return _shard_dynamic(envs, model, seeds, episodes, route_id_prefix, route_options)
     if seeds is not None and episodes is not None:
         raise InvalidSpec("shard takes seeds or episodes, not both")
     count = len(envs)
     routes: list[Route] = []
     factory: Callable[..., Route] = Route
     if seeds is not None:
-        seed_list = _seeds(seeds) or ()
-        if not seed_list:
-            raise InvalidSpec("shard got an empty seed list")
-        for i, env in enumerate(envs):
-            dealt = seed_list[i::count]
-            if dealt:
-                routes.append(
-                    factory(
-                        env=env,
-                        model=model,
-                        seeds=dealt,
-                        route_id=f"{route_id_prefix}-{i}",
-                        **route_options,
-                    )
-                )
-        return _deal_trials(routes)
+        return _deal_trials(_deal_seeds(envs, model, seeds, route_id_prefix, route_options))
     if episodes is None:
         raise InvalidSpec("shard needs seeds or episodes")
     if episodes < 1:
@@ -173,6 +178,50 @@ def shard(
                 )
             )
     return _deal_trials(routes)
+
+
+def _deal_seeds(
+    envs: Sequence[Any], model: Any, seeds: Iterable[int], prefix: str, options: dict[str, Any]
+) -> list[Route]:
+    """Seeds round-robin over ``envs``; envs that would get none are left out."""
+    seed_list = _seeds(seeds) or ()
+    if not seed_list:
+        raise InvalidSpec("shard got an empty seed list")
+    count = len(envs)
+    return [
+        Route(env=env, model=model, seeds=dealt, route_id=f"{prefix}-{i}", **options)
+        for i, env in enumerate(envs)
+        if (dealt := seed_list[i::count])
+    ]
+
+
+def _shard_dynamic(
+    envs: Sequence[Any],
+    model: Any,
+    seeds: Iterable[int] | None,
+    episodes: int | None,
+    prefix: str,
+    options: dict[str, Any],
+) -> list[Route]:
+    if seeds is not None and episodes is not None:
+        raise InvalidSpec("shard takes seeds or episodes, not both")
+    seed_list = _seeds(seeds) if seeds is not None else None
+    if seed_list is None and episodes is None:
+        raise InvalidSpec("shard needs seeds or episodes")
+    if seed_list is not None and not seed_list:
+        raise InvalidSpec("shard got an empty seed list")
+    return [
+        Route(
+            env=env,
+            model=model,
+            seeds=seed_list,
+            episodes=episodes,
+            route_id=f"{prefix}-{i}",
+            ticket_pool=prefix,
+            **options,
+        )
+        for i, env in enumerate(envs)
+    ]
 
 
 def _deal_trials(routes: list[Route]) -> list[Route]:

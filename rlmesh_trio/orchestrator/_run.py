@@ -12,6 +12,7 @@ broken peer cannot hang the run, and no task outlives :func:`run_routes`.
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -22,21 +23,22 @@ from typing import Any, Literal
 import trio
 
 from .._errors import (
-    ConnectError,
     InvalidSpec,
-    OperationTimeout,
-    RlmeshTrioError,
     RouteCancelled,
-    format_duration,
     rebuild_exception,
 )
 from .._signals import RUN_SIGNALS, wait_for_signal
-from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
+from ..runtime import RouteReport, RuntimeHooks
 from ..runtime._hooks import as_runtime_hooks
+from ._attempts import RouteContext, RouteRun
 from ._checks import check_distinct_env_objects
+from ._durable import prepare_durable
 from ._endpoints import EndpointPool
 from ._entry import require_no_running_loop, require_trio_run
+from ._plan import make_plan
+from ._pool import EnvGate
 from ._report import RouteOutcome, RouteStatus, RunFailed, RunReport
+from ._retry import DEFAULT_BACKOFF, RetryPolicy
 from ._route import Route
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
@@ -81,7 +83,7 @@ class _Slot:
         self.route_id = route_id
         self.env_label = "?"
         self.model_label = "?"
-        self.driver: RouteDriver | None = None
+        self.driver: RouteRun | None = None
         self.status: RouteStatus | None = None
         self.error: BaseException | None = None
         self.report: RouteReport | None = None
@@ -107,6 +109,7 @@ class _Slot:
             error=error,
             report=report,
             wall_s=self._wall(),
+            retries=self.driver.retries + self.driver.resumed_retries if self.driver else 0,
         )
 
     def _wall(self) -> float:
@@ -123,6 +126,18 @@ class Orchestrator:
     so it can write a partial report when interrupted. ``client_options``
     (``token=``, ``ssl=``, ``connect_timeout=``) go to every gRPC client made
     from an address in a route.
+
+    Durable runs: ``ledger=PATH`` appends every finished episode to a JSON
+    Lines ledger before it counts as done; ``resume=True`` runs only the
+    tickets the ledger lacks and reports the whole plan; ``retries=N`` reruns
+    a route's interrupted ticket on a new session after a broken connection,
+    waiting ``retry_backoff`` seconds (doubling, jittered, capped) first.
+    ``argv`` is recorded in the report and ledger (default ``sys.argv``).
+
+    Raises:
+        InvalidSpec: a bad option or route; ``LedgerExists`` for a non-empty
+            ledger without ``resume`` (the file untouched); ``PlanMismatch``
+            for a ledger of another plan; ``LedgerError`` for a corrupt one.
     """
 
     def __init__(
@@ -135,6 +150,11 @@ class Orchestrator:
         handle_sigint: bool = True,
         batch_predicts: bool = False,
         client_options: Mapping[str, Any] | None = None,
+        ledger: str | os.PathLike[str] | None = None,
+        resume: bool = False,
+        retries: int = 0,
+        retry_backoff: float = DEFAULT_BACKOFF,
+        argv: Sequence[str] | None = None,
     ) -> None:
         if on_failure not in _POLICIES:
             raise InvalidSpec(f"on_failure must be one of {_POLICIES}, got {on_failure!r}")
@@ -157,6 +177,14 @@ class Orchestrator:
         self.batch_predicts = batch_predicts
         self.client_options = dict(client_options or {})
         self._slots = [_Slot(rid) for rid in ids]
+        self._durable = prepare_durable(
+            make_plan(routes, ids),
+            ledger=ledger,
+            resume=resume,
+            policy=RetryPolicy(retries=retries, backoff=retry_backoff),
+            argv=argv,
+        )
+        self._gate = EnvGate()
         self._cancel_reason = CALLER_CANCELLED
         self._primary: tuple[str, BaseException] | None = None
         self._failures_seen: set[str] = set()  # each failing route is logged once
@@ -175,7 +203,10 @@ class Orchestrator:
         else:
             wall = 0.0
         return RunReport(
-            routes=tuple(slot.outcome(self._cancel_reason) for slot in self._slots), wall_s=wall
+            routes=tuple(slot.outcome(self._cancel_reason) for slot in self._slots),
+            wall_s=wall,
+            meta=self._durable.meta,
+            resumed_steps=sum(s.driver.resumed_steps for s in self._slots if s.driver),
         )
 
     def cancel(self, reason: str = CALLER_CANCELLED) -> None:
@@ -196,6 +227,7 @@ class Orchestrator:
         self._started_at = time.perf_counter()
         limiter = trio.CapacityLimiter(self.max_concurrency or max(1, len(self.routes)))
         services: list[trio.CancelScope] = []
+        writer = self._durable.open()
         try:
             async with asyncio_loop(), AsyncExitStack() as stack:
                 with self._scope:
@@ -212,6 +244,8 @@ class Orchestrator:
                             client_options=self.client_options,
                         )
                         stack.push_async_callback(self._close_shared, pool)
+                        if writer is not None:
+                            start_service(writer.sync_forever)
                         if self.handle_sigint and _in_main_thread():
                             start_service(self._watch_sigint)
                         async with trio.open_nursery() as nursery:
@@ -224,6 +258,7 @@ class Orchestrator:
                             scope.cancel()
         finally:
             self._wall = time.perf_counter() - self._started_at
+            self._durable.close()
         report = self.report()
         if self._interrupted:
             raise RunInterrupted(report)
@@ -260,67 +295,42 @@ class Orchestrator:
     ) -> None:
         async with limiter:
             task_status.started()
-            await self._drive(self._slots[index], route, pool)
+            # Routes sharing an env endpoint take turns on it (issue 12 item 4).
+            async with self._gate.hold(route.env):
+                await self._drive(self._slots[index], route, pool)
 
     async def _drive(self, slot: _Slot, route: Route, pool: EndpointPool) -> None:
-        where = f"route {slot.route_id}"
-        try:
-            env = pool.env(route.env, where)
-            model = pool.model(route.model, where)
-        except RlmeshTrioError as exc:
-            slot.status, slot.error = "failed", exc
-            self._failed(slot.route_id, exc)
-            return
-        slot.env_label, slot.model_label = env.label, model.label
-        spec = RouteSpec(
-            route_id=slot.route_id,
-            session_id=slot.route_id,
-            max_episodes=route.episode_budget,
-            close_env_on_end=route.close_env_on_end,
-            limits=route.limits or Limits(),
-            seeds=route.seeds,
-            max_episode_steps=route.max_episode_steps,
-            max_episode_seconds=route.max_episode_seconds,
-            execution_horizon=route.execution_horizon,
-            trial_index_base=route.trial_index_base,
-        )
+        def labels(env_label: str, model_label: str) -> None:
+            slot.env_label, slot.model_label = env_label, model_label
 
-        def on_error(error: BaseException) -> None:
-            # Known before the route's own bounded cleanup: siblings stop now.
-            self._failed(slot.route_id, _name_endpoint(error, env.label, model.label))
-
-        driver = RouteDriver(
-            spec,
-            env.env,
-            model.model,
+        context = RouteContext(
+            pool=pool,
+            durable=self._durable,
             hooks=self.hooks,
             cancel_reason=self._cancel_reason_now,
-            on_error=on_error,
+            failed=self._failed,
+            labels=labels,
         )
-        slot.driver = driver
+        runner = RouteRun(slot.route_id, route, context)
+        slot.driver = runner
         slot.started = time.perf_counter()
         try:
-            slot.report = await driver.run()
+            slot.report = await runner.run()
             slot.status = "completed"
         except trio.Cancelled:
             slot.status = "cancelled"
-            slot.error = driver.error or RouteCancelled(
-                slot.route_id, driver.step, self._cancel_reason
+            slot.error = runner.error or RouteCancelled(
+                slot.route_id, runner.step, self._cancel_reason
             )
-            slot.report = driver.report()
+            slot.report = runner.report()
             raise
         except Exception as exc:
-            error = _name_endpoint(exc, env.label, model.label)
             slot.status = "failed"
-            slot.error = error
-            slot.report = driver.report()
-            self._failed(slot.route_id, error)
+            slot.error = exc
+            slot.report = runner.report()
+            self._failed(slot.route_id, exc)
         finally:
             slot.ended = time.perf_counter()
-            if env.owned:
-                await _aclose(env.env, spec.limits.service_close_timeout)
-            if model.owned:
-                await _aclose(model.model, spec.limits.service_close_timeout)
 
     def _failed(self, route_id: str, error: BaseException) -> None:
         if route_id in self._failures_seen:
@@ -331,29 +341,6 @@ class Orchestrator:
             self._primary = (route_id, error)
             if self.on_failure == "cancel_siblings":
                 self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
-
-
-_CONNECT_OPS = {"env.connect": "env", "model.connect": "model"}
-
-
-def _name_endpoint(error: BaseException, env_label: str, model_label: str) -> BaseException:
-    """A connect timeout names the address it could not reach (as a ``ConnectError``)."""
-    if isinstance(error, OperationTimeout) and error.operation in _CONNECT_OPS:
-        label = env_label if _CONNECT_OPS[error.operation] == "env" else model_label
-        named = ConnectError(
-            label, f"no handshake within {format_duration(error.timeout)} ({error})"
-        )
-        named.__cause__ = error
-        return named
-    return error
-
-
-async def _aclose(endpoint: Any, timeout: float) -> None:
-    with trio.CancelScope(shield=True), trio.move_on_after(timeout):
-        try:
-            await endpoint.aclose()
-        except Exception as exc:  # cleanup never hides the route's outcome
-            log.warning("closing endpoint %r failed: %s", endpoint, exc)
 
 
 async def _service(scope: trio.CancelScope, fn: Callable[[], Awaitable[None]]) -> None:
@@ -374,6 +361,10 @@ async def run_routes(
     handle_sigint: bool = True,
     batch_predicts: bool = False,
     client_options: Mapping[str, Any] | None = None,
+    ledger: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    retries: int = 0,
+    retry_backoff: float = DEFAULT_BACKOFF,
 ) -> RunReport:
     """Run ``routes`` concurrently and return a :class:`RunReport`.
 
@@ -400,6 +391,9 @@ async def run_routes(
     ``hooks`` is a :class:`~rlmesh_trio.RuntimeHooks` (a ``HookChain`` for
     several), or any object with one or more ``async def`` hook methods (the
     rest do nothing); anything else is refused up front.
+    ``ledger``, ``resume``, ``retries`` and ``retry_backoff``: durable runs,
+    as on :class:`Orchestrator` (which also lists what they raise). A retried
+    failure cancels nothing.
 
     No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
     this call when needed.
@@ -417,6 +411,10 @@ async def run_routes(
         handle_sigint=handle_sigint,
         batch_predicts=batch_predicts,
         client_options=client_options,
+        ledger=ledger,
+        resume=resume,
+        retries=retries,
+        retry_backoff=retry_backoff,
     )
     return await orchestrator.run()
 
@@ -429,6 +427,10 @@ def run(
     *,
     batch_predicts: bool = False,
     client_options: Mapping[str, Any] | None = None,
+    ledger: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    retries: int = 0,
+    retry_backoff: float = DEFAULT_BACKOFF,
 ) -> RunReport:
     """:func:`run_routes` from synchronous code (starts its own Trio run).
 
@@ -447,5 +449,9 @@ def run(
             max_concurrency=max_concurrency,
             batch_predicts=batch_predicts,
             client_options=client_options,
+            ledger=ledger,
+            resume=resume,
+            retries=retries,
+            retry_backoff=retry_backoff,
         )
     )

@@ -85,7 +85,7 @@ class EpisodeBook:
         """The trial episode ``index`` (start order) walks; ``None`` when the env owns resets."""
         if self.env_owns_resets:
             return None
-        return self._spec.trial_index_base + index
+        return self._spec.trial_for(index)
 
     def may_start(self) -> bool:
         """Whether the budget leaves room for another episode to start."""

@@ -53,6 +53,8 @@ class EpisodeResult:
     frames is spread over the steps it served), ``None`` before its first
     step; ``trial`` is ``trial_index_base + index`` (``None`` when the env
     owns its resets). These three are as in rlmesh 0.1.0's ``EpisodeResult``.
+    ``attempts`` counts the sessions the episode's ticket needed (1 unless a
+    broken connection made the orchestrator rerun it from its reset).
     """
 
     index: int
@@ -69,6 +71,7 @@ class EpisodeResult:
     predict_ms: float | None = None
     step_ms: float | None = None
     trial: int | None = None
+    attempts: int = 1
 
     def to_dict(self) -> dict[str, Any]:
         return attrs.asdict(self)

@@ -201,7 +201,9 @@ class RouteSpec:
     trial ``trial_index_base + i``: recorded on its result, and sent as
     ``ResetRequest.options = {"trial_index": ...}`` to an env that lists
     ``trial_index`` under ``rlmesh.env.v1.reset_options`` in its metadata (as
-    rlmesh 0.1.0 does; a non-zero base needs driver-owned resets).
+    rlmesh 0.1.0 does; a non-zero base needs driver-owned resets). ``trials``,
+    when given, lists episode ``i``'s trial explicitly (one per episode, as
+    for ``seeds``): a resumed or retried run walks only the tickets it lacks.
     """
 
     route_id: str
@@ -219,6 +221,14 @@ class RouteSpec:
     execution_horizon: int = 1
     max_episode_seconds: float | None = None
     trial_index_base: int = 0
+    trials: tuple[int, ...] | None = attrs.field(default=None, converter=_opt_int_tuple)
+
+    def trial_for(self, index: int) -> int:
+        """The trial episode ``index`` (start order) walks: ``trials[index]`` or base + index."""
+        trials = self.trials
+        if trials is not None and index < len(trials):
+            return trials[index]
+        return self.trial_index_base + index
 
     def validate(self) -> None:
         """Raise :class:`InvalidSpec` for the first problem found; nothing is sent before this."""
@@ -249,6 +259,12 @@ class RouteSpec:
         base = self.trial_index_base
         if not isinstance(base, int) or isinstance(base, bool) or base < 0:
             raise InvalidSpec(f"trial_index_base must be >= 0, got {base!r}")
+        if self.trials is not None:
+            budget = self.episode_budget
+            if budget is None or len(self.trials) != budget or min(self.trials) < 0:
+                raise InvalidSpec(
+                    f"trials must list one trial >= 0 per episode ({budget}), got {self.trials}"
+                )
         if not 1 <= self.execution_horizon <= 1024:
             raise InvalidSpec(f"execution_horizon must be in 1..1024, got {self.execution_horizon}")
         if self.contract is not None and self.contract.spec is None:

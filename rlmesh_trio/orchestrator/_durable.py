@@ -1,0 +1,292 @@
+"""A run's durable state: its plan, its ledger (checked, read, opened) and its metadata.
+
+Everything that can refuse a run does so in :func:`prepare_durable`, before
+any file is written or any endpoint touched: a non-empty ledger without
+resume (:class:`LedgerExists`, the file untouched), a ledger of another plan
+(:class:`PlanMismatch`, naming what differs), a ledger with unbounded routes.
+"""
+
+from __future__ import annotations
+
+import datetime
+import logging
+import os
+import sys
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from typing import Any
+
+import attrs
+
+from .._errors import InvalidSpec
+from ..runtime import EpisodeResult, RouteReport
+from ._ledger import (
+    LEDGER_SCHEMA,
+    LEDGER_VERSION,
+    LedgerEntry,
+    LedgerError,
+    LedgerExists,
+    LedgerWriter,
+    ledger_is_empty,
+    read_ledger,
+)
+from ._plan import Plan, PlanMismatch, plan_digest
+from ._pool import TicketQueue
+from ._report import RouteOutcome, RunMeta, RunReport
+from ._retry import RetryPolicy
+
+__all__ = ["DurableRun", "load_ledger", "prepare_durable", "run_meta"]
+
+log = logging.getLogger("rlmesh_trio.ledger")
+
+_PACKAGES = ("rlmesh-trio", "trio", "grpclib", "gymnasium", "numpy", "rlmesh")
+
+
+def package_versions() -> dict[str, str]:
+    """Versions of the packages that shape a run's results (those installed)."""
+    found = {"python": sys.version.split()[0]}
+    for name in _PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def _now_iso() -> str:
+    return datetime.datetime.now(datetime.UTC).isoformat(timespec="milliseconds")
+
+
+def run_meta(plan: Plan, argv: Sequence[str] | None, ledger: str | None) -> RunMeta:
+    """The metadata of a run starting now (``argv`` defaults to ``sys.argv``)."""
+    bounded = plan.bounded
+    return RunMeta(
+        versions=package_versions(),
+        argv=tuple(sys.argv if argv is None else argv),
+        started_at=_now_iso(),
+        plan_digest=plan.digest if bounded else None,
+        plan=plan.identity() if bounded else None,
+        ledger=ledger,
+    )
+
+
+@attrs.define
+class DurableRun:
+    """A run's plan, the episodes its ledger already holds, and (while running) the writer."""
+
+    plan: Plan
+    policy: RetryPolicy
+    meta: RunMeta
+    ledger: str | None = None
+    done: dict[str, LedgerEntry] = attrs.field(factory=dict)
+    fresh: bool = True
+    truncate_to: int | None = None
+    writer: LedgerWriter | None = None
+
+    queues: dict[str, TicketQueue] = attrs.field(factory=dict)
+
+    def queue(self, route_id: str) -> TicketQueue | None:
+        """The tickets route ``route_id`` draws from (shared by a pool); ``None``: unplanned."""
+        entry = self.plan.entry(route_id)
+        queue = self.queues.get(entry.route_id)
+        if queue is None:
+            tickets = entry.tickets
+            if tickets is None:
+                return None
+            workers = sum(1 for o in self.plan.owners.values() if o == entry.route_id)
+            queue = TicketQueue(
+                (t for t in tickets if t.key not in self.done),
+                routes=workers,
+                dynamic=entry.dealing == "dynamic",
+            )
+            self.queues[entry.route_id] = queue
+        return queue
+
+    def finished(self, route_id: str) -> dict[int, EpisodeResult]:
+        """Episodes the ledger holds for ``route_id``, by episode index.
+
+        A pool's episodes go to the route that ran them, or to the pool's first
+        route when that route is not in this run.
+        """
+        owner = self.plan.owners.get(route_id, route_id)
+        workers = [rid for rid, o in self.plan.owners.items() if o == owner] or [route_id]
+        found: dict[int, EpisodeResult] = {}
+        for entry in self.done.values():
+            if entry.ticket.rsplit("/", 1)[0] != owner:
+                continue
+            runner = entry.route_id if entry.route_id in workers else workers[0]
+            if runner == route_id:
+                found[entry.result.index] = entry.result
+        return found
+
+    def open(self) -> LedgerWriter | None:
+        """Open the ledger for appending: a header for a new one, a ``resume`` line otherwise.
+
+        Raises:
+            LedgerError: the file cannot be opened, or another run holds it.
+            OSError: the header cannot be written.
+        """
+        if self.ledger is None:
+            return None
+        try:
+            writer = LedgerWriter(self.ledger, truncate_to=self.truncate_to)
+        except OSError as exc:
+            raise LedgerError(self.ledger, f"cannot open: {exc.strerror or exc}") from None
+        meta = self.meta.to_dict()
+        if self.fresh:
+            writer.write({"schema": LEDGER_SCHEMA, "version": LEDGER_VERSION, **meta})
+        else:
+            writer.write({"type": "resume", **{k: meta[k] for k in ("argv", "started_at")}})
+        self.writer = writer
+        return writer
+
+    def close(self) -> None:
+        if self.writer is not None:
+            self.writer.close()
+
+
+def prepare_durable(
+    plan: Plan,
+    *,
+    ledger: str | os.PathLike[str] | None,
+    resume: bool,
+    policy: RetryPolicy,
+    argv: Sequence[str] | None = None,
+) -> DurableRun:
+    """Check a ledger against ``plan`` and read what it holds (the file is not written).
+
+    Raises:
+        InvalidSpec: resume without a ledger, or a ledger with an unbounded route.
+        LedgerExists: a non-empty ledger without ``resume``.
+        LedgerError: the ledger is unreadable or corrupt before its last line.
+        PlanMismatch: the ledger was written for another plan.
+    """
+    path = os.fspath(ledger) if ledger is not None else None
+    meta = run_meta(plan, argv, path)
+    run = DurableRun(plan=plan, policy=policy, meta=meta, ledger=path)
+    if path is None:
+        if resume:
+            raise InvalidSpec("resume needs a ledger (ledger=PATH, --ledger FILE)")
+        return run
+    unbounded = [r.route_id for r in plan.routes if r.episodes is None]
+    if unbounded:
+        raise InvalidSpec(
+            f"route {unbounded[0]}: a ledger needs seeds or an episode count on every route"
+        )
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise LedgerError(path, f"folder {folder} does not exist")
+    if os.path.isdir(path):
+        raise LedgerError(path, "is a folder, not a file")
+    writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(folder, os.W_OK)
+    if not writable:
+        raise LedgerError(path, "is not writable")
+    if ledger_is_empty(path):
+        return run
+    if not resume:
+        raise LedgerExists(
+            path, "already holds a run; resume it (resume=True, --resume) or choose a new file"
+        )
+    _load_into(run, path)
+    return run
+
+
+def _load_into(run: DurableRun, path: str) -> None:
+    contents = read_ledger(path)
+    run.meta = attrs.evolve(run.meta, ledger_torn_bytes=contents.torn)
+    if not contents.header:
+        run.truncate_to = 0  # only a torn header: start afresh on the same file
+        return
+    header_plan = contents.header.get("plan")
+    if not isinstance(header_plan, Mapping):
+        raise LedgerError(path, "the header has no plan")
+    differences = run.plan.differences(header_plan)
+    if not differences and plan_digest(header_plan) != run.plan.digest:
+        differences = ["the plan identity differs"]
+    if differences:
+        raise PlanMismatch(differences)
+    planned = {t.key: t for t in run.plan.tickets()}
+    for entry in contents.entries:
+        if entry.ticket not in planned:
+            raise LedgerError(path, f"episode for ticket {entry.ticket} is not in the plan")
+        if entry.ticket in run.done:
+            raise LedgerError(path, f"ticket {entry.ticket} is in the ledger twice")
+        run.done[entry.ticket] = entry
+    run.fresh = False
+    run.truncate_to = contents.good_bytes if contents.torn else None
+    run.meta = attrs.evolve(run.meta, resumed_episodes=len(run.done))
+
+
+def load_ledger(path: str | os.PathLike[str]) -> RunReport:
+    """Rebuild a :class:`RunReport` from a ledger alone (no endpoint is contacted).
+
+    A route whose planned tickets are all in the ledger is ``completed``;
+    otherwise ``cancelled`` (the run stopped before it finished). Episodes are
+    in episode-index order; ``wall_s`` spans the first start to the last finish.
+
+    Raises:
+        LedgerError: the file is unreadable, not a ledger, or corrupt before its last line.
+    """
+    contents = read_ledger(path)
+    header = contents.header
+    if not header:
+        raise LedgerError(os.fspath(path), "has no header line (only a torn one)")
+    routes = header.get("plan", {}).get("routes", [])
+    outcomes = []
+    for route in routes:
+        rid = str(route.get("route_id"))
+        mine = sorted((e for e in contents.entries if _owner(e) == rid), key=_index)
+        episodes = tuple(e.result for e in mine)
+        done = len(episodes) >= int(route.get("episodes") or 0)
+        report = RouteReport(
+            route_id=rid,
+            session_id=rid,
+            env_id="",
+            total_steps=sum(ep.steps for ep in episodes),
+            total_episodes=len(episodes),
+            episodes=episodes,
+        )
+        outcomes.append(
+            RouteOutcome(
+                route_id=rid,
+                env="?",
+                model="?",
+                status="completed" if done else "cancelled",
+                error=None,
+                report=report,
+                retries=sum(ep.attempts - 1 for ep in episodes),
+            )
+        )
+    meta = _meta_from_header(header, str(os.fspath(path)), len(contents.entries))
+    return RunReport(routes=tuple(outcomes), wall_s=_span(header, contents.entries), meta=meta)
+
+
+def _owner(entry: LedgerEntry) -> str:
+    """The plan entry (route or ticket pool) of a ledger entry's ticket."""
+    return entry.ticket.rsplit("/", 1)[0]
+
+
+def _index(entry: LedgerEntry) -> int:
+    return entry.result.index
+
+
+def _meta_from_header(header: Mapping[str, Any], path: str, episodes: int) -> RunMeta:
+    return RunMeta(
+        versions=dict(header.get("versions", {})),
+        argv=tuple(header.get("argv", ())),
+        started_at=str(header.get("started_at", "")),
+        plan_digest=header.get("plan_digest"),
+        plan=header.get("plan"),
+        ledger=path,
+        resumed_episodes=episodes,
+    )
+
+
+def _span(header: Mapping[str, Any], entries: Sequence[LedgerEntry]) -> float:
+    if not entries:
+        return 0.0
+    try:
+        start = datetime.datetime.fromisoformat(str(header.get("started_at"))).timestamp()
+    except ValueError:
+        start = min(e.started_at for e in entries)
+    return max(0.0, max(e.finished_at for e in entries) - start)

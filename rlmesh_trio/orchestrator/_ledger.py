@@ -1,0 +1,273 @@
+"""The episode ledger: an append-only JSON Lines file, one line per finished episode.
+
+Line 1 is the header (schema name and version, plan identity and digest,
+package versions, argv, start time). Then one ``episode`` line per finished
+episode (every ``EpisodeResult`` field, route id, ticket key, attempt,
+timestamps), and a ``resume`` line each time a run resumes it. Each line is
+written with one ``write`` call and flushed at once, so a SIGKILL of the
+writer loses at most the episodes still in flight; the file is fsynced at
+least every 100 ms by :meth:`LedgerWriter.sync_forever` (an OS crash loses
+at most that window). A torn last line (a writer killed mid-line) is
+tolerated by the reader and reported; on resume it is cut off before
+anything new is appended.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import attrs
+import trio
+
+from .._errors import InvalidSpec
+from ..runtime import EpisodeResult
+from ._plan import Ticket
+
+__all__ = [
+    "LEDGER_SCHEMA",
+    "LEDGER_VERSION",
+    "LedgerContents",
+    "LedgerEntry",
+    "LedgerError",
+    "LedgerExists",
+    "LedgerWriter",
+    "read_ledger",
+]
+
+try:  # POSIX: one writer per ledger file, enforced by an advisory lock
+    import fcntl
+except ImportError:  # pragma: no cover - not on POSIX: no lock
+    fcntl = None  # type: ignore[assignment]
+
+log = logging.getLogger("rlmesh_trio.ledger")
+
+LEDGER_SCHEMA = "rlmesh-trio.ledger"
+LEDGER_VERSION = 1
+#: The longest a flushed line waits for its fsync.
+SYNC_INTERVAL = 0.1
+_EPISODE_FIELDS = tuple(a.name for a in attrs.fields(EpisodeResult))
+
+
+class LedgerError(InvalidSpec):
+    """A ledger file cannot be used: unreadable, not a ledger, or corrupt before its last line."""
+
+    def __init__(self, path: str, detail: str) -> None:
+        self.path = path
+        self.problem = detail
+        super().__init__(f"ledger {path}: {detail}")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.path, self.problem))
+
+
+class LedgerExists(LedgerError):
+    """A run without resume was pointed at a ledger that already holds a run (left untouched)."""
+
+
+@attrs.frozen
+class LedgerEntry:
+    """One finished episode as the ledger holds it."""
+
+    route_id: str
+    ticket: str
+    attempt: int
+    started_at: float
+    finished_at: float
+    result: EpisodeResult
+
+
+@attrs.frozen
+class LedgerContents:
+    """What a ledger file holds. ``torn`` is the byte count of a torn last line (0: none)."""
+
+    header: Mapping[str, Any]
+    entries: tuple[LedgerEntry, ...]
+    resumes: tuple[Mapping[str, Any], ...]
+    good_bytes: int
+    torn: int
+
+    def by_ticket(self) -> dict[str, LedgerEntry]:
+        return {entry.ticket: entry for entry in self.entries}
+
+
+def _parse_entry(data: Mapping[str, Any]) -> LedgerEntry:
+    episode = data["episode"]
+    result = EpisodeResult(**{k: episode[k] for k in _EPISODE_FIELDS if k in episode})
+    return LedgerEntry(
+        route_id=str(data["route_id"]),
+        ticket=str(data["ticket"]),
+        attempt=int(data.get("attempt", 1)),
+        started_at=float(data.get("started_at", 0.0)),
+        finished_at=float(data.get("finished_at", 0.0)),
+        result=result,
+    )
+
+
+def _check_header(path: str, header: Any) -> Mapping[str, Any]:
+    if not isinstance(header, dict) or header.get("schema") != LEDGER_SCHEMA:
+        raise LedgerError(path, "the first line is not an rlmesh-trio ledger header")
+    version = header.get("version")
+    if version != LEDGER_VERSION:
+        raise LedgerError(path, f"ledger version {version!r} is not supported ({LEDGER_VERSION})")
+    return header
+
+
+def read_ledger(path: str | os.PathLike[str]) -> LedgerContents:
+    """Read a ledger; a torn last line is skipped and counted in ``torn`` (and logged).
+
+    A file holding only a torn header reads as an empty ``header`` (``{}``).
+
+    Raises:
+        LedgerError: the file cannot be read, has no header, or a line before the
+            last one is not a valid record.
+    """
+    name = os.fspath(path)
+    try:
+        data = Path(name).read_bytes()
+    except OSError as exc:
+        raise LedgerError(name, f"cannot read: {exc.strerror or exc}") from None
+    lines = data.split(b"\n")
+    # A complete file ends in "\n", so the last piece is empty; anything else there is torn.
+    tail = lines.pop()
+    parsed: list[tuple[int, Any]] = []
+    offset = 0
+    for number, raw in enumerate(lines, start=1):
+        end = offset + len(raw) + 1
+        try:
+            parsed.append((end, json.loads(raw)))
+        except ValueError:
+            if number == len(lines) and not tail:
+                tail = raw + b"\n"  # the last full line is itself torn garbage
+                break
+            raise LedgerError(name, f"line {number} is not valid JSON") from None
+        offset = end
+    good = parsed[-1][0] if parsed else 0
+    torn = len(data) - good
+    if torn:
+        log.warning("ledger %s: ignoring a torn last line (%d bytes)", name, torn)
+    if not parsed:
+        if torn:  # the writer died inside its header: nothing was run yet
+            return LedgerContents({}, (), (), 0, torn)
+        raise LedgerError(name, "has no header line")
+    header = _check_header(name, parsed[0][1])
+    entries: list[LedgerEntry] = []
+    resumes: list[Mapping[str, Any]] = []
+    for number, (_end, record) in enumerate(parsed[1:], start=2):
+        kind = record.get("type") if isinstance(record, dict) else None
+        try:
+            if kind == "episode":
+                entries.append(_parse_entry(record))
+            elif kind == "resume":
+                resumes.append(record)
+            else:
+                raise ValueError(f"unknown record type {kind!r}")
+        except (KeyError, TypeError, ValueError) as exc:
+            raise LedgerError(name, f"line {number} is not a ledger record ({exc})") from None
+    return LedgerContents(header, tuple(entries), tuple(resumes), good, torn)
+
+
+def ledger_is_empty(path: str | os.PathLike[str]) -> bool:
+    """Whether ``path`` is missing or holds no bytes (a run may start on it without resume)."""
+    try:
+        return os.path.getsize(path) == 0
+    except FileNotFoundError:
+        return True
+
+
+class LedgerWriter:
+    """The single writer of one ledger file (append-only).
+
+    Each record is one ``os.write`` of one line to an ``O_APPEND`` descriptor:
+    on disk (in the OS page cache) as soon as the call returns, whatever happens
+    to this process next. Durability against an OS crash comes from
+    :meth:`sync_forever`, which fsyncs (off the Trio thread) within
+    ``SYNC_INTERVAL`` of any write.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], *, truncate_to: int | None = None) -> None:
+        """Open ``path`` for appending (created if missing), cutting it to ``truncate_to`` first.
+
+        Raises:
+            LedgerError: another writer holds the file's lock.
+            OSError: the file cannot be opened.
+        """
+        self.path = os.fspath(path)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            # One writer per ledger: a second run on the same file is refused, not interleaved.
+            if fcntl is not None:
+                fcntl.flock(self._fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(self._fd)
+            raise LedgerError(self.path, "is in use by another run") from None
+        if truncate_to is not None:
+            # Cut a torn last line so the next record starts on a line of its own.
+            os.ftruncate(self._fd, truncate_to)
+        self._dirty = False
+        self._wakeup = trio.Event()
+        self.lines = 0
+
+    def write(self, record: Mapping[str, Any]) -> None:
+        """Append one record as one line (synchronously: it is on disk when this returns).
+
+        Raises:
+            OSError: the write failed (disk full, file gone): the caller must
+                not count the episode as done.
+        """
+        line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+        written = os.write(self._fd, line)
+        if written != len(line):
+            raise OSError(f"short write to ledger {self.path} ({written} of {len(line)} bytes)")
+        self.lines += 1
+        if not self._dirty:
+            self._dirty = True
+            self._wakeup.set()
+
+    def write_episode(self, ticket: Ticket, result: EpisodeResult) -> None:
+        """Append ``result`` as the finished episode of ``ticket`` (see :meth:`write`)."""
+        finished = time.time()
+        self.write(
+            {
+                "type": "episode",
+                "ticket": ticket.key,
+                "route_id": ticket.route_id,
+                "attempt": result.attempts,
+                "started_at": finished - result.duration_s,
+                "finished_at": finished,
+                "episode": result.to_dict(),
+            }
+        )
+
+    def sync(self) -> None:
+        """fsync now (blocking)."""
+        self._dirty = False
+        os.fsync(self._fd)
+
+    async def sync_forever(self) -> None:
+        """fsync within ``SYNC_INTERVAL`` of each write, until cancelled.
+
+        Cancellation: an fsync already handed to a worker thread completes
+        (Trio abandons nothing it cannot cancel); :meth:`close` syncs the rest.
+        """
+        while True:
+            await self._wakeup.wait()
+            self._wakeup = trio.Event()
+            await trio.sleep(SYNC_INTERVAL)
+            self._dirty = False
+            await trio.to_thread.run_sync(os.fsync, self._fd)
+
+    def close(self) -> None:
+        """Final fsync and close (idempotent)."""
+        if self._fd < 0:
+            return
+        try:
+            os.fsync(self._fd)
+        finally:
+            os.close(self._fd)
+            self._fd = -1

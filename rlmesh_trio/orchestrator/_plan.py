@@ -1,0 +1,208 @@
+"""The plan of a run: its routes expanded into a fixed tuple of tickets.
+
+A ticket is one planned episode: (route id, episode index, seed, trial). The
+plan's identity is the *work* (route ids, seeds, episode counts, caps, trial
+bases), never the addresses, so a resumed run may find its servers on new
+ports and still be the same plan.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import attrs
+
+from .._errors import InvalidSpec
+from ._route import Route
+
+__all__ = ["Plan", "PlanMismatch", "RoutePlan", "Ticket", "make_plan"]
+
+#: The fields of a route that make up the plan's identity, in the order differences are named.
+IDENTITY_FIELDS = (
+    "dealing",
+    "episodes",
+    "seeds",
+    "trial_index_base",
+    "max_episode_steps",
+    "max_episode_seconds",
+    "execution_horizon",
+)
+
+
+class PlanMismatch(InvalidSpec):
+    """A ledger was written for another plan; ``differences`` names each thing that differs."""
+
+    def __init__(self, differences: Sequence[str]) -> None:
+        self.differences = tuple(differences)
+        super().__init__("the ledger belongs to another plan: " + "; ".join(self.differences))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (type(self), (self.differences,))
+
+
+@attrs.frozen(slots=True)
+class Ticket:
+    """One planned episode. ``key`` (``route/index``) is its name in the ledger."""
+
+    route_id: str
+    index: int
+    seed: int | None
+    trial: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.route_id}/{self.index}"
+
+
+@attrs.frozen
+class RoutePlan:
+    """What one route (or one ticket pool) was asked to do.
+
+    ``tickets`` is ``None`` for a route without a budget. For a pool
+    (``dealing == "dynamic"``) ``route_id`` is the pool's name and the routes
+    drawing from it are not part of the identity: a resumed run may bring
+    more or fewer endpoints.
+    """
+
+    route_id: str
+    episodes: int | None
+    seeds: tuple[int, ...] | None
+    trial_index_base: int
+    max_episode_steps: int | None
+    max_episode_seconds: float | None
+    execution_horizon: int
+    dealing: str = "static"
+
+    @property
+    def tickets(self) -> tuple[Ticket, ...] | None:
+        if self.episodes is None:
+            return None
+        seeds = self.seeds
+        return tuple(
+            Ticket(
+                self.route_id,
+                i,
+                seeds[i] if seeds is not None else None,
+                self.trial_index_base + i,
+            )
+            for i in range(self.episodes)
+        )
+
+    def identity(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"route_id": self.route_id}
+        for name in IDENTITY_FIELDS:
+            value = getattr(self, name)
+            data[name] = list(value) if isinstance(value, tuple) else value
+        return data
+
+
+@attrs.frozen
+class Plan:
+    """Every route's plan, in route order; ``digest`` is a stable hash of :meth:`identity`."""
+
+    routes: tuple[RoutePlan, ...]
+    #: route id -> the plan entry it draws tickets from (its own id, or its pool's name).
+    owners: Mapping[str, str] = attrs.field(factory=dict, eq=False)
+
+    def entry(self, route_id: str) -> RoutePlan:
+        """The plan entry (route or pool) route ``route_id`` draws its tickets from."""
+        owner = self.owners.get(route_id, route_id)
+        for route in self.routes:
+            if route.route_id == owner:
+                return route
+        raise KeyError(route_id)
+
+    @property
+    def bounded(self) -> bool:
+        """Whether every route has a finite episode count (a ledger needs one)."""
+        return all(route.episodes is not None for route in self.routes)
+
+    def identity(self) -> dict[str, Any]:
+        return {"routes": [route.identity() for route in self.routes]}
+
+    @property
+    def digest(self) -> str:
+        return plan_digest(self.identity())
+
+    def tickets(self) -> tuple[Ticket, ...]:
+        return tuple(t for route in self.routes for t in (route.tickets or ()))
+
+    def differences(self, identity: Mapping[str, Any]) -> list[str]:
+        """What differs between this plan and another plan's identity (empty: same plan)."""
+        theirs = {r.get("route_id"): r for r in identity.get("routes", ()) if isinstance(r, dict)}
+        ours = {route.route_id: route.identity() for route in self.routes}
+        found: list[str] = []
+        missing = [rid for rid in theirs if rid not in ours]
+        extra = [rid for rid in ours if rid not in theirs]
+        if missing:
+            listed = ", ".join(map(str, missing))
+            found.append(f"routes in the ledger but not in this run: {listed}")
+        if extra:
+            found.append("routes in this run but not in the ledger: " + ", ".join(extra))
+        for rid, mine in ours.items():
+            other = theirs.get(rid)
+            if other is None:
+                continue
+            for name in IDENTITY_FIELDS:
+                if mine.get(name) != other.get(name):
+                    found.append(f"route {rid}: {name.replace('_', ' ')} differ")
+        return found
+
+
+def plan_digest(identity: Mapping[str, Any]) -> str:
+    """sha256 of the identity's canonical JSON (sorted keys, no spaces), first 16 hex digits."""
+    text = json.dumps(identity, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def _route_plan(route: Route, plan_id: str, dealing: str) -> RoutePlan:
+    return RoutePlan(
+        route_id=plan_id,
+        episodes=route.episode_budget,
+        seeds=route.seeds,
+        trial_index_base=route.trial_index_base,
+        max_episode_steps=route.max_episode_steps,
+        max_episode_seconds=route.max_episode_seconds,
+        execution_horizon=route.execution_horizon,
+        dealing=dealing,
+    )
+
+
+def make_plan(routes: Sequence[Route], route_ids: Sequence[str]) -> Plan:
+    """Expand ``routes`` (with their resolved ids) into a :class:`Plan`.
+
+    Routes sharing a ``ticket_pool`` become one entry named after the pool.
+
+    Raises:
+        InvalidSpec: routes of one pool disagree on their work, a pool has no
+            episode budget, or a pool's name is also a route id.
+    """
+    entries: dict[str, RoutePlan] = {}
+    owners: dict[str, str] = {}
+    for route, rid in zip(routes, route_ids, strict=True):
+        pool = route.ticket_pool
+        if pool is None:
+            if rid in entries:
+                raise InvalidSpec(f"route id {rid} is also the name of a ticket pool")
+            entries[rid] = _route_plan(route, rid, "static")
+            owners[rid] = rid
+            continue
+        entry = _route_plan(route, pool, "dynamic")
+        if entry.episodes is None:
+            raise InvalidSpec(f"ticket pool {pool}: needs seeds or an episode count")
+        known = entries.get(pool)
+        if known is not None and (known.dealing != "dynamic" or known != entry):
+            raise InvalidSpec(
+                f"ticket pool {pool}: route {rid} asks for different work than the pool's "
+                "first route (seeds, episodes, caps and trial base must agree), "
+                "or the pool's name is also a route id"
+            )
+        entries[pool] = entry
+        owners[rid] = pool
+    clash = [rid for rid, owner in owners.items() if owner != rid and rid in entries]
+    if clash:
+        raise InvalidSpec(f"route id {clash[0]} is also the name of a ticket pool")
+    return Plan(tuple(entries.values()), owners)

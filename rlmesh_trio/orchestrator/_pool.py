@@ -1,0 +1,116 @@
+"""Env endpoints handed out as they come free, and tickets handed to routes.
+
+An env endpoint serves one route at a time (one Join session). Routes that
+name the same endpoint (the same address, or the same env object) wait for
+it in route order instead of failing "endpoint is in use"; routes on
+different endpoints never wait for each other here.
+
+A :class:`TicketQueue` holds the unfinished tickets of one plan entry. A
+static route owns its queue and claims everything at once. Routes of one
+ticket pool (dynamic dealing) share a queue and claim chunks that shrink as
+the queue empties (guided self-scheduling: a chunk is the remainder over
+twice the number of routes), so a slow endpoint ends up with fewer tickets
+and a failed route's unfinished chunk goes back for the others.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
+from contextlib import asynccontextmanager
+from typing import Any
+
+import trio
+
+from ._plan import Ticket
+
+__all__ = ["EnvGate", "TicketQueue", "env_key"]
+
+
+def env_key(value: Any) -> Hashable | None:
+    """Which endpoint ``value`` names, or ``None`` when each route gets its own.
+
+    Addresses compare without a ``tcp://`` prefix; objects (a gymnasium env,
+    a ``RuntimeEnv``, a list of lanes) by identity. A factory makes a new env
+    per route, so it never waits.
+    """
+    if isinstance(value, str):
+        address = value.strip()
+        return ("address", address.removeprefix("tcp://"))
+    if isinstance(value, list | tuple):
+        return ("lanes", tuple(id(item) for item in value))
+    if _is_factory(value):
+        return None
+    return ("object", id(value))
+
+
+def _is_factory(value: Any) -> bool:
+    import gymnasium
+
+    if isinstance(value, gymnasium.Env | gymnasium.vector.VectorEnv):
+        return False
+    from ..runtime import RuntimeEnv
+
+    return callable(value) and not isinstance(value, RuntimeEnv)
+
+
+class EnvGate:
+    """One lock per env endpoint; :meth:`hold` waits until the endpoint is free.
+
+    Trio locks are fair (FIFO), so routes sharing an endpoint get it in the
+    order they asked, which is route order.
+    """
+
+    def __init__(self) -> None:
+        self._locks: dict[Hashable, trio.Lock] = {}
+
+    @asynccontextmanager
+    async def hold(self, value: Any) -> AsyncIterator[None]:
+        """Hold ``value``'s endpoint for the body.
+
+        Cancellation: a route cancelled while waiting leaves the queue at once.
+        """
+        key = env_key(value)
+        if key is None:
+            yield
+            return
+        lock = self._locks.setdefault(key, trio.Lock())
+        async with lock:
+            yield
+
+
+class TicketQueue:
+    """Unfinished tickets of one route or ticket pool, in plan order.
+
+    Only the Trio thread touches it (no locks): a claim is never split
+    across a checkpoint, so two routes can never claim the same ticket.
+    """
+
+    def __init__(
+        self, tickets: Iterable[Ticket], *, routes: int = 1, dynamic: bool = False
+    ) -> None:
+        self._left: list[Ticket] = sorted(tickets, key=_index)
+        self._routes = max(1, routes)
+        self._dynamic = dynamic
+        #: Failed sessions each ticket was part of (by episode index), whoever ran them.
+        self.failures: dict[int, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._left)
+
+    def claim(self) -> list[Ticket]:
+        """The next tickets for one route (empty: nothing left)."""
+        if not self._dynamic:
+            chunk, self._left = self._left, []
+            return chunk
+        size = max(1, math.ceil(len(self._left) / (2 * self._routes)))
+        chunk, self._left = self._left[:size], self._left[size:]
+        return chunk
+
+    def release(self, tickets: Sequence[Ticket]) -> None:
+        """Give back tickets a route claimed and did not finish (first in line again)."""
+        self._left = sorted([*tickets, *self._left], key=_index)
+
+
+def _index(ticket: Ticket) -> int:
+    return ticket.index

@@ -1,0 +1,76 @@
+"""Which route errors a reconnect can cure, and how long to wait before trying.
+
+Retriable: the connection to an env or model broke or could not be made
+(``ConnectError``; ``EnvRpcError`` / ``ModelRpcError`` whose source is the
+transport, not the peer's own error), or an env operation ran past its limit
+(``OperationTimeout`` on ``env.*``). Never retried: ``ProtocolError``,
+``InvalidSpec``, ``HookError``, ``ModelRouteMismatch``, ``HandshakeError``,
+and any error the peer itself reported (an env's ``INVALID_ACTION`` and
+every other coded ``EnvError`` / ``ModelError``): a rerun would meet it again.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+
+import attrs
+
+from .._errors import (
+    ConnectError,
+    EnvRpcError,
+    InvalidSpec,
+    ModelRpcError,
+    OperationTimeout,
+)
+
+__all__ = ["DEFAULT_BACKOFF", "MAX_BACKOFF", "RetryPolicy", "is_retriable"]
+
+#: First retry's nominal wait, seconds (doubling for each further retry of a route).
+DEFAULT_BACKOFF = 0.5
+#: No wait is ever longer than this, seconds.
+MAX_BACKOFF = 30.0
+#: Transport-side failure messages start with this (see transport._join / _local_env).
+_TRANSPORT = "transport error"
+
+
+def is_retriable(error: BaseException) -> bool:
+    """Whether a new session (reconnect, configure, resolve) could cure ``error``."""
+    if isinstance(error, ConnectError):
+        return True
+    if isinstance(error, EnvRpcError | ModelRpcError):
+        return error.code is None and error.message.startswith(_TRANSPORT)
+    if isinstance(error, OperationTimeout):
+        return error.operation.startswith("env.")
+    return False
+
+
+def _non_negative_int(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise InvalidSpec(f"{attribute.name} must be an integer >= 0, got {value!r}")
+
+
+def _backoff_seconds(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
+    ok = isinstance(value, int | float) and not isinstance(value, bool)
+    if not ok or not (0 <= value < math.inf):
+        raise InvalidSpec(f"{attribute.name} must be a number of seconds >= 0, got {value!r}")
+
+
+@attrs.frozen
+class RetryPolicy:
+    """``retries`` reruns per route; waits grow as ``backoff * 2**(n-1)``, capped, jittered.
+
+    The n-th wait is drawn uniformly from ``[d/2, d]`` with
+    ``d = min(max_backoff, backoff * 2**(n-1))`` ("equal jitter"): routes that
+    lost the same server do not all knock on it at the same instant, and no
+    wait exceeds ``max_backoff``.
+    """
+
+    retries: int = attrs.field(default=0, validator=_non_negative_int)
+    backoff: float = attrs.field(default=DEFAULT_BACKOFF, validator=_backoff_seconds)
+    max_backoff: float = attrs.field(default=MAX_BACKOFF, validator=_backoff_seconds)
+
+    def delay(self, retry: int, rng: random.Random) -> float:
+        """Seconds to wait before the ``retry``-th rerun (1-based)."""
+        nominal = min(self.max_backoff, self.backoff * 2.0 ** max(0, retry - 1))
+        return rng.uniform(nominal / 2.0, nominal)
