@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
-from typing import Any, Literal
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from ..runtime import EpisodeResult, RouteReport, TelemetryRow, merge_telemetry
+
+if TYPE_CHECKING:
+    from ..results import MediaRef
 
 __all__ = ["RouteOutcome", "RouteStatus", "RunReport"]
 
@@ -55,6 +59,7 @@ class RouteOutcome:
             "error": error,
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,
+            "wall_s": self.wall_s,
             "episodes": [_episode_dict(ep) for ep in self.episodes],
         }
 
@@ -83,10 +88,15 @@ class RunReport:
 
     ``success_rate`` is ``None`` unless every episode reported success, as in
     rlmesh 0.1.0. ``steps_per_s`` is total steps over the run's wall time.
+    ``recorded_telemetry`` holds the telemetry rows of a report read back from
+    JSON (:meth:`from_json`), whose routes carry no raw samples.
     """
 
     routes: tuple[RouteOutcome, ...]
     wall_s: float
+    recorded_telemetry: tuple[TelemetryRow, ...] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
 
     @property
     def episodes(self) -> list[EpisodeResult]:
@@ -120,6 +130,8 @@ class RunReport:
 
     @property
     def telemetry(self) -> list[TelemetryRow]:
+        if self.recorded_telemetry is not None:
+            return list(self.recorded_telemetry)
         return merge_telemetry([o.report for o in self.routes if o.report is not None])
 
     @property
@@ -158,7 +170,43 @@ class RunReport:
                 }
                 for row in self.telemetry
             ],
+            "statistics": self.statistics(),
         }
+
+    def statistics(self, *, seed: int | None = None) -> dict[str, Any]:
+        """Episode-return figures per route and for the run: mean, std, IQM, 95% bootstrap CIs.
+
+        Seeded (``seed``, or a fixed default), so the same episodes give the same figures.
+        """
+        from ..results import statistics_block
+
+        return statistics_block(self) if seed is None else statistics_block(self, seed=seed)
+
+    @classmethod
+    def from_json(cls, data: str | Mapping[str, Any]) -> RunReport:
+        """Rebuild a report from :meth:`to_json` text (or its parsed dict).
+
+        Raises:
+            InvalidSpec: the input is not a run report.
+        """
+        from ..results import report_from_dict
+
+        return report_from_dict(data)
+
+    def export_bundle(
+        self, path: str | Path, media: Mapping[tuple[str, int], Sequence[MediaRef]] | None = None
+    ) -> Path:
+        """Write an ``rlmesh.result.v1`` bundle (a folder, or a zip when ``path`` ends ``.zip``).
+
+        ``media`` maps ``(route_id, episode index)`` to recorded videos, as
+        :attr:`rlmesh_trio.results.Recording.media` gives them.
+
+        Raises:
+            InvalidSpec: ``path`` cannot hold a bundle. OSError: a write failed.
+        """
+        from ..results import write_bundle
+
+        return write_bundle(self, path, media)
 
     def to_json(self, *, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
