@@ -9,9 +9,9 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
-from ..runtime import Limits
+from ..runtime import HookChain, Limits, RuntimeHooks
 
-__all__ = ["Route", "shard"]
+__all__ = ["Route", "route_hooks", "shard"]
 
 MAX_EXECUTION_HORIZON = 1024
 
@@ -78,7 +78,10 @@ class Route:
     ``max_episode_seconds`` truncate episodes on the runtime side (envs whose
     resets the runtime owns; refused for NEXT_STEP envs, as in rlmesh).
     Episode ``i`` of the route walks trial ``trial_index_base + i`` (see
-    :class:`~rlmesh_trio.runtime.RouteSpec`).
+    :class:`~rlmesh_trio.runtime.RouteSpec`). ``hooks`` are this route's own,
+    run after the run-wide ones: a ``RuntimeHooks``, or a callable that gets
+    the route's resolved ``RuntimeEnv`` when the route starts and returns one
+    (a video recorder uses it to reach ``render``).
     """
 
     env: Any
@@ -92,6 +95,7 @@ class Route:
     execution_horizon: int = 1
     max_episode_seconds: float | None = None
     trial_index_base: int = 0
+    hooks: RuntimeHooks | Callable[[Any], RuntimeHooks] | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_route(self)
@@ -104,6 +108,16 @@ class Route:
         if self.seeds is not None:
             return len(self.seeds)
         return None
+
+
+def route_hooks(shared: RuntimeHooks | None, route: Route, env: Any) -> RuntimeHooks | None:
+    """The hooks one route runs with: the run's, then the route's own (built for ``env``)."""
+    own = route.hooks
+    if own is None:
+        return shared
+    if not isinstance(own, RuntimeHooks):
+        own = own(env)
+    return own if shared is None else HookChain([shared, own])
 
 
 def shard(

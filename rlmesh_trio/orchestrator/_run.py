@@ -34,7 +34,7 @@ from .._errors import (
 from ..runtime import Limits, RouteDriver, RouteReport, RouteSpec, RuntimeHooks
 from ._endpoints import EndpointPool
 from ._report import RouteOutcome, RouteStatus, RunReport
-from ._route import Route
+from ._route import Route, route_hooks
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
 
@@ -285,7 +285,7 @@ class Orchestrator:
             spec,
             env.env,
             model.model,
-            hooks=self.hooks,
+            hooks=route_hooks(self.hooks, route, env.env),
             cancel_reason=self._cancel_reason_now,
             on_error=on_error,
         )

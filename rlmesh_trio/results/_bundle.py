@@ -66,14 +66,13 @@ def media_path(prefix: str, episode: int, camera: str, extension: str = "mp4") -
 
 @attrs.frozen
 class MediaRef:
-    """One media asset of an episode: the manifest row plus where its bytes are now.
+    """One recorded video of an episode: its manifest facts and where its bytes are now.
 
-    ``source`` is the local file holding the bytes (a staged recording); it is
-    not part of the document.
+    ``source`` is the local file holding the bytes (a staged recording); the
+    bundle path is given when a bundle is written (:func:`media_path`).
     """
 
     camera: str
-    path: str
     source: Path = attrs.field(converter=Path)
     frame_count: int = attrs.field(validator=attrs.validators.ge(1))
     width: int = attrs.field(validator=attrs.validators.ge(1))
@@ -82,11 +81,12 @@ class MediaRef:
     kind: str = "video"
     format: str = "mp4"
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, path: str) -> dict[str, Any]:
+        """The document's MediaRef row, with ``path`` its place in the bundle."""
         return {
             "camera": self.camera,
             "kind": self.kind,
-            "path": self.path,
+            "path": path,
             "format": self.format,
             "frameCount": self.frame_count,
             "width": self.width,
@@ -95,7 +95,9 @@ class MediaRef:
         }
 
 
-def _episode_record(position: int, ep: EpisodeResult, media: Sequence[MediaRef]) -> dict[str, Any]:
+def _episode_record(
+    position: int, ep: EpisodeResult, media: Sequence[tuple[str, MediaRef]]
+) -> dict[str, Any]:
     out: dict[str, Any] = {
         "index": position,
         "seed": ep.seed,
@@ -108,11 +110,30 @@ def _episode_record(position: int, ep: EpisodeResult, media: Sequence[MediaRef])
         "includedInMetrics": True,
     }
     if media:
-        out["media"] = [ref.to_dict() for ref in media]
+        out["media"] = [ref.to_dict(path) for path, ref in media]
     return out
 
 
-def _workload(outcome: RouteOutcome, media: MediaIndex) -> dict[str, Any]:
+#: ``(route_id, episode index)`` -> ``(bundle path, media)`` pairs.
+PlacedMedia = dict[tuple[str, int], list[tuple[str, "MediaRef"]]]
+
+
+def placed_media(report: RunReport, media: MediaIndex) -> PlacedMedia:
+    """Each episode's media with its bundle path, keyed like ``media``."""
+    placed: PlacedMedia = {}
+    for ordinal, outcome in enumerate(report.routes):
+        prefix = workload_prefix(ordinal, outcome.model, outcome.route_id)
+        for position, ep in enumerate(outcome.episodes):
+            key = (outcome.route_id, ep.index)
+            refs = media.get(key, ())
+            if refs:
+                placed[key] = [(media_path(prefix, position, ref.camera), ref) for ref in refs]
+    return placed
+
+
+def _workload(
+    outcome: RouteOutcome, placed: Mapping[tuple[str, int], Sequence[tuple[str, MediaRef]]]
+) -> dict[str, Any]:
     episodes = list(outcome.episodes)
     rewards = [ep.reward for ep in episodes]
     success = None
@@ -130,7 +151,7 @@ def _workload(outcome: RouteOutcome, media: MediaIndex) -> dict[str, Any]:
             "totalSteps": sum(ep.steps for ep in episodes),
         },
         "episodes": [
-            _episode_record(i, ep, media.get((outcome.route_id, ep.index), ()))
+            _episode_record(i, ep, placed.get((outcome.route_id, ep.index), ()))
             for i, ep in enumerate(episodes)
         ],
     }
@@ -150,30 +171,30 @@ def bundle_document(
     recorded_at: str | None = None,
 ) -> dict[str, Any]:
     """The ``rlmesh.result.v1`` document of ``report``: one workload per route, in route order."""
-    media = media or {}
+    placed = placed_media(report, media or {})
     return {
         "schema": SCHEMA,
         "resultSetId": result_set_id or uuid.uuid4().hex,
         "recordedAt": recorded_at or datetime.now(UTC).isoformat(),
-        "workloads": [_workload(outcome, media) for outcome in report.routes],
+        "workloads": [_workload(outcome, placed) for outcome in report.routes],
     }
 
 
-def _assets(media: MediaIndex) -> list[MediaRef]:
-    return [ref for refs in media.values() for ref in refs]
+def _assets(report: RunReport, media: MediaIndex) -> list[tuple[str, MediaRef]]:
+    return [pair for pairs in placed_media(report, media).values() for pair in pairs]
 
 
-def _write_zip(path: Path, payload: str, assets: list[MediaRef]) -> None:
+def _write_zip(path: Path, payload: str, assets: list[tuple[str, MediaRef]]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     with zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as archive:
         archive.writestr(RESULT_FILENAME, payload)
-        for ref in assets:
+        for rel, ref in assets:
             if ref.source.is_file():
                 # mp4 is already compressed: store it.
-                archive.write(ref.source, ref.path, compress_type=zipfile.ZIP_STORED)
+                archive.write(ref.source, rel, compress_type=zipfile.ZIP_STORED)
 
 
-def _write_folder(path: Path, payload: str, assets: list[MediaRef]) -> None:
+def _write_folder(path: Path, payload: str, assets: list[tuple[str, MediaRef]]) -> None:
     if path.exists() and not path.is_dir():
         raise InvalidSpec(f"bundle {path}: exists and is not a folder (name it .zip for a zip)")
     old_media = path / MEDIA_DIR
@@ -185,9 +206,9 @@ def _write_folder(path: Path, payload: str, assets: list[MediaRef]) -> None:
         shutil.rmtree(old_media)
     path.mkdir(parents=True, exist_ok=True)
     (path / RESULT_FILENAME).write_text(payload, encoding="utf-8")
-    for ref in assets:
+    for rel, ref in assets:
         if ref.source.is_file():
-            target = path / ref.path
+            target = path / rel
             target.parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(ref.source, target)
 
@@ -214,7 +235,7 @@ def write_bundle(
     document = bundle_document(report, media, result_set_id=result_set_id)
     payload = json.dumps(document, indent=2)
     if path.suffix.lower() == ".zip":
-        _write_zip(path, payload, _assets(media))
+        _write_zip(path, payload, _assets(report, media))
     else:
-        _write_folder(path, payload, _assets(media))
+        _write_folder(path, payload, _assets(report, media))
     return path
