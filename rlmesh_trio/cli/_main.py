@@ -16,6 +16,9 @@ import trio
 
 from .._errors import RlmeshTrioError, RunFailed
 from ..orchestrator import RunInterrupted, RunReport
+from ._compare import compare_cmd
+from ._report import report_cmd
+from ._results import ResultsOptions, results_options
 from ._summary import print_summary, write_report
 from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
 from ._tls import client_context, client_tls_options, server_context, server_tls_options
@@ -59,7 +62,10 @@ def cli(verbose: int) -> None:
     help="Also write the JSON report here.",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
-def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool) -> None:
+@results_options
+def demo(
+    n_routes: int, episodes: int, json_path: Path | None, no_progress: bool, results: ResultsOptions
+) -> None:
     """Run CartPole-v1 env servers and a built-in policy server on loopback, then evaluate.
 
     Everything runs in this process over real gRPC on 127.0.0.1: one env
@@ -67,10 +73,11 @@ def demo(n_routes: int, episodes: int, json_path: Path | None, no_progress: bool
     """
     from ._demo import run_demo
 
-    report = trio.run(run_demo, n_routes, episodes, not no_progress)
+    report = trio.run(run_demo, n_routes, episodes, not no_progress, results)
     print_summary(report, title="rlmesh-trio demo: CartPole-v1 over loopback gRPC")
     if json_path is not None:
         write_report(report, json_path)
+    _write_results(results, report, "rlmesh-trio demo: CartPole-v1")
     sys.exit(0 if report.ok else EXIT_FAILED)
 
 
@@ -235,6 +242,7 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
     "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."
 )
 @client_tls_options
+@results_options
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -253,6 +261,7 @@ def run_cmd(
     token: str | None,
     tls_ca: Path | None,
     use_tls: bool,
+    results: ResultsOptions,
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin.
 
@@ -278,7 +287,7 @@ def run_cmd(
             trial_index_base=trial_index_base,
         )
         orchestrator = Orchestrator(
-            routes,
+            results.apply(routes),
             on_failure="isolate" if on_failure == "isolate" else "cancel_siblings",
             max_concurrency=max_concurrency,
             batch_predicts=batch_predicts,
@@ -292,6 +301,7 @@ def run_cmd(
     print_summary(report)
     if json_path is not None:
         write_report(report, json_path)
+    _write_results(results, report)
     if message:
         click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -343,6 +353,20 @@ def check(
         _fail(str(exc), EXIT_FAILED)
     for line in lines:
         click.echo(line)
+
+
+def _write_results(
+    results: ResultsOptions, report: RunReport, title: str = "rlmesh-trio run"
+) -> None:
+    try:
+        for line in results.write(report, title):
+            click.echo(line)
+    except (RlmeshTrioError, OSError) as exc:
+        _fail(f"writing results: {exc}")
+
+
+cli.add_command(report_cmd)
+cli.add_command(compare_cmd)
 
 
 def _server_tls(cert: Path | None, key: Path | None) -> Any:

@@ -59,7 +59,6 @@ class RouteOutcome:
             "error": error,
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,
-            "wall_s": self.wall_s,
             "episodes": [_episode_dict(ep) for ep in self.episodes],
         }
 

@@ -9,6 +9,7 @@ one pixel, since 4:2:0 video needs even dimensions.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,8 @@ class VideoWriter:
     def _open(self, height: int, width: int) -> None:
         import av
 
+        # SVT-AV1 prints its banner and config to stderr unless told otherwise (1 = errors).
+        os.environ.setdefault("SVT_LOG", "1")
         name, options = _encoder()
         self.height, self.width = height + height % 2, width + width % 2
         self._container = av.open(str(self.path), mode="w", format="mp4")
