@@ -52,8 +52,9 @@ def _episode(data: Mapping[str, Any], where: str) -> EpisodeResult:
     from ..runtime import EpisodeResult
 
     try:
+        index = int(data["index"])
         return EpisodeResult(
-            index=int(data["index"]),
+            index=index,
             episode_id=str(data.get("episode_id", "")),
             env_index=int(data.get("env_index", 0)),
             seed=None if data.get("seed") is None else int(data["seed"]),
@@ -66,6 +67,8 @@ def _episode(data: Mapping[str, Any], where: str) -> EpisodeResult:
             predict_ms=data.get("predict_ms"),
             step_ms=data.get("step_ms"),
             trial=data.get("trial"),
+            # Not in the JSON; the runtime names the route's i-th started episode this way.
+            record_id=f"ep-{index + 1:06d}",
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise InvalidSpec(f"{where}: bad episode ({type(exc).__name__}: {exc})") from None

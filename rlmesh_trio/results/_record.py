@@ -128,6 +128,8 @@ class _RouteRecorder(RuntimeHooks):
             self._takes[event.env_index] = _Take(event.episode_index, writer)
 
     async def observation_emitted(self, event: ObservationEmittedEvent) -> None:
+        if event.is_reset:
+            return  # one frame per step, as rlmesh's recorder films (frame count == steps)
         for row, env_index in enumerate(event.env_indices):
             take = self._takes.get(env_index)
             if take is None or take.episode_index < 0:
