@@ -47,8 +47,24 @@ RENDER_CAMERA = "render"
 FrameSource = Callable[[], Awaitable[np.ndarray | None]]
 
 
-def _render_source(env: Any) -> FrameSource | None:
-    """An async ``() -> frame`` over the env's ``render``, or ``None`` when it has none."""
+def _render_source(env: Any, local: Any = None) -> FrameSource | None:
+    """An async ``() -> frame`` over a render, or ``None`` when there is none.
+
+    ``local`` is the route's own gymnasium env when it runs in-process: its
+    ``render()`` is called directly, on a worker thread, between steps (no
+    PNG round trip, and an exception stays ours instead of ending the env
+    session). Otherwise ``env.render()`` (a ``RemoteEnv``: a Render request;
+    a failing render there is the env server's error and ends its session).
+    """
+    if local is not None:
+
+        async def local_frame() -> np.ndarray | None:
+            value = await trio.to_thread.run_sync(local.render)
+            if isinstance(value, list):  # render_mode "rgb_array_list"
+                value = value[-1] if value else None
+            return None if value is None else as_rgb_frame(value)
+
+        return local_frame
     render = getattr(env, "render", None)
     if render is None or not callable(render):
         return None
@@ -115,10 +131,10 @@ class _RouteRecorder(RuntimeHooks):
     """Records chosen episodes of one route. Cancellation: a cancelled frame encode
     finishes its frame first (a few ms) and the episode's file is then dropped."""
 
-    def __init__(self, recording: Recording, route_id: str, env: Any) -> None:
+    def __init__(self, recording: Recording, route_id: str, env: Any, local: Any = None) -> None:
         self._recording = recording
         self._route_id = route_id
-        self._render = _render_source(env)
+        self._render = _render_source(env, local)
         self._takes: dict[int, _Take] = {}  # by env_index
 
     async def episode_started(self, event: EpisodeStartedEvent) -> None:
@@ -206,6 +222,13 @@ class _RouteRecorder(RuntimeHooks):
         self._takes.clear()
 
 
+def _gym_env(value: Any) -> Any:
+    """The route's env when it is one in-process gymnasium ``Env`` (lanes and vectors: no)."""
+    import gymnasium
+
+    return value if isinstance(value, gymnasium.Env) else None
+
+
 def _seed_set(seeds: Iterable[int] | None) -> frozenset[int]:
     out = set()
     for seed in seeds or ():
@@ -266,13 +289,17 @@ class Recording:
         for i, route in enumerate(routes):
             if self.records_route(route.seeds):
                 route_id = route.route_id or f"route-{i}"
-                route = attrs.evolve(route, route_id=route_id, hooks=self.hooks_for(route_id))
+                hooks = self.hooks_for(route_id, _gym_env(route.env))
+                route = attrs.evolve(route, route_id=route_id, hooks=hooks)
             out.append(route)
         return out
 
-    def hooks_for(self, route_id: str) -> Callable[[Any], RuntimeHooks]:
-        """The per-route hook factory (called with the route's env when it starts)."""
-        return lambda env: _RouteRecorder(self, route_id, env)
+    def hooks_for(self, route_id: str, local: Any = None) -> Callable[[Any], RuntimeHooks]:
+        """The per-route hook factory (called with the route's env when it starts).
+
+        ``local``: the route's in-process gymnasium env, if any, rendered directly.
+        """
+        return lambda env: _RouteRecorder(self, route_id, env, local)
 
     def staging_file(self, route_id: str, episode_index: int) -> Path:
         self.directory.mkdir(parents=True, exist_ok=True)
