@@ -29,10 +29,14 @@ body{font-family:system-ui,sans-serif;margin:24px auto;max-width:1200px;color:#2
 h1{font-size:1.5em} h2{font-size:1.2em;margin-top:1.6em}
 table{border-collapse:collapse;font-size:.9em} td,th{padding:4px 10px;border-bottom:1px solid #ddd}
 th{text-align:left;background:#f4f4f4} td.n{text-align:right;font-variant-numeric:tabular-nums}
-.grid{display:grid;grid-template-columns:repeat(auto-fit,minmax(520px,1fr));gap:12px}
+.grid{display:grid;grid-template-columns:repeat(2,minmax(0,1fr));gap:12px}
+.panel{min-width:0} video{width:360px;max-width:100%;height:auto;background:#000}
 .videos{display:flex;flex-wrap:wrap;gap:16px} figure{margin:0} figcaption{font-size:.85em}
 .failed{color:#b00} #selftest{display:none}
 """
+
+# The grid has a fixed column count: each plot sizes itself to its panel as it is drawn,
+# before later panels exist, so an auto-fitting grid would leave the first one too wide.
 
 # Runs before anything else so it sees every error, then reports once plots and videos settle.
 _SELFTEST_HEAD = """<script>
@@ -127,8 +131,8 @@ def _videos(report: RunReport, media: Mapping[tuple[str, int], Sequence[MediaRef
                     f"return {ep.reward:g} · {ref.camera} · {ref.frame_count} frames"
                 )
                 items.append(
-                    f'<figure><video controls muted preload="metadata" width="{ref.width}" '
-                    f'height="{ref.height}" src="data:video/mp4;base64,{data}"></video>'
+                    '<figure><video controls muted preload="metadata" '
+                    f'src="data:video/mp4;base64,{data}"></video>'
                     f"<figcaption>{html.escape(caption)}</figcaption></figure>"
                 )
     if not items:
@@ -149,6 +153,8 @@ def _plots(report: RunReport) -> str:
             include_plotlyjs=False,
             full_html=False,
             div_id=f"plot-{panel_id}",
+            default_width="100%",
+            default_height="380px",
             config={"displaylogo": False, "responsive": True},
         )
         panels.append(f'<div class="panel">{div}</div>')
