@@ -8,7 +8,7 @@ The public API is re-exported here; everything else lives in private modules::
     report = rt.run(routes)                  # or: await rt.run_routes(routes) inside Trio
 """
 
-from . import hooks, spaces
+from . import hooks, results, spaces
 from ._errors import (
     ConnectError,
     EnvRpcError,
@@ -101,6 +101,7 @@ __all__ = [
     "check_health",
     "hooks",
     "policy",
+    "results",
     "run",
     "run_routes",
     "serve_env",
