@@ -75,9 +75,7 @@ def demo(
 
     report = trio.run(run_demo, n_routes, episodes, not no_progress, results)
     print_summary(report, title="rlmesh-trio demo: CartPole-v1 over loopback gRPC")
-    if json_path is not None:
-        write_report(report, json_path)
-    _write_results(results, report, "rlmesh-trio demo: CartPole-v1")
+    _write_outputs(report, json_path, results, "rlmesh-trio demo: CartPole-v1")
     sys.exit(0 if report.ok else EXIT_FAILED)
 
 
@@ -299,9 +297,7 @@ def run_cmd(
         _fail(str(exc))
     report, code, message = trio.run(_run_with_progress, orchestrator, not no_progress)
     print_summary(report)
-    if json_path is not None:
-        write_report(report, json_path)
-    _write_results(results, report)
+    _write_outputs(report, json_path, results)
     if message:
         click.echo(f"error: {message}", err=True)
     sys.exit(code)
@@ -355,9 +351,15 @@ def check(
         click.echo(line)
 
 
-def _write_results(
-    results: ResultsOptions, report: RunReport, title: str = "rlmesh-trio run"
+def _write_outputs(
+    report: RunReport,
+    json_path: Path | None,
+    results: ResultsOptions,
+    title: str = "rlmesh-trio run",
 ) -> None:
+    """The JSON report, then the bundle and HTML report, each when asked for."""
+    if json_path is not None:
+        write_report(report, json_path)
     try:
         for line in results.write(report, title):
             click.echo(line)
