@@ -9,6 +9,8 @@ only needs ``results.apply(routes)`` before the run and
 from __future__ import annotations
 
 import functools
+import importlib
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,7 +23,26 @@ if TYPE_CHECKING:
     from ..orchestrator import RunReport
     from ..results import Recording
 
-__all__ = ["ResultsOptions", "check_bundle_path", "results_options"]
+__all__ = ["ResultsOptions", "check_bundle_path", "results_options", "warm_statistics"]
+
+
+def warm_statistics() -> None:
+    """Import scipy.stats on a daemon thread while the routes run.
+
+    The summary and the JSON report's statistics need it at the end of every
+    run, and its import takes a second or more on a busy machine: done
+    meanwhile, a run (or a Ctrl+C) ends without waiting for it. Only the CLI
+    calls this; importing rlmesh_trio starts no thread.
+    """
+    thread = threading.Thread(target=_import_quietly, name="warm-scipy", daemon=True)
+    thread.start()
+
+
+def _import_quietly() -> None:
+    try:
+        importlib.import_module("scipy.stats")
+    except Exception:  # the real import, when the statistics are needed, reports it
+        pass
 
 
 def check_bundle_path(path: Path) -> None:
@@ -93,6 +114,7 @@ def results_options(command: Callable[..., Any]) -> Callable[..., Any]:
         record_seeds: str | None,
         **kwargs: Any,
     ) -> Any:
+        warm_statistics()
         try:
             results = ResultsOptions(bundle, html, record, record_seeds)
         except click.BadParameter as exc:
