@@ -91,3 +91,26 @@ def test_demo_records_into_bundle_and_html(tmp_path: Path) -> None:
     assert all(m["camera"] == "render" and m["frameCount"] == 500 for m in media)
     assert page.read_text().count("data:video/mp4;base64,") == 2
     assert json.loads(out.read_text())["statistics"]["run"]["n"] == 2
+
+
+def test_run_records_chosen_episodes_of_in_process_envs(tmp_path: Path) -> None:
+    bundle = tmp_path / "bundle"
+    result = run_cli(
+        "run", "--env", "CartPole-v1", "--env", "CartPole-v1",
+        "--model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY", "--seeds", "0:4",
+        "--max-episode-steps", "10", "--record", "1", "--record-seeds", "3",
+        "--bundle", str(bundle), "--no-progress",
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    doc = json.loads((bundle / "result.json").read_text())
+    filmed = [
+        (w["task"], ep["seed"], ep["media"][0]["frameCount"])
+        for w in doc["workloads"]
+        for ep in w["episodes"]
+        if "media" in ep
+    ]
+    assert filmed == [("route-0", 0, 10), ("route-1", 1, 10), ("route-1", 3, 10)]
+    for workload in doc["workloads"]:
+        for ep in workload["episodes"]:
+            for media in ep.get("media", ()):
+                assert (bundle / media["path"]).stat().st_size > 0

@@ -20,7 +20,7 @@ from ._compare import compare_cmd
 from ._report import report_cmd
 from ._results import ResultsOptions, results_options
 from ._summary import print_summary, write_report
-from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_env, resolve_model
+from ._targets import make_env_factory, parse_limits, parse_seeds, resolve_model
 from ._tls import client_context, client_tls_options, server_context, server_tls_options
 
 EXIT_FAILED = 1
@@ -274,7 +274,7 @@ def run_cmd(
         _fail("give --seeds START:STOP or --episodes N")
     try:
         routes = shard(
-            envs=[resolve_env(e) for e in envs],
+            envs=[results.resolve_env(e) for e in envs],
             model=resolve_model(model),
             seeds=parse_seeds(seeds) if seeds is not None else None,
             episodes=episodes,

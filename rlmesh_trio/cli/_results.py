@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ._targets import parse_seeds
+from ._targets import is_address, parse_seeds, resolve_env
 
 if TYPE_CHECKING:
     from ..orchestrator import RunReport
@@ -73,6 +73,16 @@ class ResultsOptions:
             from ..results import Recording
 
             self.recording = Recording(first=record, seeds=seeds)
+
+    def resolve_env(self, spec: str) -> Any:
+        """As :func:`resolve_env`; when filming, a gymnasium id is made now with
+        ``render_mode="rgb_array"``, so its frames can be rendered in-process."""
+        if self.recording is None or is_address(spec) or ":" in spec:
+            return resolve_env(spec)
+        resolve_env(spec)  # the id check and its one-line error
+        import gymnasium
+
+        return gymnasium.make(spec, render_mode="rgb_array")
 
     def apply(self, routes: list[Any]) -> list[Any]:
         """The routes, with recording hooks on those that film."""
