@@ -116,3 +116,24 @@ def test_render_over_the_wire() -> None:
         (ref,) = recording.media[("route-0", 0)]
         assert (ref.camera, ref.frame_count, ref.width) == ("render", report.total_steps, 600)
         assert _probe(ref.source)[0] == report.total_steps
+
+
+def test_route_hooks_run_after_the_shared_ones_on_their_route_only() -> None:
+    from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel
+
+    shared, own = RecordingHooks(), RecordingHooks()
+    seen_env: list[Any] = []
+
+    def factory(env: Any) -> rt.RuntimeHooks:
+        seen_env.append(env)
+        return own
+
+    scripted = ScriptedEnv(episode_lengths=2)
+    routes = [
+        rt.Route(env=scripted, model=ScriptedModel(), episodes=1, route_id="a", hooks=factory),
+        rt.Route(env=ScriptedEnv(episode_lengths=2), model=ScriptedModel(), episodes=1),
+    ]
+    rt.run(routes, hooks=shared)
+    assert seen_env == [scripted]  # the factory got the route's resolved env
+    assert {e.route_id for _, e in own.events} == {"a"}
+    assert {e.route_id for _, e in shared.events} == {"a", "route-1"}
