@@ -8,7 +8,7 @@ The public API is re-exported here; everything else lives in private modules::
     report = rt.run(routes)                  # or: await rt.run_routes(routes) inside Trio
 """
 
-from . import distributed, hooks, spaces
+from . import distributed, hooks, results, spaces
 from ._errors import (
     ConnectError,
     EnvRpcError,
@@ -119,6 +119,7 @@ __all__ = [
     "hooks",
     "load_ledger",
     "policy",
+    "results",
     "run",
     "run_distributed",
     "run_routes",

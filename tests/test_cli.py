@@ -54,6 +54,7 @@ TOP_KEYS = {
     "wall_s",
     "steps_per_s",
     "telemetry",
+    "statistics",
 }
 TELEMETRY_KEYS = {"op", "component", "metric", "unit", "count", "avg", "p50", "p95", "p99"}
 

@@ -17,6 +17,7 @@ PACKAGES = [
     "rlmesh_trio.transport",
     "rlmesh_trio.hooks",
     "rlmesh_trio.testing",
+    "rlmesh_trio.results",
 ]
 
 # Names other work (examples, the CLI, outside checks) relies on.

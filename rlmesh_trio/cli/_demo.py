@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from contextlib import AsyncExitStack
+from typing import Any
 
 import gymnasium
 
@@ -14,14 +15,22 @@ from ..transport import serve_env, serve_model
 __all__ = ["run_demo"]
 
 
-async def run_demo(n_routes: int, episodes: int, progress: bool) -> RunReport:
-    """Start ``n_routes`` env servers and one model server in this Trio run; evaluate; stop them."""
+async def run_demo(n_routes: int, episodes: int, progress: bool, results: Any = None) -> RunReport:
+    """Start ``n_routes`` env servers and one model server in this Trio run; evaluate; stop them.
+
+    ``results`` (the CLI's results options) films episodes: the env servers
+    then render ``rgb_array`` frames, fetched by the Render request.
+    """
+    filming = results is not None and results.recording is not None
     async with AsyncExitStack() as stack:
         model = await stack.enter_async_context(serve_model(CARTPOLE_POLICY, "127.0.0.1:0"))
         env_addresses = []
         for _ in range(n_routes):
             server = await stack.enter_async_context(
-                serve_env(gymnasium.make("CartPole-v1"), "127.0.0.1:0")
+                serve_env(
+                    gymnasium.make("CartPole-v1", render_mode="rgb_array" if filming else None),
+                    "127.0.0.1:0",
+                )
             )
             env_addresses.append(server.address)
         routes = [
@@ -33,6 +42,8 @@ async def run_demo(n_routes: int, episodes: int, progress: bool) -> RunReport:
             )
             for i, address in enumerate(env_addresses)
         ]
+        if filming:
+            routes = results.apply(routes)
         if not progress:
             return await run_routes(routes)
         with RichProgress(routes, transient=True) as bars:

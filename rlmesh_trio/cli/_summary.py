@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from ..orchestrator import RunReport
+from ._stats_table import print_statistics
 
 __all__ = ["print_summary", "write_report"]
 
@@ -62,6 +63,7 @@ def print_summary(
         _fmt(report.steps_per_s),
     )
     console.print(table)
+    print_statistics(report, console)
     success = "-" if report.success_rate is None else f"{report.success_rate:.1%}"
     console.print(
         f"wall time {report.wall_s:.2f}s, success rate {success} (reward is the mean per episode)"

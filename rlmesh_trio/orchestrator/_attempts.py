@@ -44,7 +44,7 @@ from ._endpoints import _env_label as env_label
 from ._ledger import LedgerError
 from ._plan import Ticket
 from ._retry import is_retriable
-from ._route import Route
+from ._route import Route, route_hooks
 from ._route_hooks import SessionsAsOne, TicketHook
 
 __all__ = ["RouteRun", "aclose_endpoint", "name_endpoint"]
@@ -291,7 +291,7 @@ class RouteRun:
             spec,
             env.env,
             model.model,
-            hooks=hooks if pending is not None else self._user_hooks,
+            hooks=route_hooks(hooks if pending is not None else self._user_hooks, route, env.env),
             cancel_reason=self.ctx.cancel_reason,
             on_error=lambda error: self._on_error(error, env, model),
         )

@@ -5,13 +5,17 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
-from typing import Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
 
 import attrs
 
 from .._errors import RlmeshTrioError
 from ..runtime import EpisodeResult, RouteReport, TelemetryRow, merge_telemetry
 from ._finite import nonfinite_note, raw_float, strict_json_value
+
+if TYPE_CHECKING:
+    from ..results import MediaRef
 
 __all__ = [
     "REPORT_SCHEMA",
@@ -140,12 +144,17 @@ class RunReport:
     rlmesh 0.1.0. ``steps_per_s`` is the steps this run made over its wall
     time: a resumed run's totals include the ledger's episodes
     (``resumed_steps`` of its steps), its speed does not.
+    ``recorded_telemetry`` holds the telemetry rows of a report read back from
+    JSON (:meth:`from_json`), whose routes carry no raw samples.
     """
 
     routes: tuple[RouteOutcome, ...]
     wall_s: float
     meta: RunMeta | None = attrs.field(default=None, eq=False)
     resumed_steps: int = 0
+    recorded_telemetry: tuple[TelemetryRow, ...] | None = attrs.field(
+        default=None, eq=False, repr=False
+    )
 
     @property
     def episodes(self) -> list[EpisodeResult]:
@@ -180,6 +189,8 @@ class RunReport:
 
     @property
     def telemetry(self) -> list[TelemetryRow]:
+        if self.recorded_telemetry is not None:
+            return list(self.recorded_telemetry)
         return merge_telemetry([o.report for o in self.routes if o.report is not None])
 
     @property
@@ -231,7 +242,43 @@ class RunReport:
                 }
                 for row in self.telemetry
             ],
+            "statistics": self.statistics(),
         }
+
+    def statistics(self, *, seed: int | None = None) -> dict[str, Any]:
+        """Episode-return figures per route and for the run: mean, std, IQM, 95% bootstrap CIs.
+
+        Seeded (``seed``, or a fixed default), so the same episodes give the same figures.
+        """
+        from ..results import statistics_block
+
+        return statistics_block(self) if seed is None else statistics_block(self, seed=seed)
+
+    @classmethod
+    def from_json(cls, data: str | Mapping[str, Any]) -> RunReport:
+        """Rebuild a report from :meth:`to_json` text (or its parsed dict).
+
+        Raises:
+            InvalidSpec: the input is not a run report.
+        """
+        from ..results import report_from_dict
+
+        return report_from_dict(data)
+
+    def export_bundle(
+        self, path: str | Path, media: Mapping[tuple[str, int], Sequence[MediaRef]] | None = None
+    ) -> Path:
+        """Write an ``rlmesh.result.v1`` bundle (a folder, or a zip when ``path`` ends ``.zip``).
+
+        ``media`` maps ``(route_id, episode index)`` to recorded videos, as
+        :attr:`rlmesh_trio.results.Recording.media` gives them.
+
+        Raises:
+            InvalidSpec: ``path`` cannot hold a bundle. OSError: a write failed.
+        """
+        from ..results import write_bundle
+
+        return write_bundle(self, path, media)
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """Strict JSON (no ``NaN``/``Infinity`` tokens): any other non-finite float is ``null``."""

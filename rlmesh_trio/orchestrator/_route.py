@@ -9,11 +9,11 @@ from typing import Any, Literal
 import attrs
 
 from .._errors import InvalidSpec
-from ..runtime import Limits
+from ..runtime import HookChain, Limits, RuntimeHooks
 from ..runtime._spec import check_seed_range
 from ..transport._address import parse_address
 
-__all__ = ["Route", "shard"]
+__all__ = ["Route", "route_hooks", "shard"]
 
 MAX_EXECUTION_HORIZON = 1024
 Dealing = Literal["static", "dynamic"]
@@ -93,6 +93,10 @@ class Route:
     route runs the next unclaimed episodes whenever its endpoint is free, so
     a slow endpoint runs fewer and a dead one's unfinished episodes go to the
     others (``shard(..., dealing="dynamic")`` makes such routes).
+    ``hooks`` are this route's own,
+    run after the run-wide ones: a ``RuntimeHooks``, or a callable that gets
+    the route's resolved ``RuntimeEnv`` when the route starts and returns one
+    (a video recorder uses it to reach ``render``).
     """
 
     env: Any
@@ -107,6 +111,7 @@ class Route:
     max_episode_seconds: float | None = None
     trial_index_base: int = 0
     ticket_pool: str | None = None
+    hooks: RuntimeHooks | Callable[[Any], RuntimeHooks] | None = None
 
     def __attrs_post_init__(self) -> None:
         _check_route(self)
@@ -119,6 +124,16 @@ class Route:
         if self.seeds is not None:
             return len(self.seeds)
         return None
+
+
+def route_hooks(shared: RuntimeHooks | None, route: Route, env: Any) -> RuntimeHooks | None:
+    """The hooks one route runs with: the run's, then the route's own (built for ``env``)."""
+    own = route.hooks
+    if own is None:
+        return shared
+    if not isinstance(own, RuntimeHooks):
+        own = own(env)
+    return own if shared is None else HookChain([shared, own])
 
 
 def shard(

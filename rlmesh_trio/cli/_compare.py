@@ -1,0 +1,50 @@
+"""``rlmesh-trio compare A.json B.json``: is run B's mean return different from run A's?"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from .._errors import RlmeshTrioError
+
+__all__ = ["compare_cmd"]
+
+
+@click.command("compare")
+@click.argument("run_a", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("run_b", type=click.Path(dir_okay=False, path_type=Path))
+@click.option(
+    "--seed", type=int, default=None, help="Bootstrap seed (default: fixed, so reruns agree)."
+)
+def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
+    """Print mean(B) - mean(A) of the episode returns with a 95% bootstrap CI.
+
+    The two runs are independent samples (scipy.stats.bootstrap, seeded). The
+    last line says whether the interval excludes zero.
+    """
+    from ..results import compare_rewards, load_run
+    from ..results._stats import DEFAULT_SEED
+    from ._stats_table import format_interval, format_value
+
+    try:
+        a, b = load_run(run_a), load_run(run_b)
+    except RlmeshTrioError as exc:
+        click.echo(f"error: {exc}", err=True)
+        sys.exit(2)
+    diff = compare_rewards(
+        [ep.reward for ep in a.episodes],
+        [ep.reward for ep in b.episodes],
+        seed=DEFAULT_SEED if seed is None else seed,
+    )
+    click.echo(f"A  {run_a}: {diff.n_a} episodes, mean return {format_value(diff.mean_a)}")
+    click.echo(f"B  {run_b}: {diff.n_b} episodes, mean return {format_value(diff.mean_b)}")
+    click.echo(f"B - A = {format_value(diff.difference)}, 95% CI {format_interval(diff.ci)}")
+    if diff.excludes_zero is None:
+        click.echo("no interval: each run needs at least two episodes")
+    elif diff.excludes_zero:
+        better = "B" if (diff.difference or 0) > 0 else "A"
+        click.echo(f"the interval excludes zero: {better} has the higher mean return")
+    else:
+        click.echo("the interval includes zero: no clear difference at 95%")

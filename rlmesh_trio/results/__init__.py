@@ -1,0 +1,34 @@
+"""Results people look at: rlmesh.result.v1 bundles, episode videos, statistics, HTML reports.
+
+* :func:`summarize`, :func:`compare_rewards`, :func:`statistics_block`: seeded bootstrap figures.
+* :class:`Recording`: film chosen episodes to mp4 (``Recording(first=1).apply(routes)``).
+* :func:`write_bundle` / :meth:`RunReport.export_bundle`: ``rlmesh.result.v1`` bundles.
+* :func:`write_html`: one self-contained HTML report.
+* :func:`load_run`: a run's JSON report back as a :class:`~rlmesh_trio.RunReport`.
+
+Heavy parts (scipy, plotly, PyAV) are imported only when a function here needs them.
+"""
+
+from ._bundle import SCHEMA, MediaRef, bundle_document, write_bundle
+from ._html import render_html, write_html
+from ._load import RecordedError, load_run, report_from_dict
+from ._record import Recording
+from ._stats import Difference, Summary, compare_rewards, statistics_block, summarize
+
+__all__ = [
+    "SCHEMA",
+    "Difference",
+    "MediaRef",
+    "RecordedError",
+    "Recording",
+    "Summary",
+    "bundle_document",
+    "compare_rewards",
+    "load_run",
+    "render_html",
+    "report_from_dict",
+    "statistics_block",
+    "summarize",
+    "write_bundle",
+    "write_html",
+]
