@@ -7,7 +7,9 @@ Either way every planned ticket must appear exactly once and match a local run.
 
 from __future__ import annotations
 
+import json
 import pickle
+from pathlib import Path
 
 import pytest
 
@@ -157,3 +159,34 @@ def test_a_sigkilled_shard_process_leaves_every_seed_exactly_once() -> None:
     assert sorted(seen) == list(range(24))
     for episode in report.episodes:
         assert (episode.steps, episode.reward) == gymnasium_episode(int(episode.seed or 0))
+
+
+def test_a_ledger_from_a_crashed_sharded_run_resumes_locally(tmp_path: Path) -> None:
+    routes = inprocess_routes(3, 4)
+    ledger = tmp_path / "run.jsonl"
+    crashes = ThreadBackend(crash_after=lambda w: 2)
+    partial = run_distributed(
+        routes, crashes, shards=3, max_shard_attempts=1, on_failure="isolate", ledger=ledger
+    )
+    assert 0 < partial.total_episodes < 12
+    on_disk = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert on_disk[0]["schema"] == "rlmesh-trio.ledger"
+    assert len([r for r in on_disk if r.get("type") == "episode"]) == partial.total_episodes
+    resumed = rt.run(routes, ledger=ledger, resume=True)
+    assert episode_keys(resumed) == episode_keys(rt.run(routes))
+    assert resumed.meta is not None and resumed.meta.resumed_episodes == partial.total_episodes
+
+
+def test_a_local_ledger_resumes_on_shards_with_the_endpoint_moved(tmp_path: Path) -> None:
+    good = inprocess_routes(2, 3)
+    broken = rt.Route(env="127.0.0.1:9", model=good[0].model, seeds=range(6, 9), route_id="r2")
+    ledger = tmp_path / "run.jsonl"
+    first = rt.run([*good, broken], on_failure="isolate", ledger=ledger)
+    assert first.total_episodes == 6
+    fixed = [*good, inprocess_routes(3, 3)[2]]  # same route id and seeds, another endpoint
+    resumed = run_distributed(fixed, "threads", shards=2, ledger=ledger, resume=True)
+    assert episode_keys(resumed) == episode_keys(rt.run(fixed))
+    before = ledger.read_bytes()
+    with pytest.raises(rt.InvalidSpec, match="already holds a run"):
+        run_distributed(fixed, "threads", ledger=ledger)
+    assert ledger.read_bytes() == before  # a ledger is never overwritten

@@ -12,6 +12,9 @@ import trio
 
 from .._errors import InvalidSpec
 from ..orchestrator import Route, RunReport
+from ..orchestrator._durable import prepare_durable
+from ..orchestrator._plan import make_plan
+from ..orchestrator._retry import RetryPolicy
 from ..runtime import RuntimeHooks
 from ._backends import Backend, ProcessBackend, ThreadBackend
 from ._coordinator import Coordinator
@@ -35,6 +38,11 @@ def _named(routes: Sequence[Route]) -> list[Route]:
     named = [attrs.evolve(r, route_id=rid) for r, rid in zip(routes, ids, strict=True)]
     for route in named:
         budget(route)
+        if route.ticket_pool is not None:
+            raise InvalidSpec(
+                f"route {route.route_id}: dynamic dealing (a ticket pool) runs locally only; "
+                "shards already balance routes"
+            )
     return named
 
 
@@ -80,20 +88,23 @@ def run_distributed(
     client_options: Mapping[str, Any] | None = None,
     hooks: RuntimeHooks | None = None,
     handle_sigint: bool = True,
+    ledger: str | os.PathLike[str] | None = None,
+    resume: bool = False,
+    argv: Sequence[str] | None = None,
 ) -> RunReport:
     """Run ``routes`` over shards and return one merged :class:`RunReport`, in route order.
 
-    Each shard runs our orchestrator on Trio over its share of the routes and
-    streams finished episodes back as they finish. A shard that dies (worker
-    killed, node lost) has only its routes' owed episodes dealt to a new shard,
-    with the same seeds and trials, up to ``max_shard_attempts`` times in all;
-    after that the route fails with :class:`~rlmesh_trio.ShardLost`. Every
-    planned episode appears in the report at most once.
+    Each shard runs our orchestrator over its share of the routes and streams
+    finished episodes back. A shard that dies has only its owed episodes dealt to
+    a new shard (same seeds and trials), up to ``max_shard_attempts`` in all; then
+    the route fails with :class:`~rlmesh_trio.ShardLost`. No episode appears twice.
 
     ``backend``: ``"ray"`` (``address`` as for ``ray.init``; else a local cluster,
     shut down afterwards), ``"processes"`` (this machine) or ``"threads"``. ``shards``
     defaults to the backend's CPU count, at most one per route. With
-    ``batch_predicts`` the routes that share a model endpoint stay in one shard.
+    ``batch_predicts`` routes sharing a model endpoint stay in one shard. ``ledger``/
+    ``resume`` as for :func:`~rlmesh_trio.run` (the coordinator is the ledger's one
+    writer; a ledger resumes across backends, local included).
 
     Raises:
         InvalidSpec: a route that cannot be sent to a shard (named), a route with no
@@ -105,25 +116,40 @@ def run_distributed(
     named = _named(routes)
     if max_shard_attempts < 1:
         raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
-    chosen = make_backend(backend, address)
+    plan = make_plan(named, [str(r.route_id) for r in named])
+    durable = prepare_durable(plan, ledger=ledger, resume=resume, policy=RetryPolicy(), argv=argv)
+    options = RunOptions(
+        on_failure=on_failure,
+        max_concurrency=max_concurrency,
+        batch_predicts=batch_predicts,
+        client_options=dict(client_options or {}),
+    )
+    return _coordinate(
+        named,
+        make_backend(backend, address),
+        shards,
+        options,
+        max_shard_attempts=max_shard_attempts,
+        handle_sigint=handle_sigint,
+        hooks=hooks,
+        durable=durable,
+    )
+
+
+def _coordinate(
+    routes: list[Route], backend: Backend, shards: int | None, options: RunOptions, **kw: Any
+) -> RunReport:
+    """Run the coordinator over ``backend`` in a fresh Trio run, closing the backend after."""
     try:
-        if not isinstance(chosen, ThreadBackend):
-            check_picklable(named)
-        options = RunOptions(
-            on_failure=on_failure,
-            max_concurrency=max_concurrency,
-            batch_predicts=batch_predicts,
-            client_options=dict(client_options or {}),
-        )
+        if not isinstance(backend, ThreadBackend):
+            check_picklable(routes)
         coordinator = Coordinator(
-            named,
-            chosen,
-            shards=shards or _default_shards(chosen, len(named)),
+            routes,
+            backend,
+            shards=shards or _default_shards(backend, len(routes)),
             options=options,
-            max_shard_attempts=max_shard_attempts,
-            handle_sigint=handle_sigint,
-            hooks=hooks,
+            **kw,
         )
         return trio.run(partial(coordinator.run))
     finally:
-        chosen.close()
+        backend.close()

@@ -13,27 +13,27 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
+import attrs
 import trio
 
 from .._errors import RouteCancelled, ShardLost
 from .._signals import RUN_SIGNALS, wait_for_signal
 from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
-from ..runtime import RuntimeHooks
+from ..orchestrator._durable import DurableRun
+from ..orchestrator._ledger import LedgerError
+from ..runtime import EpisodeResult, RuntimeHooks
 from ._backends import Backend, ShardDied
 from ._planner import owed_part, plan_shards
 from ._state import RouteBook, merged_report
 from ._work import EpisodeDone, HookCall, Item, RouteEnded, RoutePart, RunOptions, ShardWork
 
-__all__ = ["Coordinator", "EpisodeSink"]
+__all__ = ["Coordinator"]
 
 log = logging.getLogger("rlmesh_trio.distributed")
 
 INTERRUPTED = "interrupted by the user (SIGINT / KeyboardInterrupt)"
-
-#: Called with (route id, episode) for each ticket the first time it is delivered.
-EpisodeSink = Callable[[str, object], None]
 
 
 class Coordinator:
@@ -48,7 +48,7 @@ class Coordinator:
         options: RunOptions,
         max_shard_attempts: int = 3,
         handle_sigint: bool = True,
-        on_episode: EpisodeSink | None = None,
+        durable: DurableRun | None = None,
         hooks: RuntimeHooks | None = None,
     ) -> None:
         self.routes = list(routes)
@@ -57,9 +57,12 @@ class Coordinator:
         self.options = options
         self.max_shard_attempts = max_shard_attempts
         self.handle_sigint = handle_sigint
-        self.on_episode = on_episode
+        self.durable = durable
         self.hooks = hooks
         self.books = {str(r.route_id): RouteBook(r) for r in self.routes}
+        if durable is not None:
+            for route_id, book in self.books.items():
+                book.resume(durable.finished(route_id))
         self._handles: dict[str, object] = {}
         self._live = 0
         self._serial = 0
@@ -76,19 +79,20 @@ class Coordinator:
             RunInterrupted: Ctrl+C cancelled every shard (the partial report is on it).
         """
         started = time.perf_counter()
-        async with trio.open_nursery() as nursery:
-            self._nursery = nursery
-            if self.handle_sigint and threading.current_thread() is threading.main_thread():
-                nursery.start_soon(self._watch_sigint)
-            groups = plan_shards(
-                self.routes, self.shards, batch_predicts=self.options.batch_predicts
-            )
-            for group in groups:
-                self._launch(tuple(owed_part(r, range(r.episode_budget or 0)) for r in group), 1)
-            if not groups:
-                self._all_ended.set()
-            await self._all_ended.wait()
-            nursery.cancel_scope.cancel()
+        writer = self.durable.open() if self.durable is not None else None
+        try:
+            async with trio.open_nursery() as nursery:
+                self._nursery = nursery
+                if writer is not None:
+                    nursery.start_soon(writer.sync_forever)
+                if self.handle_sigint and threading.current_thread() is threading.main_thread():
+                    nursery.start_soon(self._watch_sigint)
+                self._launch_owed()
+                await self._all_ended.wait()
+                nursery.cancel_scope.cancel()
+        finally:
+            if self.durable is not None:
+                self.durable.close()
         report = self._report(time.perf_counter() - started)
         if self._interrupted:
             raise RunInterrupted(report)
@@ -97,6 +101,15 @@ class Coordinator:
             raise RunFailed(report, error, route_id) from error
         return report
 
+    def _launch_owed(self) -> None:
+        """Deal every route with owed tickets into shards (a resumed route may owe none)."""
+        owing = [book.route for book in self.books.values() if not book.ended]
+        groups = plan_shards(owing, self.shards, batch_predicts=self.options.batch_predicts)
+        for group in groups:
+            self._launch(tuple(owed_part(r, self.books[str(r.route_id)].owed) for r in group), 1)
+        if not groups:
+            self._all_ended.set()
+
     def _report(self, wall_s: float) -> RunReport:
         reason = self._cancel_reason or "cancelled"
         pending = {
@@ -104,7 +117,8 @@ class Coordinator:
             for rid, book in self.books.items()
             if not book.ended
         }
-        return merged_report(self.books.values(), wall_s, pending)
+        meta = self.durable.meta if self.durable is not None else None
+        return merged_report(self.books.values(), wall_s, pending, meta)
 
     def cancel(self, reason: str) -> None:
         """Cancel every shard; each route ends ``RouteCancelled`` with ``reason``."""
@@ -155,15 +169,28 @@ class Coordinator:
         for item in batch:
             if isinstance(item, EpisodeDone):
                 book = self.books[item.route_id]
-                if book.add(item.result):
-                    if self.on_episode is not None:
-                        self.on_episode(item.route_id, item.result)
+                result = attrs.evolve(item.result, attempts=book.attempts)
+                if book.add(result):
+                    self._record(item.route_id, result)
                     if item.event is not None:
                         await self._hook("episode_completed", item.event)
             elif isinstance(item, HookCall):
                 await self._hook(item.name, item.event)
             elif isinstance(item, RouteEnded):
                 self._route_ended(item)
+
+    def _record(self, route_id: str, result: EpisodeResult) -> None:
+        """Append a newly delivered episode to the ledger: the coordinator is its one writer."""
+        writer = self.durable.writer if self.durable is not None else None
+        if writer is None or self.durable is None:
+            return
+        tickets = self.durable.plan.entry(route_id).tickets or ()
+        try:
+            writer.write_episode(tickets[result.index], result)
+        except OSError as exc:
+            error = LedgerError(writer.path, f"cannot write: {exc}")
+            self.books[route_id].end("failed", error)
+            self._failed(route_id, error)
 
     async def _hook(self, name: str, event: object) -> None:
         if self.hooks is None:

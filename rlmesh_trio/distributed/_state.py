@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from ..orchestrator import Route, RouteOutcome, RunReport
+from ..orchestrator import Route, RouteOutcome, RunMeta, RunReport
 from ..runtime import EpisodeResult, RouteReport, merge_telemetry
 from ..runtime._results import SeriesSnapshot
 from ._work import RouteEnded
@@ -32,6 +32,14 @@ class RouteBook:
         self.model = route.model if isinstance(route.model, str) else type(route.model).__name__
         self.wall_s = 0.0
         self.attempts = 1
+        self.resumed_steps = 0
+
+    def resume(self, finished: Mapping[int, EpisodeResult]) -> None:
+        """Count the episodes a ledger already holds as done (they are not run again)."""
+        self.done.update(finished)
+        self.resumed_steps = sum(ep.steps for ep in finished.values())
+        if self.planned and not self.owed:
+            self.status = "completed"
 
     @property
     def owed(self) -> list[int]:
@@ -100,9 +108,16 @@ def _merged_samples(
 
 
 def merged_report(
-    books: Iterable[RouteBook], wall_s: float, pending: Mapping[str, BaseException]
+    books: Iterable[RouteBook],
+    wall_s: float,
+    pending: Mapping[str, BaseException],
+    meta: RunMeta | None = None,
 ) -> RunReport:
     """The run's report in route order; ``pending`` names why unfinished routes stopped."""
+    books = list(books)
     return RunReport(
-        routes=tuple(book.outcome(pending.get(book.route_id)) for book in books), wall_s=wall_s
+        routes=tuple(book.outcome(pending.get(book.route_id)) for book in books),
+        wall_s=wall_s,
+        meta=meta,
+        resumed_steps=sum(book.resumed_steps for book in books),
     )
