@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from .._errors import ProtocolError
@@ -49,25 +51,11 @@ def _int_dtype(spec: spaces_pb.SpaceSpec, path: str, what: str) -> np.dtype:
 
 
 def _build(spec: spaces_pb.SpaceSpec, path: str, counter: list[int]) -> Node:
+    """The node of ``spec``; ``counter[0]`` is the next leaf index (leaves number depth-first)."""
     kind = spec_kind(spec, path)
-    if kind in ("dict", "tuple"):
-        if kind == "dict":
-            d = spec.dict
-            assert d is not None
-            if len(d.keys) != len(d.spaces):
-                raise ProtocolError(
-                    f"[Dict] {len(d.keys)} keys but {len(d.spaces)} spaces", path=path
-                )
-            keys = tuple(d.keys)
-            if len(set(keys)) != len(keys):
-                raise ProtocolError(f"[Dict] duplicate keys in {list(keys)}", path=path)
-            children = tuple(
-                _build(s, child_path(path, k), counter) for k, s in zip(keys, d.spaces, strict=True)
-            )
-            order = KEY_ORDER.get(d)
-            if order is None or sorted(order) != sorted(keys):
-                order = keys
-            return DictNode(path, keys, children, order)
+    if kind == "dict":
+        return _build_dict(spec, path, counter)
+    if kind == "tuple":
         t = spec.tuple
         assert t is not None
         return TupleNode(
@@ -75,36 +63,76 @@ def _build(spec: spaces_pb.SpaceSpec, path: str, counter: list[int]) -> Node:
         )
     index = counter[0]
     counter[0] += 1
-    shape = check_shape(spec, path)
-    if kind == "box":
-        if len(shape) == 0:
-            raise ProtocolError("[Box] shape must be set (rank >= 1)", path=path)
-        dt = numpy_of_dtype(spec.dtype, path=path)
-        box_bounds(spec, dt, shape, path)  # validates the bound byte lengths
-        return BoxLeaf(path, index, dt, shape)
-    if kind == "discrete":
-        ds = spec.discrete
-        assert ds is not None
-        if ds.n <= 0:
-            raise ProtocolError(f"[Discrete] n must be > 0, got {ds.n}", path=path)
-        return DiscreteLeaf(path, index, _int_dtype(spec, path, "Discrete"), ds.n, ds.start)
-    if kind == "multi_binary":
-        # One byte per element whatever dtype the spec declares.
-        return MultiBinaryLeaf(path, index, U8, shape)
-    if kind == "multi_discrete":
-        md = spec.multi_discrete
-        assert md is not None
-        nvec = np.asarray(list(md.nvec), dtype=np.int64)
-        numel = int(np.prod(shape, dtype=np.int64))
-        if nvec.size != numel:
-            raise ProtocolError(
-                f"[MultiDiscrete] nvec has {nvec.size} entries, shape {list(shape)} needs {numel}",
-                path=path,
-            )
-        return MultiDiscreteLeaf(
-            path, index, _int_dtype(spec, path, "MultiDiscrete"), shape, nvec.reshape(shape)
+    return _LEAF_BUILDERS[kind](spec, path, index, check_shape(spec, path))
+
+
+def _build_dict(spec: spaces_pb.SpaceSpec, path: str, counter: list[int]) -> Node:
+    d = spec.dict
+    assert d is not None
+    if len(d.keys) != len(d.spaces):
+        raise ProtocolError(f"[Dict] {len(d.keys)} keys but {len(d.spaces)} spaces", path=path)
+    keys = tuple(d.keys)
+    if len(set(keys)) != len(keys):
+        raise ProtocolError(f"[Dict] duplicate keys in {list(keys)}", path=path)
+    children = tuple(
+        _build(s, child_path(path, k), counter) for k, s in zip(keys, d.spaces, strict=True)
+    )
+    order = KEY_ORDER.get(d)
+    if order is None or sorted(order) != sorted(keys):
+        order = keys
+    return DictNode(path, keys, children, order)
+
+
+def _box(spec: spaces_pb.SpaceSpec, path: str, index: int, shape: tuple[int, ...]) -> Node:
+    if len(shape) == 0:
+        raise ProtocolError("[Box] shape must be set (rank >= 1)", path=path)
+    dt = numpy_of_dtype(spec.dtype, path=path)
+    box_bounds(spec, dt, shape, path)  # validates the bound byte lengths
+    return BoxLeaf(path, index, dt, shape)
+
+
+def _discrete(spec: spaces_pb.SpaceSpec, path: str, index: int, shape: tuple[int, ...]) -> Node:
+    ds = spec.discrete
+    assert ds is not None
+    if ds.n <= 0:
+        raise ProtocolError(f"[Discrete] n must be > 0, got {ds.n}", path=path)
+    return DiscreteLeaf(path, index, _int_dtype(spec, path, "Discrete"), ds.n, ds.start)
+
+
+def _multi_binary(spec: spaces_pb.SpaceSpec, path: str, index: int, shape: tuple[int, ...]) -> Node:
+    # One byte per element whatever dtype the spec declares.
+    return MultiBinaryLeaf(path, index, U8, shape)
+
+
+def _multi_discrete(
+    spec: spaces_pb.SpaceSpec, path: str, index: int, shape: tuple[int, ...]
+) -> Node:
+    md = spec.multi_discrete
+    assert md is not None
+    nvec = np.asarray(list(md.nvec), dtype=np.int64)
+    numel = int(np.prod(shape, dtype=np.int64))
+    if nvec.size != numel:
+        raise ProtocolError(
+            f"[MultiDiscrete] nvec has {nvec.size} entries, shape {list(shape)} needs {numel}",
+            path=path,
         )
+    return MultiDiscreteLeaf(
+        path, index, _int_dtype(spec, path, "MultiDiscrete"), shape, nvec.reshape(shape)
+    )
+
+
+def _text(spec: spaces_pb.SpaceSpec, path: str, index: int, shape: tuple[int, ...]) -> Node:
     return TextLeaf(path, index)
+
+
+#: One builder per leaf ``spec_kind`` (Dict and Tuple recurse in ``_build``).
+_LEAF_BUILDERS: dict[str, Callable[[spaces_pb.SpaceSpec, str, int, tuple[int, ...]], Node]] = {
+    "box": _box,
+    "discrete": _discrete,
+    "multi_binary": _multi_binary,
+    "multi_discrete": _multi_discrete,
+    "text": _text,
+}
 
 
 _CODECS: IdentityCache[Codec] = IdentityCache()
