@@ -20,6 +20,7 @@ leaves), ``_text`` (Text), ``_tree`` (Dict and Tuple) and ``_compile`` (spec
 
 Every malformed input, either direction, raises
 :class:`~rlmesh_trio.ProtocolError` naming the leaf path and what was expected.
+Every call is synchronous CPU work with no checkpoint: there is nothing to cancel.
 """
 
 from __future__ import annotations
@@ -61,7 +62,11 @@ def _leaves(codec: Codec, value: spaces_pb.SpaceValue, n: int) -> list[bytes]:
 
 
 def encode_batch(spec: spaces_pb.SpaceSpec, values: Sequence[Any]) -> spaces_pb.SpaceValue:
-    """Encode ``len(values)`` per-lane values into one lane-major ``SpaceValue``."""
+    """Encode ``len(values)`` per-lane values into one lane-major ``SpaceValue``.
+
+    Raises:
+        ProtocolError: a value that does not fit the spec, naming the leaf path.
+    """
     codec = compile_spec(spec)
     if (
         isinstance(values, Mapping | str | bytes)
@@ -88,13 +93,20 @@ def decode_batch(
 
     With ``copy=False``, Box and MultiDiscrete arrays are read-only views of the
     message's bytes (no copy, no allocation); by default they are writable copies.
+
+    Raises:
+        ProtocolError: a malformed payload or out-of-range value, naming the leaf path.
     """
     codec = compile_spec(spec)
     return codec.root.decode_lanes(_leaves(codec, value, n), n, copy)
 
 
 def encode(spec: spaces_pb.SpaceSpec, value: Any) -> spaces_pb.SpaceValue:
-    """Encode one value as a one-lane batch (the only form the wire has)."""
+    """Encode one value as a one-lane batch (the only form the wire has).
+
+    Raises:
+        ProtocolError: a value that does not fit the spec, naming the leaf path.
+    """
     codec = compile_spec(spec)
     out: list[bytes] = []
     codec.root.encode_lanes([value], 1, out)
@@ -102,7 +114,11 @@ def encode(spec: spaces_pb.SpaceSpec, value: Any) -> spaces_pb.SpaceValue:
 
 
 def decode(spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue, *, copy: bool = True) -> Any:
-    """Decode a one-lane ``SpaceValue`` into one value (see :func:`decode_batch`)."""
+    """Decode a one-lane ``SpaceValue`` into one value (see :func:`decode_batch`).
+
+    Raises:
+        ProtocolError: a malformed payload or out-of-range value, naming the leaf path.
+    """
     codec = compile_spec(spec)
     return codec.root.decode_lanes(_leaves(codec, value, 1), 1, copy)[0]
 
@@ -112,6 +128,9 @@ def encode_stacked(spec: spaces_pb.SpaceSpec, stacked: Any, n: int) -> spaces_pb
 
     Box/MultiBinary/MultiDiscrete -> array ``(n, *shape)``; Discrete -> ``(n,)``;
     Text -> ``list[str]``; Dict -> dict of stacked; Tuple -> tuple of stacked.
+
+    Raises:
+        ProtocolError: a value that does not fit the spec or a bad ``n``, naming the leaf path.
     """
     codec = compile_spec(spec)
     if not isinstance(n, int) or n < 0:
@@ -126,8 +145,10 @@ def check_batch(spec: spaces_pb.SpaceSpec, value: spaces_pb.SpaceValue, n: int) 
 
     Leaf count, the exact byte size of every fixed-stride slab, and each text
     slab's header, lengths and UTF-8. Value ranges are left to the decoder.
-    Cheap enough for every step (no arrays are built); raises
-    :class:`~rlmesh_trio.ProtocolError` naming the leaf path.
+    Cheap enough for every step (no arrays are built).
+
+    Raises:
+        ProtocolError: a framing error, naming the leaf path.
     """
     codec = compile_spec(spec)
     leaves = _leaves(codec, value, n)
@@ -151,6 +172,9 @@ def decode_stacked(
     shape ``(n, *shape)``, Discrete ``int64`` arrays of shape ``(n,)``, Text
     ``list[str]``, Dict a dict of stacked children, Tuple a tuple of them.
     ``copy=False`` returns read-only views where possible (see :func:`decode_batch`).
+
+    Raises:
+        ProtocolError: a malformed payload or out-of-range value, naming the leaf path.
     """
     codec = compile_spec(spec)
     return codec.root.decode_stacked(_leaves(codec, value, n), n, copy)
