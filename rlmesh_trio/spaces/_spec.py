@@ -17,6 +17,7 @@ Decisions worth knowing:
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium
@@ -62,72 +63,10 @@ def from_gymnasium(space: gymnasium.Space[Any], *, path: str = "$") -> spaces_pb
     Raises :class:`~rlmesh_trio.ProtocolError` for spaces wire-v1 cannot carry
     (scalar ``Box``, ``Text(min_length=0)``, ``Sequence``, ``Graph``, ...).
     """
-    sp = gymnasium.spaces
-    if isinstance(space, sp.Box):
-        return _box_to_spec(space, path)
-    if isinstance(space, sp.Discrete):
-        start = int(space.start)
-        return spaces_pb.SpaceSpec(
-            shape=[],
-            dtype=DT.INT64,
-            discrete=spaces_pb.DiscreteSpec(n=int(space.n), start=start),
-        )
-    if isinstance(space, sp.MultiBinary):
-        return spaces_pb.SpaceSpec(
-            shape=[int(d) for d in space.shape],
-            dtype=DT.UINT8,
-            multi_binary=spaces_pb.MultiBinarySpec(),
-        )
-    if isinstance(space, sp.MultiDiscrete):
-        if np.any(space.start != 0):
-            warnings.warn(
-                f"{path}: MultiDiscrete start {space.start.tolist()} is not carried by "
-                "rlmesh-wire-v1; values travel 0-based and the start is dropped (as 0.1.0 does)",
-                UserWarning,
-                stacklevel=2,
-            )
-        return spaces_pb.SpaceSpec(
-            shape=[int(d) for d in space.shape],
-            dtype=DT.INT64,
-            multi_discrete=spaces_pb.MultiDiscreteSpec(
-                nvec=[int(v) for v in np.asarray(space.nvec).reshape(-1)]
-            ),
-        )
-    if isinstance(space, sp.Text):
-        if space.min_length <= 0:
-            raise ProtocolError("[Text] min_length must be > 0", path=path)
-        charset = "" if space.character_set == _DEFAULT_CHARSET else space.characters
-        return spaces_pb.SpaceSpec(
-            shape=[],
-            dtype=DT.UINT8,
-            text=spaces_pb.TextSpec(
-                min_length=int(space.min_length),
-                max_length=int(space.max_length),
-                charset=charset,
-            ),
-        )
-    if isinstance(space, sp.Dict):
-        for key in space.spaces:
-            if not isinstance(key, str):
-                raise ProtocolError(f"Dict keys must be str, got {key!r}", path=path)
-        keys = sorted(space.spaces)
-        dict_spec = spaces_pb.DictSpec(
-            keys=keys,
-            spaces=[from_gymnasium(space.spaces[k], path=child_path(path, k)) for k in keys],
-        )
-        KEY_ORDER.put(dict_spec, tuple(space.spaces))
-        return spaces_pb.SpaceSpec(shape=[], dtype=DT.UNSPECIFIED, dict=dict_spec)
-    if isinstance(space, sp.Tuple):
-        return spaces_pb.SpaceSpec(
-            shape=[],
-            dtype=DT.UNSPECIFIED,
-            tuple=spaces_pb.TupleSpec(
-                spaces=[
-                    from_gymnasium(child, path=child_path(path, i))
-                    for i, child in enumerate(space.spaces)
-                ]
-            ),
-        )
+    # isinstance, in table order, so subclasses of the gymnasium spaces map too.
+    for space_type, describe in _FROM_GYMNASIUM:
+        if isinstance(space, space_type):
+            return describe(space, path)
     raise ProtocolError(
         f"unsupported space type {type(space).__name__} (wire-v1 carries Box, Discrete, "
         "MultiBinary, MultiDiscrete, Text, Dict and Tuple)",
@@ -158,6 +97,94 @@ def _box_to_spec(space: gymnasium.spaces.Box, path: str) -> spaces_pb.SpaceSpec:
             )
         )
     return spaces_pb.SpaceSpec(shape=[int(d) for d in space.shape], dtype=code, box=box)
+
+
+def _discrete_to_spec(space: gymnasium.spaces.Discrete, path: str) -> spaces_pb.SpaceSpec:
+    return spaces_pb.SpaceSpec(
+        shape=[],
+        dtype=DT.INT64,
+        discrete=spaces_pb.DiscreteSpec(n=int(space.n), start=int(space.start)),
+    )
+
+
+def _multi_binary_to_spec(space: gymnasium.spaces.MultiBinary, path: str) -> spaces_pb.SpaceSpec:
+    return spaces_pb.SpaceSpec(
+        shape=[int(d) for d in space.shape],
+        dtype=DT.UINT8,
+        multi_binary=spaces_pb.MultiBinarySpec(),
+    )
+
+
+def _multi_discrete_to_spec(
+    space: gymnasium.spaces.MultiDiscrete, path: str
+) -> spaces_pb.SpaceSpec:
+    if np.any(space.start != 0):
+        warnings.warn(
+            f"{path}: MultiDiscrete start {space.start.tolist()} is not carried by "
+            "rlmesh-wire-v1; values travel 0-based and the start is dropped (as 0.1.0 does)",
+            UserWarning,
+            # Name from_gymnasium's caller: this helper, then from_gymnasium, sit above it.
+            stacklevel=3,
+        )
+    return spaces_pb.SpaceSpec(
+        shape=[int(d) for d in space.shape],
+        dtype=DT.INT64,
+        multi_discrete=spaces_pb.MultiDiscreteSpec(
+            nvec=[int(v) for v in np.asarray(space.nvec).reshape(-1)]
+        ),
+    )
+
+
+def _text_to_spec(space: gymnasium.spaces.Text, path: str) -> spaces_pb.SpaceSpec:
+    if space.min_length <= 0:
+        raise ProtocolError("[Text] min_length must be > 0", path=path)
+    charset = "" if space.character_set == _DEFAULT_CHARSET else space.characters
+    return spaces_pb.SpaceSpec(
+        shape=[],
+        dtype=DT.UINT8,
+        text=spaces_pb.TextSpec(
+            min_length=int(space.min_length),
+            max_length=int(space.max_length),
+            charset=charset,
+        ),
+    )
+
+
+def _dict_to_spec(space: gymnasium.spaces.Dict, path: str) -> spaces_pb.SpaceSpec:
+    for key in space.spaces:
+        if not isinstance(key, str):
+            raise ProtocolError(f"Dict keys must be str, got {key!r}", path=path)
+    keys = sorted(space.spaces)
+    dict_spec = spaces_pb.DictSpec(
+        keys=keys,
+        spaces=[from_gymnasium(space.spaces[k], path=child_path(path, k)) for k in keys],
+    )
+    KEY_ORDER.put(dict_spec, tuple(space.spaces))
+    return spaces_pb.SpaceSpec(shape=[], dtype=DT.UNSPECIFIED, dict=dict_spec)
+
+
+def _tuple_to_spec(space: gymnasium.spaces.Tuple, path: str) -> spaces_pb.SpaceSpec:
+    return spaces_pb.SpaceSpec(
+        shape=[],
+        dtype=DT.UNSPECIFIED,
+        tuple=spaces_pb.TupleSpec(
+            spaces=[
+                from_gymnasium(child, path=child_path(path, i))
+                for i, child in enumerate(space.spaces)
+            ]
+        ),
+    )
+
+
+_FROM_GYMNASIUM: tuple[tuple[type[Any], Callable[[Any, str], spaces_pb.SpaceSpec]], ...] = (
+    (gymnasium.spaces.Box, _box_to_spec),
+    (gymnasium.spaces.Discrete, _discrete_to_spec),
+    (gymnasium.spaces.MultiBinary, _multi_binary_to_spec),
+    (gymnasium.spaces.MultiDiscrete, _multi_discrete_to_spec),
+    (gymnasium.spaces.Text, _text_to_spec),
+    (gymnasium.spaces.Dict, _dict_to_spec),
+    (gymnasium.spaces.Tuple, _tuple_to_spec),
+)
 
 
 # --------------------------------------------------------------------------- wire -> gymnasium
@@ -217,64 +244,99 @@ def to_gymnasium(spec: spaces_pb.SpaceSpec, *, path: str = "$") -> gymnasium.Spa
     ``Dict`` entries keep the wire key order. Raises
     :class:`~rlmesh_trio.ProtocolError` on a malformed spec.
     """
-    sp = gymnasium.spaces
     kind = spec_kind(spec, path)
     shape = check_shape(spec, path)
-    if kind == "box":
-        if len(shape) == 0:
-            raise ProtocolError("[Box] shape must be set (rank >= 1)", path=path)
-        dt = numpy_of_dtype(spec.dtype, path=path)
-        low, high = box_bounds(spec, dt, shape, path)
-        return sp.Box(low=low, high=high, shape=shape, dtype=dt.newbyteorder("="))
-    if kind == "discrete":
-        d = spec.discrete
-        assert d is not None
-        if d.n <= 0:
-            raise ProtocolError(f"[Discrete] n must be > 0, got {d.n}", path=path)
-        return sp.Discrete(int(d.n), start=int(d.start))
-    if kind == "multi_binary":
-        return sp.MultiBinary(list(shape) if len(shape) != 1 else shape[0])
-    if kind == "multi_discrete":
-        md = spec.multi_discrete
-        assert md is not None
-        nvec = np.asarray(list(md.nvec), dtype=np.int64)
-        if nvec.size != int(np.prod(shape, dtype=np.int64)):
-            raise ProtocolError(
-                f"[MultiDiscrete] nvec has {nvec.size} entries, shape {list(shape)} needs "
-                f"{int(np.prod(shape, dtype=np.int64))}",
-                path=path,
-            )
-        if np.any(nvec <= 0):
-            raise ProtocolError(f"[MultiDiscrete] nvec must be > 0, got {nvec.tolist()}", path=path)
-        return sp.MultiDiscrete(nvec.reshape(shape))
-    if kind == "text":
-        t = spec.text
-        assert t is not None
-        # 0.1.0 refuses such a spec in resolve ("decode error: $: [Text] min_length must be > 0").
-        if t.min_length <= 0:
-            raise ProtocolError("[Text] min_length must be > 0", path=path)
-        if t.max_length < t.min_length:
-            raise ProtocolError(
-                f"[Text] max_length {t.max_length} is below min_length {t.min_length}", path=path
-            )
-        kwargs: dict[str, Any] = {"min_length": int(t.min_length)}
-        if t.charset:
-            kwargs["charset"] = t.charset
-        return sp.Text(int(t.max_length), **kwargs)
-    if kind == "dict":
-        d_ = spec.dict
-        assert d_ is not None
-        if len(d_.keys) != len(d_.spaces):
-            raise ProtocolError(
-                f"[Dict] {len(d_.keys)} keys but {len(d_.spaces)} spaces", path=path
-            )
-        # A list of pairs, not a dict: gymnasium sorts plain dicts, and we keep wire order.
-        return sp.Dict(
-            [
-                (k, to_gymnasium(s, path=child_path(path, k)))
-                for k, s in zip(d_.keys, d_.spaces, strict=True)
-            ]
+    return _TO_GYMNASIUM[kind](spec, shape, path)
+
+
+def _box_of(spec: spaces_pb.SpaceSpec, shape: tuple[int, ...], path: str) -> gymnasium.Space[Any]:
+    if len(shape) == 0:
+        raise ProtocolError("[Box] shape must be set (rank >= 1)", path=path)
+    dt = numpy_of_dtype(spec.dtype, path=path)
+    low, high = box_bounds(spec, dt, shape, path)
+    return gymnasium.spaces.Box(low=low, high=high, shape=shape, dtype=dt.newbyteorder("="))
+
+
+def _discrete_of(
+    spec: spaces_pb.SpaceSpec, shape: tuple[int, ...], path: str
+) -> gymnasium.Space[Any]:
+    d = spec.discrete
+    assert d is not None
+    if d.n <= 0:
+        raise ProtocolError(f"[Discrete] n must be > 0, got {d.n}", path=path)
+    return gymnasium.spaces.Discrete(int(d.n), start=int(d.start))
+
+
+def _multi_binary_of(
+    spec: spaces_pb.SpaceSpec, shape: tuple[int, ...], path: str
+) -> gymnasium.Space[Any]:
+    return gymnasium.spaces.MultiBinary(list(shape) if len(shape) != 1 else shape[0])
+
+
+def _multi_discrete_of(
+    spec: spaces_pb.SpaceSpec, shape: tuple[int, ...], path: str
+) -> gymnasium.Space[Any]:
+    md = spec.multi_discrete
+    assert md is not None
+    nvec = np.asarray(list(md.nvec), dtype=np.int64)
+    if nvec.size != int(np.prod(shape, dtype=np.int64)):
+        raise ProtocolError(
+            f"[MultiDiscrete] nvec has {nvec.size} entries, shape {list(shape)} needs "
+            f"{int(np.prod(shape, dtype=np.int64))}",
+            path=path,
         )
-    t_ = spec.tuple
-    assert t_ is not None
-    return sp.Tuple([to_gymnasium(s, path=child_path(path, i)) for i, s in enumerate(t_.spaces)])
+    if np.any(nvec <= 0):
+        raise ProtocolError(f"[MultiDiscrete] nvec must be > 0, got {nvec.tolist()}", path=path)
+    return gymnasium.spaces.MultiDiscrete(nvec.reshape(shape))
+
+
+def _text_of(spec: spaces_pb.SpaceSpec, shape: tuple[int, ...], path: str) -> gymnasium.Space[Any]:
+    t = spec.text
+    assert t is not None
+    # 0.1.0 refuses such a spec in resolve ("decode error: $: [Text] min_length must be > 0").
+    if t.min_length <= 0:
+        raise ProtocolError("[Text] min_length must be > 0", path=path)
+    if t.max_length < t.min_length:
+        raise ProtocolError(
+            f"[Text] max_length {t.max_length} is below min_length {t.min_length}", path=path
+        )
+    kwargs: dict[str, Any] = {"min_length": int(t.min_length)}
+    if t.charset:
+        kwargs["charset"] = t.charset
+    return gymnasium.spaces.Text(int(t.max_length), **kwargs)
+
+
+def _dict_of(spec: spaces_pb.SpaceSpec, shape: tuple[int, ...], path: str) -> gymnasium.Space[Any]:
+    d = spec.dict
+    assert d is not None
+    if len(d.keys) != len(d.spaces):
+        raise ProtocolError(f"[Dict] {len(d.keys)} keys but {len(d.spaces)} spaces", path=path)
+    # A list of pairs, not a dict: gymnasium sorts plain dicts, and we keep wire order.
+    return gymnasium.spaces.Dict(
+        [
+            (k, to_gymnasium(s, path=child_path(path, k)))
+            for k, s in zip(d.keys, d.spaces, strict=True)
+        ]
+    )
+
+
+def _tuple_of(spec: spaces_pb.SpaceSpec, shape: tuple[int, ...], path: str) -> gymnasium.Space[Any]:
+    t = spec.tuple
+    assert t is not None
+    return gymnasium.spaces.Tuple(
+        [to_gymnasium(s, path=child_path(path, i)) for i, s in enumerate(t.spaces)]
+    )
+
+
+_SpaceOf = Callable[[spaces_pb.SpaceSpec, tuple[int, ...], str], gymnasium.Space[Any]]
+
+#: One builder per ``spec_kind`` (the keys are exactly ``_SPEC_KINDS``).
+_TO_GYMNASIUM: dict[str, _SpaceOf] = {
+    "box": _box_of,
+    "discrete": _discrete_of,
+    "multi_binary": _multi_binary_of,
+    "multi_discrete": _multi_discrete_of,
+    "text": _text_of,
+    "dict": _dict_of,
+    "tuple": _tuple_of,
+}
