@@ -136,7 +136,7 @@ def serve_env_cmd(
     server = EnvServer(
         target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
     )
-    _serve(server, ready_fd, env_thread=env_thread)
+    _serve(server, ready_fd, env_thread=env_thread, announce_as=env)
 
 
 # -- serve-model ---------------------------------------------------------------
@@ -171,7 +171,7 @@ def serve_model_cmd(
     server = ModelServer(
         target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
     )
-    _serve(server, ready_fd)
+    _serve(server, ready_fd, announce_as=policy)
 
 
 def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
