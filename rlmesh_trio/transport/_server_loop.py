@@ -53,13 +53,14 @@ asyncio_wait_for = asyncio.wait_for
 def run_plain_asyncio(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
     """Run ``main()`` to completion on a fresh standard asyncio loop of the calling thread.
 
-    The loop is made with ``asyncio.Runner`` (never installed as the process's
-    policy) and closed on the way out, so two server threads never share one.
+    The loop is a ``SelectorEventLoop`` made here (whatever event loop policy
+    the process has installed), run by ``asyncio.Runner`` and closed on the way
+    out, so two server threads never share one.
 
     Raises:
         Whatever ``main`` raises.
     """
-    with asyncio.Runner() as runner:
+    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
         return runner.run(main())
 
 
