@@ -111,7 +111,8 @@ def serve_env_cmd(
     tls_key: Path | None,
     env_thread: str,
 ) -> None:
-    """Serve ENV (a gymnasium id or module:factory) until Ctrl+C."""
+    """Serve ENV (a gymnasium id or module:factory) until Ctrl+C; prints "serving ENV on
+    ADDRESS" to stderr once bound."""
     from ..transport import EnvServer
 
     if num_envs and lanes:
@@ -162,7 +163,7 @@ def serve_model_cmd(
     tls_key: Path | None,
 ) -> None:
     """Serve POLICY until Ctrl+C: module:callable, or an object with predict (and optionally
-    predict_batch, predict_chunk)."""
+    predict_batch, predict_chunk); prints "serving POLICY on ADDRESS" to stderr once bound."""
     from ..transport import ModelServer
     from ._targets import load_object
 
