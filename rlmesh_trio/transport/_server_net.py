@@ -140,7 +140,7 @@ class Listener:
     ) -> None:
         self.grpc = grpc
         self.address = address
-        self._sock = sock
+        self.sock = sock
         self._path = path
 
     def stop_accepting(self) -> None:
@@ -149,7 +149,7 @@ class Listener:
 
     def drop_connections(self) -> None:
         """Shut down every accepted connection still open: its peer sees the end now."""
-        for conn in list(self._sock.accepted):
+        for conn in list(self.sock.accepted):
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_RDWR)
 
