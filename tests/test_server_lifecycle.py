@@ -120,6 +120,41 @@ def test_shutdown_while_a_route_is_mid_episode_fails_it_cleanly(env_thread: str)
     assert isinstance(outcome.error, rt.EnvRpcError), outcome.error
 
 
+def test_model_shutdown_while_a_route_is_joined_fails_it_cleanly() -> None:
+    reached = threading.Event()
+    calls = 0
+
+    def policy(obs: Any) -> int:
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            reached.set()
+        return cartpole_policy(obs)
+
+    model = rt.ModelServer(policy).start()
+    reports: list[Any] = []
+    with rt.EnvServer(gym.make("CartPole-v1")) as env:
+        routes = rt.shard(envs=[env.address], model=model.address, seeds=range(10_000))
+
+        def run_routes() -> None:
+            try:
+                reports.append(rt.run(routes))
+            except rt.RunFailed as failed:
+                reports.append(failed.report)
+
+        runner = threading.Thread(target=run_routes)
+        runner.start()
+        try:
+            assert reached.wait(60), "the route never reached its fifth predict"
+            model.shutdown()
+        finally:
+            runner.join(60)
+    assert not runner.is_alive(), "the route did not end after the model server shut down"
+    (outcome,) = reports[0].routes
+    assert outcome.status == "failed"
+    assert isinstance(outcome.error, rt.ModelRpcError), outcome.error
+
+
 def _first_serving_line(*args: str) -> str:
     proc = subprocess.Popen(
         [*CLI, *args], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True
