@@ -85,3 +85,46 @@ def test_the_servers_loop_is_plain_asyncio_without_trio_asyncio() -> None:
 )
 def test_the_scan_finds_every_import_form(source: str, expected: list[str]) -> None:
     assert [module for _line, module in forbidden_imports(source)] == expected
+
+
+SERVER_MODULES = (
+    "_server_base.py",
+    "_server_loop.py",
+    "_server_net.py",
+    "_server_sync.py",
+    "_server_trio.py",
+    "_env_server.py",
+    "_env_join.py",
+    "_env_workers.py",
+    "_model_server.py",
+    "_model_join.py",
+    "_serve.py",
+    "_serve_model.py",
+)
+
+
+def _imports_bridge(source: str) -> bool:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            names = {alias.name for alias in node.names}
+            if (node.module or "").endswith("_bridge") or "_bridge" in names:
+                return True
+        elif isinstance(node, ast.Import) and any(a.name.endswith("._bridge") for a in node.names):
+            return True
+    return False
+
+
+def test_servers_need_neither_the_bridge_nor_trio_asyncio() -> None:
+    # The servers run on plain asyncio loops of their own threads (_server_loop).
+    offenders = [
+        name
+        for name in SERVER_MODULES
+        if _imports_bridge((PACKAGE / "transport" / name).read_text("utf-8"))
+        or any(
+            module.startswith("trio_asyncio")
+            for _line, module in forbidden_imports(
+                (PACKAGE / "transport" / name).read_text("utf-8")
+            )
+        )
+    ]
+    assert offenders == []
