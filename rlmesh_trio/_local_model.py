@@ -57,7 +57,10 @@ class LocalModel:
     ) -> None:
         self.host = ModelHost(policy, editions=editions)
         self.label = label
-        self._invoke: Invoke = ThreadedInvoker() if threaded else inline_invoke
+        # Two statements, not a conditional expression: older mypy joins its arms to object.
+        self._invoke: Invoke = inline_invoke
+        if threaded:
+            self._invoke = ThreadedInvoker()
 
     def _error(self, fault: ModelFault | model_pb.ModelError) -> ModelRpcError:
         if isinstance(fault, ModelFault):

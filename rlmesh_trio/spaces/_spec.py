@@ -138,6 +138,8 @@ def from_gymnasium(space: gymnasium.Space[Any], *, path: str = "$") -> spaces_pb
 def _box_to_spec(space: gymnasium.spaces.Box, path: str) -> spaces_pb.SpaceSpec:
     if len(space.shape) == 0:
         raise ProtocolError("[Box] shape must be set (rank >= 1)", path=path)
+    if space.dtype is None:  # typed optional by older gymnasium stubs; a Box always has one
+        raise ProtocolError("[Box] dtype must be set", path=path)
     code = dtype_of_numpy(space.dtype, path=path)
     wire_dt = numpy_of_dtype(code, path=path)
     low = np.asarray(space.low).reshape(-1)
@@ -225,7 +227,8 @@ def to_gymnasium(spec: spaces_pb.SpaceSpec, *, path: str = "$") -> gymnasium.Spa
             raise ProtocolError("[Box] shape must be set (rank >= 1)", path=path)
         dt = numpy_of_dtype(spec.dtype, path=path)
         low, high = box_bounds(spec, dt, shape, path)
-        return sp.Box(low=low, high=high, shape=shape, dtype=dt.newbyteorder("="))
+        native: Any = dt.newbyteorder("=")  # gymnasium's stubs type dtype= narrower than numpy's
+        return sp.Box(low=low, high=high, shape=shape, dtype=native)
     if kind == "discrete":
         d = spec.discrete
         assert d is not None

@@ -78,7 +78,10 @@ class ModelServer(ServerBase):
         )
         self.threaded = threaded
         self.max_concurrency = max_concurrency
-        self._invoke_in_trio: Invoke = ThreadedInvoker() if threaded else inline_invoke
+        # Two statements, not a conditional expression: older mypy joins its arms to object.
+        self._invoke_in_trio: Invoke = inline_invoke
+        if threaded:
+            self._invoke_in_trio = ThreadedInvoker()
         self._runner: _TrioRunner | None = None
         self._shutdown: aio.AsyncioEvent | None = None
         self._listener: Listener | None = None
