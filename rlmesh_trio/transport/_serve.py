@@ -23,8 +23,10 @@ async def serve_env(
     or a ``VectorEnv``; ``options`` are :class:`EnvServer`'s keyword arguments
     (``token``, ``ssl``, ``allow_remote_shutdown``, ``close_env``,
     ``env_thread``). A bad address or an env that cannot be served raises here,
-    as does a failure to listen (``OSError`` when the port is taken). The caller's run
-    needs no asyncio loop.
+    as does a failure to listen (``OSError`` when the port is taken). The
+    server needs no asyncio loop in the caller's run; while the client
+    transport still runs on its trio-asyncio bridge, the block opens that loop
+    for clients in the body (see :func:`~._server_trio.client_loop_while_bridged`).
 
     The server runs :meth:`EnvServer.serve`'s machinery on a dedicated thread
     with its own plain asyncio loop, so it never competes with the caller's

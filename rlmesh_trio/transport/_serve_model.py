@@ -22,14 +22,16 @@ async def serve_model(
     ``server.address``. ``options`` are :class:`ModelServer`'s keyword arguments
     (``token``, ``ssl``, ``allow_remote_shutdown``, ``threaded``,
     ``max_concurrency``, ``editions``). A bad address raises here, as does a
-    failure to listen (``OSError`` when the port is taken). The caller's run
-    needs no asyncio loop.
+    failure to listen (``OSError`` when the port is taken). The server needs
+    no asyncio loop in the caller's run; while the client transport still runs
+    on its trio-asyncio bridge, the block opens that loop for clients in the
+    body (see :func:`~._server_trio.client_loop_while_bridged`).
 
     The server runs :meth:`ModelServer.serve`'s machinery on a dedicated
     thread: a sync policy is called inline on that thread's plain asyncio
-    loop; an async (Trio) policy runs in a Trio run of that thread, not the
-    caller's, so it must not wait on the caller's Trio objects; ``threaded``
-    policies run on worker threads of that run. Thread safety: the policy is
+    loop; an async (Trio) policy runs in a Trio guest run hosted by that loop,
+    not the caller's run, so it must not wait on the caller's Trio objects;
+    ``threaded`` policies run on worker threads of that guest run. Thread safety: the policy is
     called from threads other than the caller's.
 
     Cancellation: leaving the block (normally, by error or by cancellation)
