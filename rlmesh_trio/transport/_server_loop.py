@@ -87,8 +87,8 @@ async def trio_guest(
     Yields the guest's :class:`trio.lowlevel.TrioToken` once it runs (hand work
     to it with ``token.run_sync_soon``, from any thread). Leaving the block
     cancels the guest's main task and waits for the run to end. The host loop
-    owns signals (``host_uses_signal_set_wakeup_fd``), so install signal
-    handlers on the loop before entering.
+    owns signals (``host_uses_signal_set_wakeup_fd``): handlers the loop
+    installs with ``add_signal_handler`` replace Trio's SIGINT handler.
 
     Cancellation: cancelling the block's task still cancels the guest and
     waits for it (shielded), so no Trio run outlives its host loop.
