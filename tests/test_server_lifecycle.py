@@ -14,6 +14,7 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
+import trio
 
 import rlmesh_trio as rt
 from rlmesh_trio._demo_policy import cartpole_policy
@@ -153,6 +154,17 @@ def test_model_shutdown_while_a_route_is_joined_fails_it_cleanly() -> None:
     (outcome,) = reports[0].routes
     assert outcome.status == "failed"
     assert isinstance(outcome.error, rt.ModelRpcError), outcome.error
+
+
+async def test_server_run_in_a_plain_trio_nursery_needs_no_asyncio_loop() -> None:
+    # No bridge loop is opened here: the server runs on a thread of its own.
+    server = rt.EnvServer(gym.make("CartPole-v1"))
+    async with trio.open_nursery() as nursery:
+        await nursery.start(server.run)
+        routes = rt.shard(envs=[server.address], model=cartpole_policy, seeds=range(2))
+        report = await rt.run_routes(routes)
+        nursery.cancel_scope.cancel()
+    assert report.ok and report.total_episodes == 2
 
 
 def _first_serving_line(*args: str) -> str:
