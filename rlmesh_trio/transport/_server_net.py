@@ -148,10 +148,11 @@ class Listener:
         self.grpc.close()
 
     def drop_connections(self) -> None:
-        """Shut down every accepted connection still open: its peer sees the end now."""
+        """End our half of every accepted connection still open (FIN after what was sent,
+        never a reset that could lose the last trailers): its peer sees the end now."""
         for conn in list(self.sock.accepted):
             with contextlib.suppress(OSError):
-                conn.shutdown(socket.SHUT_RDWR)
+                conn.shutdown(socket.SHUT_WR)
 
     def unlink(self) -> None:
         """Remove a unix socket's file (TCP: nothing to do)."""
