@@ -11,7 +11,7 @@ from typing import Any
 
 import grpclib.client
 import grpclib.const
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from rlmesh_trio._wire import core_pb, env_pb
 from rlmesh_trio.transport import _bridge as bridge
@@ -54,7 +54,10 @@ class RawJoin:
         await bridge.call(_open)
 
     async def headers(self) -> Any:
-        await bridge.call(self.stream.recv_initial_metadata)
+        try:
+            await bridge.call(self.stream.recv_initial_metadata)
+        except StreamTerminatedError as exc:
+            raise self._status_or(exc) from None
         return self.stream.initial_metadata
 
     async def send(self, request_id: str | None = None, **kind: Any) -> str:
@@ -67,7 +70,19 @@ class RawJoin:
         return request_id
 
     async def recv(self) -> env_pb.JoinResponse | None:
-        return await bridge.call(self.stream.recv_message)
+        try:
+            return await bridge.call(self.stream.recv_message)
+        except StreamTerminatedError as exc:
+            raise self._status_or(exc) from None
+
+    def _status_or(self, exc: StreamTerminatedError) -> Exception:
+        # grpclib servers follow a non-OK status with RST_STREAM(NO_ERROR) while our
+        # half is open; a grpclib client that reads both at once reports the reset.
+        # The status the trailers carried is what the server said.
+        from ._faults_raw import status_from_trailers
+
+        ended = status_from_trailers(self.stream)
+        return exc if ended is None else GRPCError(ended.status, ended.message)
 
     async def rpc(self, **kind: Any) -> env_pb.JoinResponse:
         await self.send(**kind)

@@ -44,6 +44,23 @@ class StreamEnd(Exception):
         self.message = message
 
 
+def status_from_trailers(stream: Any) -> StreamEnd | None:
+    """The status a grpclib client stream's trailers (or trailers-only headers) carried."""
+    h2_stream = getattr(stream, "_stream", None)
+    trailers = getattr(h2_stream, "trailers", None)
+    if trailers is None:
+        headers = getattr(h2_stream, "headers", None)
+        if headers is None or "grpc-status" not in dict(headers):
+            return None
+        trailers = headers  # a trailers-only response
+    fields = dict(trailers)
+    message = fields.get("grpc-message")
+    return StreamEnd(
+        grpclib.const.Status(int(fields.get("grpc-status", "0"))),
+        decode_grpc_message(message) if message is not None else None,
+    )
+
+
 class RawStream:
     """One bidirectional Join stream of raw protobuf bytes."""
 
@@ -114,19 +131,7 @@ class RawStream:
         return StreamEnd(grpclib.const.Status.UNAVAILABLE, f"reset: {exc}")
 
     def _status_from_trailers(self) -> StreamEnd | None:
-        h2_stream = getattr(self._stream, "_stream", None)
-        trailers = getattr(h2_stream, "trailers", None)
-        if trailers is None:
-            headers = getattr(h2_stream, "headers", None)
-            if headers is None or "grpc-status" not in dict(headers):
-                return None
-            trailers = headers  # a trailers-only response
-        fields = dict(trailers)
-        message = fields.get("grpc-message")
-        return StreamEnd(
-            grpclib.const.Status(int(fields.get("grpc-status", "0"))),
-            decode_grpc_message(message) if message is not None else None,
-        )
+        return status_from_trailers(self._stream)
 
     async def _ending(self) -> StreamEnd:
         async def _trailers() -> StreamEnd:

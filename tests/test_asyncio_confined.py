@@ -1,4 +1,6 @@
-"""asyncio stays behind the bridge: only ``transport/_bridge.py`` imports asyncio or trio_asyncio.
+"""asyncio stays confined: only ``transport/_bridge.py`` (the client side) and
+``transport/_server_loop.py`` (the servers' plain asyncio loops) import asyncio,
+and only the bridge imports trio_asyncio.
 
 Issue 5 asks that nothing else in the package imports asyncio; asyncio-side
 transport code uses the primitives ``_bridge`` re-exports. The generated
@@ -15,7 +17,9 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "rlmesh_trio"
-ALLOWED = {Path("transport/_bridge.py")}
+BRIDGE = Path("transport/_bridge.py")
+SERVER_LOOP = Path("transport/_server_loop.py")
+ALLOWED = {BRIDGE, SERVER_LOOP}
 FORBIDDEN = ("asyncio", "trio_asyncio")
 
 
@@ -56,9 +60,14 @@ def test_only_the_bridge_imports_asyncio() -> None:
 
 
 def test_the_bridge_is_where_asyncio_lives() -> None:
-    (bridge,) = ALLOWED
+    bridge = BRIDGE
     found = forbidden_imports((PACKAGE / bridge).read_text("utf-8"))
     assert {module.split(".")[0] for _line, module in found} == {"asyncio", "trio_asyncio"}
+
+
+def test_the_servers_loop_is_plain_asyncio_without_trio_asyncio() -> None:
+    found = forbidden_imports((PACKAGE / SERVER_LOOP).read_text("utf-8"))
+    assert {module.split(".")[0] for _line, module in found} == {"asyncio"}
 
 
 @pytest.mark.parametrize(
@@ -76,3 +85,46 @@ def test_the_bridge_is_where_asyncio_lives() -> None:
 )
 def test_the_scan_finds_every_import_form(source: str, expected: list[str]) -> None:
     assert [module for _line, module in forbidden_imports(source)] == expected
+
+
+SERVER_MODULES = (
+    "_server_base.py",
+    "_server_loop.py",
+    "_server_net.py",
+    "_server_sync.py",
+    "_server_trio.py",
+    "_env_server.py",
+    "_env_join.py",
+    "_env_workers.py",
+    "_model_server.py",
+    "_model_join.py",
+    "_serve.py",
+    "_serve_model.py",
+)
+
+
+def _imports_bridge(source: str) -> bool:
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ImportFrom):
+            names = {alias.name for alias in node.names}
+            if (node.module or "").endswith("_bridge") or "_bridge" in names:
+                return True
+        elif isinstance(node, ast.Import) and any(a.name.endswith("._bridge") for a in node.names):
+            return True
+    return False
+
+
+def test_servers_need_neither_the_bridge_nor_trio_asyncio() -> None:
+    # The servers run on plain asyncio loops of their own threads (_server_loop).
+    offenders = [
+        name
+        for name in SERVER_MODULES
+        if _imports_bridge((PACKAGE / "transport" / name).read_text("utf-8"))
+        or any(
+            module.startswith("trio_asyncio")
+            for _line, module in forbidden_imports(
+                (PACKAGE / "transport" / name).read_text("utf-8")
+            )
+        )
+    ]
+    assert offenders == []

@@ -311,10 +311,10 @@ async def test_unreadable_requests_end_the_stream_with_a_status(monkeypatch) -> 
     import grpclib.client
     import grpclib.const
 
-    from rlmesh_trio.transport import _server_base
+    from rlmesh_trio.transport import _server_net
     from rlmesh_trio.transport._channel import RawCodec
 
-    monkeypatch.setattr(_server_base, "MAX_MESSAGE_BYTES", 4096)
+    monkeypatch.setattr(_server_net, "MAX_MESSAGE_BYTES", 4096)
 
     async def send_raw(address: str, payload: bytes) -> GRPCError:
         host, port = address.rsplit(":", 1)

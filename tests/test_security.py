@@ -28,7 +28,7 @@ from grpclib.exceptions import GRPCError
 import rlmesh_trio as rt
 from rlmesh_trio._demo_policy import cartpole_policy
 from rlmesh_trio._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
-from rlmesh_trio.transport import _server_base
+from rlmesh_trio.transport import _server_net
 from rlmesh_trio.transport._channel import check_size
 
 from ._faults_procs import our_env, our_model
@@ -131,7 +131,7 @@ async def test_token_is_compared_in_constant_time(
     side: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every check goes through ``hmac.compare_digest`` (a spy records the comparisons)."""
-    module: Any = _server_base
+    module: Any = _server_net
     compared: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
 
@@ -340,7 +340,7 @@ class _Huge:
 
 def test_message_limit_is_256_mib_on_both_servers_and_clients() -> None:
     assert MAX_MESSAGE_BYTES == 256 * 1024 * 1024
-    for codec in (_server_base.SizeLimitedCodec(),):
+    for codec in (_server_net.SizeLimitedCodec(),):
         with pytest.raises(GRPCError) as refused:
             codec.decode(_Huge(), env_pb.JoinRequest)  # type: ignore[arg-type]
         assert refused.value.status is Status.RESOURCE_EXHAUSTED
@@ -354,7 +354,7 @@ async def test_server_refuses_an_oversized_message_over_grpc(
     service: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """With the limit lowered to 4 KiB, a 16 KiB Join message ends the stream RESOURCE_EXHAUSTED."""
-    module: Any = _server_base
+    module: Any = _server_net
     serving: Any
     monkeypatch.setattr(module, "MAX_MESSAGE_BYTES", 4096)
     if service == "env":

@@ -125,6 +125,6 @@ async def test_served_connections_get_tcp_nodelay(side: str) -> None:
     async with serving as server:
         # Accepted sockets inherit the listener's proto; grpclib sets TCP_NODELAY on an
         # accepted socket only when that proto is IPPROTO_TCP.
-        listeners = server._grpc._server.sockets
+        listeners = [server._listener.sock]  # our own listening socket, handed to grpclib
         assert listeners
         assert all(sock.proto == socket.IPPROTO_TCP for sock in listeners)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import warnings
 from typing import Any
 
@@ -174,8 +175,18 @@ def test_zero_lanes() -> None:
     assert decode_batch(spec, value, 0) == []
 
 
+def _int32_discrete(n: int) -> gym.spaces.Discrete:
+    """A Discrete whose numpy dtype is int32. ``dtype=`` arrived after gymnasium 1.1;
+    before it, the space's public ``dtype`` attribute is set instead."""
+    if "dtype" in inspect.signature(gym.spaces.Discrete).parameters:
+        return gym.spaces.Discrete(n, dtype=np.int32)  # type: ignore[call-arg, unused-ignore]
+    space = gym.spaces.Discrete(n)
+    space.dtype = np.dtype(np.int32)  # type: ignore[assignment, unused-ignore]
+    return space
+
+
 def test_discrete_wire_dtype_always_int64() -> None:
-    spec = from_gymnasium(gym.spaces.Discrete(4, dtype=np.int32))
+    spec = from_gymnasium(_int32_discrete(4))
     assert spec.dtype == DT.INT64
     assert len(encode(spec, np.int32(3)).leaves[0]) == 8
 

@@ -29,7 +29,7 @@ class Conformance:
     """Per-endpoint bounds checks with once-only reporting."""
 
     def __init__(self, policy: str | None = None) -> None:
-        chosen = (policy or os.environ.get("RLMESH_VALIDATION_POLICY", "warn")).strip().lower()
+        chosen = (policy or os.environ.get("RLMESH_VALIDATION_POLICY") or "warn").strip().lower()
         self.policy = chosen if chosen in _POLICIES else "warn"
         self._seen: set[tuple[int, str, str]] = set()
         self._lock = threading.Lock()

@@ -45,7 +45,7 @@ class SingleLane:
         )
 
     def render(self) -> Any:
-        frames = self._env.render()
+        frames: Any = self._env.render()
         if isinstance(frames, tuple | list):
             return frames[0] if frames else None
         return frames

@@ -213,7 +213,7 @@ class VectorHost(EnvHost):
         lane = body.env_indices[0] if body.env_indices else 0
         if lane >= self._n:
             raise invalid_action(f"render: env_index {lane} out of range for num_envs {self._n}")
-        frames = call.env("render", self._env.render)
+        frames: Any = call.env("render", self._env.render)
         if isinstance(frames, tuple | list) and not isinstance(frames, str):
             frame = frames[lane] if lane < len(frames) else None
         else:

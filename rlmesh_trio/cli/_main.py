@@ -112,7 +112,7 @@ def serve_env_cmd(
     env_thread: str,
 ) -> None:
     """Serve ENV (a gymnasium id, or module:factory imported from the current folder first)
-    until Ctrl+C."""
+    until Ctrl+C; prints "serving ENV on ADDRESS" to stderr once bound."""
     from ..transport import EnvServer
 
     if num_envs and lanes:
@@ -139,7 +139,7 @@ def serve_env_cmd(
     server = EnvServer(
         target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
     )
-    _serve(server, ready_fd, env_thread=env_thread)
+    _serve(server, ready_fd, env_thread=env_thread, announce_as=env)
 
 
 # -- serve-model ---------------------------------------------------------------
@@ -166,7 +166,7 @@ def serve_model_cmd(
     tls_key: Path | None,
 ) -> None:
     """Serve POLICY until Ctrl+C: module:callable, or an object with predict (and optionally
-    predict_batch, predict_chunk)."""
+    predict_batch, predict_chunk); prints "serving POLICY on ADDRESS" to stderr once bound."""
     from ..transport import ModelServer
     from ._targets import load_policy
 
@@ -175,7 +175,7 @@ def serve_model_cmd(
     server = ModelServer(
         target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
     )
-    _serve(server, ready_fd)
+    _serve(server, ready_fd, announce_as=policy)
 
 
 def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:

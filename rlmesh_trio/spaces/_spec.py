@@ -254,7 +254,8 @@ def _box_of(spec: spaces_pb.SpaceSpec, shape: tuple[int, ...], path: str) -> gym
         raise ProtocolError("[Box] shape must be set (rank >= 1)", path=path)
     dt = numpy_of_dtype(spec.dtype, path=path)
     low, high = box_bounds(spec, dt, shape, path)
-    return gymnasium.spaces.Box(low=low, high=high, shape=shape, dtype=dt.newbyteorder("="))
+    native: Any = dt.newbyteorder("=")  # gymnasium's stubs type dtype= narrower than numpy's
+    return gymnasium.spaces.Box(low=low, high=high, shape=shape, dtype=native)
 
 
 def _discrete_of(

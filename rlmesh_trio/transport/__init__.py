@@ -1,8 +1,10 @@
 """gRPC transport for rlmesh-wire-v1: clients and servers on grpclib, hosted inside Trio.
 
-grpclib is asyncio-only; it runs on a trio-asyncio loop behind one bridge
-module (``_bridge``), opened for you by ``run_routes``, ``serve_env`` and
-``serve_model`` (or explicitly with :func:`asyncio_loop`).
+grpclib is asyncio-only. The clients run on a trio-asyncio loop behind one
+bridge module (``_bridge``), opened for you by ``run_routes`` (or explicitly
+with :func:`asyncio_loop`). Each server runs on a plain asyncio loop of a
+thread of its own (``_server_loop``), through grpclib's public API only, so
+serving needs no asyncio in the caller's run.
 """
 
 from ._bridge import asyncio_loop

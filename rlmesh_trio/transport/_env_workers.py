@@ -1,10 +1,9 @@
 """Threads for the env server's env calls, with a cheap wake-up of the event loop.
 
-``loop.run_in_executor`` on the trio-asyncio loop costs about 200 µs per call
-(a Trio task, a Trio worker thread and two future hops); this pool costs about
-70 µs: threads take jobs from one FIFO queue, and a finished job resolves its
-waiter through the Trio token (``run_sync_soon``), which runs the callback on
-the thread that runs both Trio and the asyncio loop.
+``loop.run_in_executor`` costs a concurrent.futures future and two hops per
+call; this pool is leaner: threads take jobs from one FIFO queue, and a
+finished job resolves its waiter through the serving loop's
+``call_soon_threadsafe``.
 
 Two ways to supply the threads: ``EnvWorkers(n)`` starts ``n`` daemon
 threads; ``EnvWorkers(0)`` starts none, and some other thread (the one that
@@ -23,9 +22,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import trio
-
-from . import _bridge
+from . import _server_loop as aio
 
 __all__ = ["EnvWorkers"]
 
@@ -38,12 +35,10 @@ _WAKE = object()
 class EnvWorkers:
     """A FIFO of blocking env calls and the threads that run them."""
 
-    def __init__(
-        self, size: int, token: trio.lowlevel.TrioToken | None = None, *, name: str = "env"
-    ) -> None:
+    def __init__(self, size: int, *, name: str = "env") -> None:
         if size < 0:
             raise ValueError("the worker pool size must be >= 0")
-        self._schedule: Callable[..., Any] | None = None if token is None else token.run_sync_soon
+        self._schedule: Callable[..., Any] | None = None
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopped = False
         self._threads = [
@@ -53,23 +48,22 @@ class EnvWorkers:
         for thread in self._threads:
             thread.start()
 
-    def bind(self, token: trio.lowlevel.TrioToken) -> None:
-        """Set the Trio run that finished jobs report back to."""
-        self._schedule = token.run_sync_soon
-
     def bind_loop(self, loop: Any) -> None:
         """Report finished jobs to a plain asyncio loop (``call_soon_threadsafe``)."""
         self._schedule = loop.call_soon_threadsafe
 
-    def submit(self, fn: Callable[..., T], *args: Any) -> _bridge.AsyncioFuture[T]:
+    def submit(self, fn: Callable[..., T], *args: Any) -> aio.AsyncioFuture[T]:
         """Run ``fn(*args)`` on a worker; the returned future resolves on the event loop.
 
         Asyncio side only. Cancelling the future does not stop the call (an env
         call cannot be interrupted); its result is then dropped.
+
+        Raises:
+            RuntimeError: the pool is stopped.
         """
         if self._stopped:
             raise RuntimeError("the env worker pool is stopped")
-        future: _bridge.AsyncioFuture[T] = _bridge.running_loop().create_future()
+        future: aio.AsyncioFuture[T] = aio.running_loop().create_future()
 
         def settle(result: Any, error: BaseException | None) -> None:
             if future.done():
@@ -81,25 +75,6 @@ class EnvWorkers:
 
         self._jobs.put((fn, args, settle))
         return future
-
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Trio side: run ``fn(*args)`` on a worker and wait for it.
-
-        Cancellation: the wait is abandoned; the call itself runs to completion.
-        """
-        done = trio.Event()
-        outcome: list[Any] = []
-
-        def settle(result: Any, error: BaseException | None) -> None:
-            outcome.append((result, error))
-            done.set()
-
-        self._jobs.put((fn, args, settle))
-        await done.wait()
-        result, error = outcome[0]
-        if error is not None:
-            raise error
-        return result  # type: ignore[no-any-return]
 
     def stop(self) -> None:
         """Let idle threads exit; a thread inside a slow env call exits when it returns."""
@@ -140,5 +115,5 @@ class EnvWorkers:
             return
         try:
             schedule(settle, result, error)
-        except (trio.RunFinishedError, RuntimeError):
-            pass  # the event loop is gone (or closed); nobody is waiting any more
+        except RuntimeError:
+            pass  # the event loop is closed; nobody is waiting any more

@@ -1,4 +1,4 @@
-"""A short path for plain HTTP/2 DATA frames on a grpclib connection (client or server).
+"""A short path for plain HTTP/2 DATA frames on a grpclib client connection.
 
 h2 handles every frame generically: a frame object, two state machines, a
 logger call or two and per-frame event objects -- some 25 µs per DATA frame
@@ -9,8 +9,6 @@ flags needs none of that beyond flow-control accounting, so:
 * :func:`send_data` writes one DATA frame (header + payload) straight to the
   transport, debiting h2's connection and stream send windows exactly as
   ``H2Connection.send_data`` would;
-* :func:`send_server_message` sends a server stream's reply that way, with
-  grpclib's per-message bookkeeping;
 * :func:`install_fast_receive` wraps a grpclib protocol's ``data_received``:
   a chunk made only of whole, flag-less DATA frames on open streams is
   accounted in h2's receive windows and handed to the stream's buffer, as
@@ -33,7 +31,7 @@ from typing import Any
 from h2.connection import ConnectionState
 from h2.stream import StreamState
 
-__all__ = ["install_fast_receive", "send_data", "send_server_message"]
+__all__ = ["install_fast_receive", "send_data"]
 
 log = logging.getLogger(__name__)
 
@@ -196,32 +194,3 @@ def install_fast_receive(protocol: Any) -> bool:
         return False
     protocol.data_received = receiver
     return True
-
-
-async def send_server_message(stream: Any, payload: bytes) -> None:
-    """Send one gRPC message on an open grpclib server stream (a Join reply).
-
-    The reply goes out as one DATA frame by :func:`send_data` when the
-    stream's headers are sent and it fits the windows, with the per-message
-    bookkeeping grpclib's ``send_message`` does; otherwise (or if grpclib's
-    internals are not as expected) through ``stream.send_message``. Servers
-    here register no grpclib event listeners, so the event dispatch
-    ``send_message`` would run is a no-op for them.
-    """
-    try:
-        fast = (
-            stream._send_initial_metadata_done
-            and stream._cardinality.server_streaming
-            and not stream._send_trailing_metadata_done
-        )
-        h2_stream = stream._stream
-    except Exception:
-        fast = False
-    if fast and send_data(h2_stream, b"\x00" + len(payload).to_bytes(4, "big") + payload):
-        stream._send_message_done = True
-        stream._messages_sent += 1
-        connection = h2_stream.connection
-        connection.messages_sent += 1
-        connection.last_message_sent = time.monotonic()
-        return
-    await stream.send_message(payload)

@@ -6,9 +6,8 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
-from . import _bridge
 from ._model_server import ModelServer
-from ._server_base import serving_in_thread
+from ._server_trio import client_loop_while_bridged, serving_in_thread
 
 __all__ = ["serve_model"]
 
@@ -23,15 +22,16 @@ async def serve_model(
     ``server.address``. ``options`` are :class:`ModelServer`'s keyword arguments
     (``token``, ``ssl``, ``allow_remote_shutdown``, ``threaded``,
     ``max_concurrency``, ``editions``). A bad address raises here, as does a
-    failure to listen (``OSError`` when the port is taken). Opens the
-    transport's asyncio loop in the caller's run for the block unless one is
-    already running (clients in the body share it).
+    failure to listen (``OSError`` when the port is taken). The server needs
+    no asyncio loop in the caller's run; while the client transport still runs
+    on its trio-asyncio bridge, the block opens that loop for clients in the
+    body (see :func:`~._server_trio.client_loop_while_bridged`).
 
     The server runs :meth:`ModelServer.serve`'s machinery on a dedicated
     thread: a sync policy is called inline on that thread's plain asyncio
-    loop; an async (Trio) policy runs in a Trio run of that thread, not the
-    caller's, so it must not wait on the caller's Trio objects; ``threaded``
-    policies run on worker threads of that run. Thread safety: the policy is
+    loop; an async (Trio) policy runs in a Trio guest run hosted by that loop,
+    not the caller's run, so it must not wait on the caller's Trio objects;
+    ``threaded`` policies run on worker threads of that guest run. Thread safety: the policy is
     called from threads other than the caller's.
 
     Cancellation: leaving the block (normally, by error or by cancellation)
@@ -39,11 +39,8 @@ async def serve_model(
     shielded and bounded for its thread, so it cannot hang.
     """
     server = ModelServer(policy, address, **options)
-    # The caller's run still gets the transport's asyncio loop for the block, as
-    # before the server moved to its own thread: clients opened in the body
-    # (run_routes, check_health, bridge calls) share it instead of each opening one.
     async with (
-        _bridge.asyncio_loop(),
-        serving_in_thread(server, name="rlmesh-trio-model-server") as running,
+        client_loop_while_bridged(),
+        serving_in_thread(server, name="rlmesh-trio-model-server"),
     ):
-        yield running
+        yield server

@@ -1,0 +1,253 @@
+"""The env server's gRPC service and its Join sessions (asyncio side, grpclib's public API).
+
+What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
+
+* Join sends its response headers at once (a tonic client waits for them
+  before its first request), and there is one Join at a time
+  (FAILED_PRECONDITION for a second, freed when the stream ends).
+* Every response echoes its request's id and carries ``endpoint_total_ns``.
+* The stream ends (status OK) after Close and after a non-recoverable error;
+  a half-close or a cancelled stream lets in-flight env calls finish, drops
+  the session's leftover episodes, then frees the slot. A server that stops
+  ends an open session with UNAVAILABLE.
+
+Join messages travel as bytes, parsed and built by :mod:`._env_fastwire`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import grpclib.const
+import grpclib.server
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError, StreamTerminatedError
+
+from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply
+from .._wire import env_pb
+from . import _server_loop as aio
+from ._env_fastwire import decode_join_request, encode_join_response
+from ._env_workers import EnvWorkers
+from ._handshake import ENV_COMPONENT
+from ._server_base import handshake_reply, shutdown_reply
+
+if TYPE_CHECKING:
+    from ._env_server import EnvServer
+
+__all__ = ["BUSY_MESSAGE", "STOPPING_MESSAGE", "EnvService", "JoinSession"]
+
+log = logging.getLogger("rlmesh_trio.transport.env_server")
+
+BUSY_MESSAGE = (
+    "environment already has an active Join session; only one client may be connected at a time"
+)
+STOPPING_MESSAGE = "the env server is shutting down"
+SHUTDOWN_DISABLED = "remote shutdown is disabled for this environment endpoint"
+_JOIN = "/rlmesh.env.v1.EnvService/Join"
+
+
+class EnvService(env_pb.EnvServiceBase):
+    """The generated EnvService, with Join taken over at the stream level."""
+
+    def __init__(self, server: EnvServer) -> None:
+        self._server = server
+
+    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
+        mapping = super().__mapping__()
+        mapping[_JOIN] = grpclib.const.Handler(
+            self._join,
+            grpclib.const.Cardinality.STREAM_STREAM,
+            # Raw bytes: the session parses and serialises Join messages itself
+            # (_env_fastwire: Step/Reset by hand, betterproto2 for the rest).
+            bytes,
+            bytes,
+        )
+        return mapping
+
+    async def handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
+        host = self._server.host
+        reply = handshake_reply(
+            message.base,
+            component=ENV_COMPONENT,
+            capabilities=host.capabilities,
+            editions=SUPPORTED_EDITIONS,
+        )
+        return env_pb.HandshakeResponse(
+            base=reply, env_contract=host.contract if reply.compatible else None
+        )
+
+    async def shutdown(self, message: env_pb.ShutdownRequest) -> env_pb.ShutdownResponse:
+        server = self._server
+        return env_pb.ShutdownResponse(
+            base=shutdown_reply(
+                message.base,
+                allowed=server.allow_remote_shutdown,
+                refusal=SHUTDOWN_DISABLED,
+                stop=server.request_shutdown,
+            )
+        )
+
+    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        server = self._server
+        if not server._claim_session():
+            raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
+        session = JoinSession(server.host, stream, server._workers, server._is_stopping)
+        server._sessions.add(session)
+        try:
+            # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
+            await stream.send_initial_metadata()
+            await session.run()
+        finally:
+            server._sessions.discard(session)
+            server._release_session()
+
+
+def _decode(data: bytes) -> env_pb.JoinRequest:
+    try:
+        return decode_join_request(data)
+    except Exception as exc:
+        # No request id can be read, so no typed reply is possible: the stream ends
+        # with a status saying why once the requests in flight are answered.
+        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
+
+
+class JoinSession:
+    """One Join stream: read requests, run them through the host, answer by request id."""
+
+    def __init__(
+        self,
+        host: EnvHost,
+        stream: grpclib.server.Stream[Any, Any],
+        workers: EnvWorkers | None,
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> None:
+        self._stopping = stopping
+        self._host = host
+        self._stream = stream
+        self._workers = workers
+        self._loop = aio.running_loop()
+        self._inflight: set[aio.AsyncioTask[None]] = set()
+        self._send_lock = aio.AsyncioLock()
+        self._finished = aio.AsyncioEvent()
+        self._ended = False  # a Close reply or a non-recoverable error went out
+        self._closed_by_request = False
+        # A request the server could not read (oversized, undecodable), or the server
+        # stopping: the stream ends with this status once in-flight requests are answered.
+        self._end_error: GRPCError | None = None
+
+    async def run(self) -> None:
+        """Serve the stream until Close, an error, a half-close or :meth:`end_for_shutdown`.
+
+        Raises:
+            GRPCError: the status the stream ends with when it does not end OK.
+        """
+        reader = self._loop.create_task(self._read())
+        try:
+            await self._finished.wait()
+        finally:
+            reader.cancel()
+            await self._drain(reader)
+            if not self._closed_by_request:
+                self._host.end_session()
+        if self._end_error is not None and not self._ended:
+            raise self._end_error
+
+    def end_for_shutdown(self) -> None:
+        """The server is stopping: end this stream with UNAVAILABLE once in-flight calls end."""
+        if self._end_error is None:
+            self._end_error = GRPCError(Status.UNAVAILABLE, STOPPING_MESSAGE)
+        self._finished.set()
+
+    async def _drain(self, reader: aio.AsyncioTask[None]) -> None:
+        """Wait for in-flight env calls (they cannot be interrupted) before the slot frees.
+
+        A client that drops the connection gets this handler cancelled, possibly
+        more than once; we keep waiting regardless, so a reconnect is refused
+        until the env is really idle (as 0.1.0 does). Stopping the server is
+        bounded, so this cannot hang a shutdown.
+        """
+        pending = {*self._inflight, reader}
+        drained = aio.spawn(aio.asyncio_wait(pending))
+        while not drained.done():
+            try:
+                await aio.asyncio_shield(drained)
+            except aio.AsyncioCancelledError:
+                if self._stopping():
+                    raise
+
+    def abandon(self) -> None:
+        """Stop waiting for in-flight env calls (stopping, past the drain bound): their
+        tasks are cancelled; the calls themselves finish on their threads, unanswered."""
+        for task in list(self._inflight):
+            task.cancel()
+
+    async def _read(self) -> None:
+        try:
+            while not self._ended:
+                data = await self._stream.recv_message()
+                if data is None:
+                    break  # half-close: answer what is in flight, then end
+                received = time.perf_counter_ns()
+                request = _decode(data)
+                if self._workers is None:
+                    # Inline (serve(env_thread="loop")): one request at a time, in order.
+                    await self._answer(request, self._host.handle(request), received)
+                else:
+                    self._spawn(request, received)
+        except GRPCError as exc:
+            log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
+            self._end_error = exc
+        except (ConnectionError, OSError, StreamTerminatedError) as exc:
+            log.debug("env Join stream read ended: %r", exc)
+        finally:
+            if self._inflight:
+                await aio.asyncio_wait(set(self._inflight))
+            self._finished.set()
+
+    def _spawn(self, request: env_pb.JoinRequest, received: int) -> None:
+        # Admission fixes the request's place in line, so it happens here, in arrival order.
+        ticket = self._host.admit(request)
+        task = self._loop.create_task(self._process(request, ticket, received))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _process(self, request: env_pb.JoinRequest, ticket: Any, received: int) -> None:
+        host = self._host
+        workers = self._workers
+        if workers is None:  # pragma: no cover - _spawn runs only with workers
+            raise RuntimeError("no env workers")
+        try:
+            reply = await workers.submit(host.run, ticket)
+        except BaseException:
+            host.discard(ticket)
+            raise
+        await self._answer(request, reply, received)
+
+    async def _answer(
+        self, request: env_pb.JoinRequest, reply: HostReply | None, received: int
+    ) -> None:
+        if reply is None or self._ended:
+            return
+        response = reply.response
+        response.request_id = request.request_id
+        response.user_ns = reply.user_ns
+        response.decode_ns = reply.decode_ns
+        response.encode_ns = reply.encode_ns
+        response.queue_ns = reply.queue_ns
+        if reply.end_stream:
+            self._ended = True
+            self._closed_by_request = response.close is not None
+        response.endpoint_total_ns = time.perf_counter_ns() - received
+        try:
+            async with self._send_lock:
+                await self._stream.send_message(encode_join_response(response))
+        except Exception as exc:  # the stream is gone (h2 StreamClosedError, reset, ...)
+            log.debug("env Join stream send failed: %r", exc)
+            self._ended = True
+            self._finished.set()
+            return
+        if reply.end_stream:
+            self._finished.set()

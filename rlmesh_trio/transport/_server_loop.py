@@ -1,0 +1,141 @@
+"""The servers' plain asyncio loop: where server-side asyncio lives, on public API only.
+
+grpclib is asyncio code, so each server runs a plain asyncio loop on a
+thread of its own (never trio-asyncio, never the caller's Trio thread). The
+server modules use asyncio only through the names re-exported here, so one
+file shows every asyncio feature they rely on. A policy that needs Trio (an
+async policy, a worker thread) runs in a Trio *guest run* hosted by that same
+loop (:func:`trio_guest`), Trio's public way to share a thread with asyncio.
+
+Nothing here runs at import: no loop, no policy change, no threads.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from contextlib import asynccontextmanager
+from typing import Any, TypeVar
+
+import trio
+
+__all__ = [
+    "AsyncioCancelledError",
+    "AsyncioEvent",
+    "AsyncioFuture",
+    "AsyncioLock",
+    "AsyncioSemaphore",
+    "AsyncioTask",
+    "asyncio_shield",
+    "asyncio_sleep",
+    "asyncio_wait",
+    "asyncio_wait_for",
+    "run_plain_asyncio",
+    "running_loop",
+    "spawn",
+    "trio_guest",
+]
+
+T = TypeVar("T")
+
+AsyncioCancelledError = asyncio.CancelledError
+AsyncioEvent = asyncio.Event
+AsyncioFuture = asyncio.Future
+AsyncioLock = asyncio.Lock
+AsyncioSemaphore = asyncio.Semaphore
+AsyncioTask = asyncio.Task
+asyncio_shield = asyncio.shield
+asyncio_sleep = asyncio.sleep
+asyncio_wait = asyncio.wait
+asyncio_wait_for = asyncio.wait_for
+
+
+def run_plain_asyncio(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
+    """Run ``main()`` to completion on a fresh standard asyncio loop of the calling thread.
+
+    The loop is a ``SelectorEventLoop`` made here (whatever event loop policy
+    the process has installed), run by ``asyncio.Runner`` and closed on the way
+    out, so two server threads never share one.
+
+    Raises:
+        Whatever ``main`` raises.
+    """
+    with asyncio.Runner(loop_factory=asyncio.SelectorEventLoop) as runner:
+        return runner.run(main())
+
+
+def running_loop() -> asyncio.AbstractEventLoop:
+    """The asyncio loop of the calling coroutine or callback.
+
+    Raises:
+        RuntimeError: outside a running asyncio loop.
+    """
+    return asyncio.get_running_loop()
+
+
+def spawn(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
+    """Start ``coro`` as a task of the running loop (asyncio side only)."""
+    return asyncio.get_running_loop().create_task(coro)
+
+
+@asynccontextmanager
+async def trio_guest(
+    main: Callable[[], Awaitable[None]],
+) -> AsyncIterator[trio.lowlevel.TrioToken]:
+    """Run ``main()`` as a Trio guest run on the running asyncio loop for the block.
+
+    Yields the guest's :class:`trio.lowlevel.TrioToken` once it runs (hand work
+    to it with ``token.run_sync_soon``, from any thread). Leaving the block
+    cancels the guest's main task and waits for the run to end. The host loop
+    owns signals (``host_uses_signal_set_wakeup_fd``): handlers the loop
+    installs with ``add_signal_handler`` replace Trio's SIGINT handler.
+
+    Cancellation: cancelling the block's task still cancels the guest and
+    waits for it (shielded), so no Trio run outlives its host loop.
+
+    Raises:
+        Whatever the guest's ``main`` raised (after the block).
+    """
+    loop = asyncio.get_running_loop()
+    started: asyncio.Future[trio.lowlevel.TrioToken] = loop.create_future()
+    ended: asyncio.Future[None] = loop.create_future()
+    scope_box: list[trio.CancelScope] = []
+
+    async def guest() -> None:
+        with trio.CancelScope() as scope:
+            scope_box.append(scope)
+            loop.call_soon(started.set_result, trio.lowlevel.current_trio_token())
+            await main()
+
+    def done(outcome: Any) -> None:
+        if not ended.done():
+            ended.set_result(None)
+        try:
+            outcome.unwrap()
+        except BaseException as exc:  # reported after the block
+            errors.append(exc)
+
+    errors: list[BaseException] = []
+    trio.lowlevel.start_guest_run(
+        guest,
+        run_sync_soon_threadsafe=loop.call_soon_threadsafe,
+        run_sync_soon_not_threadsafe=loop.call_soon,
+        done_callback=done,
+        host_uses_signal_set_wakeup_fd=True,
+    )
+    try:
+        either: set[asyncio.Future[Any]] = {started, ended}
+        await asyncio.wait(either, return_when=asyncio.FIRST_COMPLETED)
+        if not started.done():
+            raise errors[0] if errors else RuntimeError("the Trio guest run ended at once")
+        yield started.result()
+    finally:
+        guest_token = started.result() if started.done() else None
+        if guest_token is not None and scope_box:
+            try:
+                guest_token.run_sync_soon(scope_box[0].cancel)
+            except trio.RunFinishedError:
+                pass  # over already
+        await asyncio.shield(ended)
+    if errors:
+        raise errors[0]

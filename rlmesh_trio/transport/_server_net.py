@@ -1,0 +1,193 @@
+"""The network side both servers share: listening sockets, the codec, the token, grpclib.
+
+Everything goes through public API: grpclib's ``Server`` (given our own
+listening socket), a codec subclass, a ``RecvRequest`` listener for the
+bearer token, and plain ``socket`` calls. The listening socket is ours, so
+port 0 resolves and accepted sockets get ``TCP_NODELAY`` (its protocol is
+``IPPROTO_TCP``), and it remembers what it accepted: stopping a server then
+shuts those connections down, so a client mid-session sees its connection
+end at once instead of waiting on a connection nobody serves any more.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import os
+import socket
+import ssl as ssl_module
+import stat
+import weakref
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import grpclib.config
+import grpclib.server
+from grpclib.const import Status
+from grpclib.encoding.proto import ProtoCodec
+from grpclib.events import RecvRequest, listen
+from grpclib.exceptions import GRPCError
+from grpclib.health.service import Health
+
+from .._wire import MAX_MESSAGE_BYTES
+from ._address import Address
+
+__all__ = ["Listener", "SizeLimitedCodec", "open_listener"]
+
+log = logging.getLogger("rlmesh_trio.transport.server")
+
+
+def _too_big(size: int) -> GRPCError:
+    return GRPCError(
+        Status.RESOURCE_EXHAUSTED,
+        f"message of {size} bytes exceeds the {MAX_MESSAGE_BYTES}-byte limit",
+    )
+
+
+class SizeLimitedCodec(ProtoCodec):
+    """grpclib caps no message size itself; apply wire-v1's 256 MiB in both directions.
+
+    A method registered with ``bytes`` request/response types gets the raw
+    message (its handler parses and serialises it itself, see the fast codecs).
+    An undecodable message becomes INVALID_ARGUMENT: without a request id no
+    typed reply is possible, and grpclib would otherwise report UNKNOWN.
+    """
+
+    def encode(self, message: Any, message_type: Any) -> bytes:
+        data = message if message_type is bytes else super().encode(message, message_type)
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise _too_big(len(data))
+        return data  # type: ignore[no-any-return]
+
+    def decode(self, data: bytes, message_type: Any) -> Any:
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise _too_big(len(data))
+        if message_type is bytes:
+            return data
+        try:
+            return super().decode(data, message_type)
+        except Exception as exc:
+            name = getattr(message_type, "__name__", "message")
+            raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
+
+
+class _TrackingSocket(socket.socket):
+    """A listening socket that remembers the connections it accepted (weakly)."""
+
+    def __init__(self, family: int, kind: int, proto: int) -> None:
+        super().__init__(family, kind, proto)
+        self.accepted: weakref.WeakSet[socket.socket] = weakref.WeakSet()
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        conn, peer = super().accept()
+        self.accepted.add(conn)
+        return conn, peer
+
+
+def _remove_stale_socket(path: str) -> None:
+    """A socket file left by an earlier server is replaced (as asyncio's unix server does);
+    any other file at ``path`` is left alone and binding fails."""
+    with contextlib.suppress(OSError):
+        if stat.S_ISSOCK(os.stat(path).st_mode):
+            os.unlink(path)
+
+
+def _bound_socket(bind: Address) -> _TrackingSocket:
+    if bind.path is not None:
+        sock = _TrackingSocket(socket.AF_UNIX, socket.SOCK_STREAM, 0)
+        target: Any = bind.path
+    else:
+        family = socket.AF_INET6 if ":" in (bind.host or "") else socket.AF_INET
+        # IPPROTO_TCP explicitly: accepted sockets inherit the listener's proto, and
+        # asyncio sets TCP_NODELAY only when it is IPPROTO_TCP (with proto 0, Nagle
+        # adds ~40 ms delayed-ACK stalls to small request/response exchanges).
+        sock = _TrackingSocket(family, socket.SOCK_STREAM, socket.IPPROTO_TCP)
+        target = (bind.host, bind.port)
+    try:
+        if bind.path is None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        else:
+            _remove_stale_socket(bind.path)
+        sock.bind(target)
+        sock.listen(128)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def _token_check(token: str, kind: str) -> Callable[[RecvRequest], Coroutine[Any, Any, None]]:
+    expected = token.encode()
+    refusal = f"invalid {kind} token"
+
+    async def check(event: RecvRequest) -> None:
+        if event.method_name.startswith("/grpc.health."):
+            return  # health probes stay open, as orchestrators poll them unauthenticated
+        supplied = event.metadata.get("authorization")
+        if not isinstance(supplied, str) or not hmac.compare_digest(supplied.encode(), expected):
+            raise GRPCError(Status.UNAUTHENTICATED, refusal)
+
+    return check
+
+
+class Listener:
+    """One started grpclib server on our socket (asyncio side); :attr:`address` is bound."""
+
+    def __init__(
+        self, grpc: grpclib.server.Server, sock: _TrackingSocket, address: str, path: str | None
+    ) -> None:
+        self.grpc = grpc
+        self.address = address
+        self.sock = sock
+        self._path = path
+
+    def stop_accepting(self) -> None:
+        """Stop listening and cancel the running handlers (grpclib's ``close``)."""
+        self.grpc.close()
+
+    def drop_connections(self) -> None:
+        """End our half of every accepted connection still open (FIN after what was sent,
+        never a reset that could lose the last trailers): its peer sees the end now."""
+        for conn in list(self.sock.accepted):
+            with contextlib.suppress(OSError):
+                conn.shutdown(socket.SHUT_WR)
+
+    def unlink(self) -> None:
+        """Remove a unix socket's file (TCP: nothing to do)."""
+        if self._path:
+            with contextlib.suppress(OSError):
+                os.unlink(self._path)
+
+
+async def open_listener(
+    bind: Address,
+    services: list[Any],
+    *,
+    kind: str,
+    token: str | None,
+    ssl: ssl_module.SSLContext | None,
+    config: grpclib.config.Configuration | None = None,
+) -> Listener:
+    """Start a grpclib server for ``services`` plus health on ``bind`` (asyncio side).
+
+    Raises:
+        OSError: the address cannot be bound (the port is taken, say).
+    """
+    server = grpclib.server.Server([*services, Health()], codec=SizeLimitedCodec(), config=config)
+    if token is not None:
+        listen(server, RecvRequest, _token_check(token, kind))
+    sock = _bound_socket(bind)
+    try:
+        await server.start(sock=sock, ssl=ssl)
+    except BaseException:
+        sock.close()
+        raise
+    if bind.path is not None:
+        address = f"unix://{bind.path}"
+    else:
+        host, port = sock.getsockname()[:2]
+        address = str(Address(host=host, port=port))
+    log.info("%s server listening on %s", kind, address)
+    return Listener(server, sock, address, bind.path)
