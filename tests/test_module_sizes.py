@@ -27,17 +27,12 @@ ALLOWLIST: frozenset[str] = frozenset(
     {
         # transport: the server and bridge splits.
         "rlmesh_trio/transport/_bridge.py::_direct_reader",
-        "rlmesh_trio/transport/_env_server.py",
         "rlmesh_trio/transport/_join.py",
-        "rlmesh_trio/transport/_server_base.py",
-        "rlmesh_trio/transport/_server_base.py::serving_in_thread",
         # env hosts: the step loops.
         "rlmesh_trio/_envhost/_lanes.py::LaneHost._step",
         "rlmesh_trio/_envhost/_vector.py::VectorHost._step",
         # model host: 504 lines.
         "rlmesh_trio/_modelhost/_host.py",
-        # orchestrator: the sharding planner.
-        "rlmesh_trio/orchestrator/_route.py::shard",
     }
 )
 

@@ -382,21 +382,13 @@ async def run_routes(
     ``handle_sigint=False``) cancels every route the same way and then raises
     :class:`RunInterrupted` (a ``KeyboardInterrupt``) with the partial report.
 
-    ``batch_predicts=True`` coalesces the predicts of routes that share a model
-    address into ``GroupedPredict`` round trips (see ``_batching``); results
-    and per-route errors and timeouts are unchanged.
-
-    ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to
-    every gRPC client made from an address in a route (env and model alike).
-    ``hooks`` is a :class:`~rlmesh_trio.RuntimeHooks` (a ``HookChain`` for
-    several), or any object with one or more ``async def`` hook methods (the
-    rest do nothing); anything else is refused up front.
-    ``ledger``, ``resume``, ``retries`` and ``retry_backoff``: durable runs,
-    as on :class:`Orchestrator` (which also lists what they raise). A retried
-    failure cancels nothing.
-
-    No asyncio in sight: an asyncio loop for the gRPC clients is opened inside
-    this call when needed.
+    ``batch_predicts=True`` groups the predicts of routes sharing a model address
+    into ``GroupedPredict`` round trips (results and errors unchanged).
+    ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to every
+    gRPC client made from an address. ``hooks``: a ``RuntimeHooks`` (``HookChain``
+    for several) or any object with ``async def`` hook methods; anything else is
+    refused. ``ledger``, ``resume``, ``retries``, ``retry_backoff``: durable runs,
+    as on :class:`Orchestrator`; a retried failure cancels nothing.
 
     Raises:
         InvalidSpec: a route or option is wrong (before any route starts).
