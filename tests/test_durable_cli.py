@@ -68,3 +68,33 @@ def test_resume_over_a_served_env_completes_the_plan(tmp_path: Path) -> None:
     )
     assert got == [gymnasium_episode(s) for s in range(12)]
     assert rt.load_ledger(ledger).total_episodes == 12
+
+
+def test_report_rebuilds_the_summary_json_and_html_from_a_ledger_alone(tmp_path: Path) -> None:
+    ledger, out = tmp_path / "run.jsonl", tmp_path / "run.json"
+    policy = "rlmesh_trio._demo_policy:cartpole_policy"
+    ran = run_cli(
+        "run",
+        "--env",
+        "CartPole-v1",
+        "--model",
+        policy,
+        "--seeds",
+        "0:3",
+        "--no-progress",
+        "--ledger",
+        str(ledger),
+        "--json",
+        str(out),
+    )
+    assert ran.returncode == 0, ran.stderr
+    html = tmp_path / "from-ledger.html"
+    rebuilt = run_cli("report", str(ledger), "--html", str(html))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert "rlmesh-trio report: run.jsonl" in rebuilt.stdout
+    assert html.stat().st_size > 0
+    from_json = json.loads(out.read_text())["routes"][0]["episodes"]
+    from_ledger = rt.load_ledger(ledger).routes[0].episodes
+    assert [(e["seed"], e["steps"], e["reward"]) for e in from_json] == [
+        (e.seed, e.steps, e.reward) for e in from_ledger
+    ]

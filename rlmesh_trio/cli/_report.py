@@ -27,7 +27,8 @@ __all__ = ["report_cmd"]
 )
 @click.option("--title", help="Title of the HTML report (default: the file name).")
 def report_cmd(run_file: Path, bundle: Path | None, html: Path | None, title: str | None) -> None:
-    """Summarise RUN_FILE (a run's --json report) with 95% CIs; write a bundle or HTML from it.
+    """Summarise RUN_FILE (a run's --json report or its --ledger) with 95% CIs; write a
+    bundle or HTML from it.
 
     Videos exist only while a run records them: use --record with --bundle or
     --html on `run` or `demo` to keep them.

@@ -145,14 +145,30 @@ def report_from_dict(data: Any, where: str = "report") -> RunReport:
 
 
 def load_run(path: str | Path) -> RunReport:
-    """Read a run's JSON report (``--json`` output) back into a :class:`RunReport`.
+    """Read a run back into a :class:`RunReport`: its JSON report (``--json`` output) or its
+    ledger (``--ledger``, JSON Lines; rebuilt by :func:`~rlmesh_trio.load_ledger`).
 
     Raises:
-        InvalidSpec: the file is missing, is not JSON, or is not a run report.
+        InvalidSpec: the file is missing, is not JSON, or is neither a report nor a ledger.
     """
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise InvalidSpec(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if _is_ledger(text):
+        from ..orchestrator import load_ledger
+
+        return load_ledger(path)
     return report_from_dict(text, str(path))
+
+
+def _is_ledger(text: str) -> bool:
+    """Whether ``text`` starts with a ledger header line."""
+    from ..orchestrator._ledger import LEDGER_SCHEMA
+
+    try:
+        header = json.loads(text.split("\n", 1)[0])
+    except ValueError:
+        return False
+    return isinstance(header, dict) and header.get("schema") == LEDGER_SCHEMA
