@@ -97,10 +97,11 @@ def rlmesh_env(env_id: str = "CartPole-v1") -> contextlib.AbstractContextManager
     return _serving(argv, f"rlmesh env {env_id}")
 
 
-def rlmesh_model() -> contextlib.AbstractContextManager[Server]:
-    """rlmesh 0.1.0 ``rlmesh.numpy.Model.serve`` with the CartPole rule (this file as a child)."""
-    argv = [sys.executable, str(_HERE), "rlmesh-model", "--ready-fd", "{READY_FD}"]
-    return _serving(argv, "rlmesh model")
+def rlmesh_model(kind: str = "rlmesh-model") -> contextlib.AbstractContextManager[Server]:
+    """rlmesh 0.1.0 ``rlmesh.numpy.Model.serve`` with the CartPole rule (this file as a child);
+    ``kind="rlmesh-mlp"`` serves the MLP of ``_mlp.py`` instead."""
+    argv = [sys.executable, str(_HERE), kind, "--ready-fd", "{READY_FD}"]
+    return _serving(argv, f"rlmesh model ({kind})")
 
 
 def our_env(env_id: str = "CartPole-v1") -> contextlib.AbstractContextManager[Server]:
@@ -140,12 +141,22 @@ def _listening_ports() -> list[int]:
     return ports
 
 
-def _serve_rlmesh_model(ready_fd: int) -> None:
+def _serve_rlmesh_model(ready_fd: int, kind: str) -> None:
     import warnings
 
     warnings.filterwarnings("ignore")
+    import _mlp  # beside this file, which runs as a script here
     import numpy as np
     import rlmesh.numpy as rnp
+
+    class MLP(rnp.Model):  # type: ignore[misc]
+        """The MLP of ``_mlp.py``: one row, or one matmul per layer for a batch."""
+
+        def predict(self, obs: Any) -> int:
+            return _mlp.act(obs)
+
+        def predict_batch(self, obs: Any) -> Any:
+            return _mlp.act_batch(obs)
 
     class CartPoleRule(rnp.Model):  # type: ignore[misc]
         """``1 if theta + 0.5 * theta_dot > 0 else 0``, per row and batched (float64 math)."""
@@ -169,17 +180,17 @@ def _serve_rlmesh_model(ready_fd: int) -> None:
         os._exit(3)
 
     threading.Thread(target=announce, daemon=True).start()
-    CartPoleRule().serve("127.0.0.1:0")
+    (MLP() if kind == "rlmesh-mlp" else CartPoleRule()).serve("127.0.0.1:0")
 
 
 def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("kind", choices=["rlmesh-model"])
+    parser.add_argument("kind", choices=["rlmesh-model", "rlmesh-mlp"])
     parser.add_argument("--ready-fd", type=int, required=True)
     args = parser.parse_args()
-    _serve_rlmesh_model(args.ready_fd)
+    _serve_rlmesh_model(args.ready_fd, args.kind)
 
 
 if __name__ == "__main__":

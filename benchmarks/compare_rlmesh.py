@@ -30,7 +30,9 @@ Cases (issue 7):
 6. four routes, everything in process (gymnasium env objects, a policy
    callable): ours vs ``rlmesh.run(rlmesh.numpy.Model(policy), env, ...)``
    in four threads (see ``_local_case.py``); the table adds its client CPU
-   per step (``6 (cpu us/step)``, target <= 60 us).
+   per step (``6 (cpu us/step)``, target <= 60 us);
+7. eight routes sharing one served numpy MLP (``_mlp_case.py``): ours
+   unbatched, ours with ``batch_predicts``, rlmesh's eight threads.
 
 Wall time per run is measured around the whole blocking call on both sides
 (``trio.run(run_routes)`` vs ``rlmesh.run``), connection setup included.
@@ -61,6 +63,7 @@ from rlmesh_trio._demo_policy import cartpole_policy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _local_case  # noqa: E402
+import _mlp_case  # noqa: E402
 import _servers  # noqa: E402
 
 ENV_ID = "CartPole-v1"
@@ -244,7 +247,7 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
             cases.append(Case("6", title6, [Side("ours", ours6), Side("theirs", theirs6)]))
         if wanted & {"1", "2", "4", "5"}:
             rl_model = stack.enter_context(_servers.rlmesh_model())
-        n_envs = ROUTES_CASE2 if "2" in wanted else (1 if wanted - {"6"} else 0)
+        n_envs = ROUTES_CASE2 if "2" in wanted else (1 if wanted - {"6", "7"} else 0)
         for _ in range(n_envs):
             rl_envs.append(stack.enter_context(_servers.rlmesh_env(ENV_ID)))
         if "4" in wanted:
@@ -253,6 +256,8 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
         SERVERS[:] = [*rl_envs, *([rl_model] if rl_model else [])]
         if "4" in wanted:
             SERVERS.extend([our_env, our_model])
+        if "7" in wanted:
+            cases.append(_case7(stack, eps, timeout))
         print(f"servers ready in {time.perf_counter() - t0:.1f}s", flush=True)
 
         env0 = rl_envs[0].address if rl_envs else ""
@@ -361,6 +366,22 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
         yield cases
 
 
+def _case7(stack: contextlib.ExitStack, eps: int, timeout: float) -> Case:
+    """Eight routes sharing one served MLP, batched and not, vs rlmesh's threads."""
+    model = stack.enter_context(_servers.rlmesh_model("rlmesh-mlp"))
+    envs = [stack.enter_context(_servers.rlmesh_env(ENV_ID)) for _ in range(_mlp_case.ROUTES)]
+    SERVERS.extend([*envs, model])
+    sides = _mlp_case.mlp_sides(
+        [e.address for e in envs],
+        model.address,
+        _seeds(0, eps * _mlp_case.ROUTES),
+        lambda routes, **kw: _ours(routes, timeout, **kw),
+        lambda jobs: _theirs(jobs, timeout),
+    )
+    title = f"{_mlp_case.ROUTES} routes sharing one served numpy MLP (256x256)"
+    return Case("7", title, [Side(label, run) for label, run in sides])
+
+
 def _check(case: Case, side: Side, sample: Sample, index: int) -> None:
     if sample.error is not None:
         line = f"MISMATCH case {case.key} {side.label} run {index}: run failed: {sample.error}"
@@ -463,6 +484,12 @@ def _table(cases: list[Case], selected: set[str]) -> list[list[str]]:
         )
     if "6" in by_key:
         rows.append(_cpu_row("6 (cpu us/step)", by_key["6"], _local_case.CPU_TARGET_US))
+    if "7" in by_key and "7" in selected:
+        case = by_key["7"]
+        sides = {s.label: s for s in case.sides}
+        batched = sides["ours+batch"]
+        ratio_row("7 batch/unbatched", case, batched, sides["ours"], _mlp_case.TARGET_VS_UNBATCHED)
+        ratio_row("7 batch/rlmesh", case, batched, sides["theirs"], _mlp_case.TARGET_VS_RLMESH)
     return rows
 
 
@@ -542,7 +569,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs of each side first")
     parser.add_argument(
-        "--cases", default="1,2,3,4,5,6", help="comma-separated subset of 1-6 (5 needs 1)"
+        "--cases", default="1,2,3,4,5,6,7", help="comma-separated subset of 1-7 (5 needs 1)"
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="bound on one run, seconds")
     parser.add_argument("--json", metavar="FILE", help="also write every sample and the table here")
