@@ -140,7 +140,28 @@ def report_from_dict(data: Any, where: str = "report") -> RunReport:
         raise InvalidSpec(f"{where}: bad telemetry row ({type(exc).__name__}: {exc})") from None
     routes = tuple(_outcome(route, where) for route in data["routes"])
     return RunReport(
-        routes=routes, wall_s=float(data.get("wall_s", 0.0)), recorded_telemetry=telemetry
+        routes=routes,
+        wall_s=float(data.get("wall_s", 0.0)),
+        recorded_telemetry=telemetry,
+        meta=_meta(data.get("run")),
+    )
+
+
+def _meta(run: Any) -> Any:
+    """The report's ``run`` block (versions, argv, start, plan) back as a ``RunMeta``."""
+    from ..orchestrator import RunMeta
+
+    if not isinstance(run, Mapping):
+        return None
+    return RunMeta(
+        versions=dict(run.get("versions") or {}),
+        argv=tuple(run.get("argv") or ()),
+        started_at=str(run.get("started_at", "")),
+        plan_digest=run.get("plan_digest"),
+        plan=run.get("plan"),
+        ledger=run.get("ledger"),
+        resumed_episodes=int(run.get("resumed_episodes") or 0),
+        ledger_torn_bytes=int(run.get("ledger_torn_bytes") or 0),
     )
 
 
