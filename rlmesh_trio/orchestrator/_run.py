@@ -181,13 +181,11 @@ class Orchestrator:
     # -- running ---------------------------------------------------------------
     async def run(self) -> RunReport:
         """Run every route; see :func:`run_routes` for the failure and cancellation contract."""
-        from ..transport import asyncio_loop
-
         self._started_at = time.perf_counter()
         limiter = trio.CapacityLimiter(self.max_concurrency or max(1, len(self.routes)))
         services: list[trio.CancelScope] = []
         try:
-            async with asyncio_loop(), AsyncExitStack() as stack:
+            async with AsyncExitStack() as stack:
                 with self._scope:
                     async with trio.open_nursery() as outer:
 

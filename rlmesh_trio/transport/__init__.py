@@ -1,8 +1,9 @@
-"""gRPC transport for rlmesh-wire-v1: clients and servers on grpclib, hosted inside Trio.
+"""gRPC transport for rlmesh-wire-v1: Trio-native clients, grpclib servers.
 
-grpclib is asyncio-only; it runs on a trio-asyncio loop behind one bridge
-module (``_bridge``), opened for you by ``run_routes``, ``serve_env`` and
-``serve_model`` (or explicitly with :func:`asyncio_loop`).
+The clients (:class:`RemoteEnv`, :class:`RemoteModel`, :func:`check_health`)
+run on the I/O-free :mod:`rlmesh_trio.wire` core over Trio sockets: no asyncio.
+The servers use grpclib (asyncio) behind ``_bridge``; :func:`asyncio_loop` is
+the servers' helper for hosting one inside a Trio run.
 """
 
 from ._bridge import asyncio_loop

@@ -12,9 +12,7 @@ client does not know the runtime step, so these carry ``step=0``; the driver
 re-raises with the real step (``message``, ``code`` and ``recoverable`` are
 attributes for that).
 
-Every method must run inside the transport's asyncio loop
-(``async with rlmesh_trio.transport.asyncio_loop():``, which ``run_routes``
-opens); ``async with RemoteEnv(...)`` opens one when needed.
+Everything runs on Trio (no asyncio): any Trio task may use the client.
 """
 
 from __future__ import annotations
@@ -22,8 +20,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import trio
-from grpclib.const import Status
-from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from .._errors import (
     ConnectError,
@@ -33,9 +29,11 @@ from .._errors import (
     format_duration,
 )
 from .._wire import core_pb, env_pb
-from ..runtime._protocols import EndpointInfo, Reply
-from ._fastwire import decode_env_response, encode_env_step
+from .._endpoints import EndpointInfo, Reply
+from ..wire import GrpcError, GrpcStatus
+from ..wire._client_codec import decode_env_response, encode_env_step
 from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
+from ._conn import ConnectionLost
 from ._join import JoinSession, SessionClosed
 from ._remote_base import CLOSE_GRACE, RemoteEndpoint
 from ._replies import code_label, reply_telemetry
@@ -78,7 +76,7 @@ class RemoteEnv(RemoteEndpoint):
         payload = bytes(env_pb.HandshakeRequest(base=handshake_request(ENV_COMPONENT)))
         try:
             data = await self._conn.unary(_HANDSHAKE, payload, timeout=self._conn.connect_timeout)
-        except GRPCError as exc:
+        except GrpcError as exc:
             raise handshake_failure(self.address, exc, "rlmesh.env.v1.EnvService") from None
         self._info = parse_env_handshake(self.address, data)
         return self._info
@@ -97,9 +95,9 @@ class RemoteEnv(RemoteEndpoint):
             raise RuntimeError(f"{self!r} already has an open Join session")
         if self._closed:
             raise ConnectError(self.address, "the client was closed")
-        await self._conn.connect()
+        conn = await self._conn.connect()
         session: JoinSession[env_pb.JoinResponse] = JoinSession(
-            self._conn.channel,
+            conn,
             _JOIN,
             decode_env_response,
             _request_id_of,
@@ -113,7 +111,7 @@ class RemoteEnv(RemoteEndpoint):
         try:
             response, _req, _resp = await self._roundtrip(envelope)
         except SessionClosed as exc:
-            if exc.status is Status.FAILED_PRECONDITION:
+            if exc.status is GrpcStatus.FAILED_PRECONDITION:
                 raise ConnectError(
                     self.address,
                     f"the env endpoint is in use by another client ({exc.status_message})",
@@ -211,12 +209,12 @@ class RemoteEnv(RemoteEndpoint):
         try:
             data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
         except ConnectError as exc:
-            if isinstance(exc.__cause__, StreamTerminatedError):
+            if isinstance(exc.__cause__, ConnectionLost):
                 # 0.1.0 servers sometimes drop the connection right after accepting,
                 # before the reply is flushed; a refusal always gets its reply.
                 return True, SHUTDOWN_CONNECTION_LOST
             raise
-        except GRPCError as exc:
+        except GrpcError as exc:
             raise ConnectError(
                 self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
             ) from None

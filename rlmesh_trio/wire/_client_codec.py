@@ -184,7 +184,7 @@ def _decode_step(data: bytes) -> env_pb.StepResponse:
     rewards: list[float] = []
     completed: list[env_pb.EpisodeMetadata] = []
     env_indices: list[int] = []
-    for field, wire, value in _pb.fields(data):
+    for field, _wire, value in _pb.fields(data):
         if field == f["env_indices"]:
             if isinstance(value, int):
                 env_indices.append(value)

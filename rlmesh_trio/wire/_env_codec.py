@@ -21,6 +21,8 @@ import betterproto2
 
 from .._wire import env_pb, spaces_pb
 from ._pb import (
+    LEN,
+    VARINT,
     Fallback,
     blob,
     decode_space_value,
@@ -29,8 +31,6 @@ from ._pb import (
     key,
     number,
     packed_varints,
-    LEN,
-    VARINT,
     put_len,
     put_packed,
     put_space_value,

@@ -18,10 +18,10 @@ from typing import Any
 
 from .._wire import model_pb
 from ._pb import (
+    VARINT,
     Fallback,
     blob,
     decode_space_value,
-    VARINT,
     fields,
     integer,
     key,

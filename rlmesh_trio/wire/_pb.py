@@ -22,9 +22,9 @@ import betterproto2
 from .._wire import spaces_pb
 
 __all__ = [
+    "LEN",
     "U64",
     "VARINT",
-    "LEN",
     "Fallback",
     "blob",
     "decode_space_value",
