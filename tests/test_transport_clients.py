@@ -580,13 +580,6 @@ async def test_check_health_unreachable() -> None:
 # ---- lifecycle -------------------------------------------------------------
 
 
-async def test_clients_need_the_transport_loop() -> None:
-    env = RemoteEnv("127.0.0.1:5555")
-    with pytest.raises(RuntimeError, match="asyncio_loop"):
-        await env.connect()
-    await env.aclose()  # nothing was opened; still fine
-
-
 async def test_aclose_is_idempotent_and_safe_when_cancelled() -> None:
     service = FakeService({f"{ENV}/Join": (join_reverse_order(batch=1), BIDI)})
     async with serve_fake(service) as address:
@@ -648,9 +641,9 @@ async def test_oversized_message_is_refused_before_sending(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from rlmesh_trio._errors import ProtocolError
-    from rlmesh_trio.transport import _channel
+    from rlmesh_trio.wire import _grpc
 
-    monkeypatch.setattr(_channel, "MAX_MESSAGE_BYTES", 1000)
+    monkeypatch.setattr(_grpc, "MAX_MESSAGE_BYTES", 1000)
     service = FakeService({f"{MODEL}/Join": (model_join(), BIDI)})
     async with serve_fake(service) as address, RemoteModel(address) as model:
         request = predict_request("big", 1)
