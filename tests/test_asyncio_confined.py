@@ -1,7 +1,7 @@
-"""asyncio stays behind the bridge: only ``transport/_bridge.py`` imports asyncio or trio_asyncio.
+"""asyncio stays on the server side: no client-side module imports asyncio or trio_asyncio.
 
-Issue 5 asks that nothing else in the package imports asyncio; asyncio-side
-transport code uses the primitives ``_bridge`` re-exports. The generated
+The clients run on the I/O-free wire core over Trio sockets (issue 13); only
+the grpclib servers (and their bridge) may import asyncio. The generated
 ``_proto`` package (grpclib stubs) is exempt. Imports are found with ``ast``,
 so ``import asyncio`` inside a function, ``from asyncio import ...`` and
 ``import asyncio.events`` all count; a mention in a string or comment does not.
@@ -15,7 +15,18 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "rlmesh_trio"
-ALLOWED = {Path("transport/_bridge.py")}
+#: The server side: grpclib servers, their asyncio bridge and helpers.
+ALLOWED = {
+    Path("transport/_bridge.py"),
+    Path("transport/_server_base.py"),
+    Path("transport/_env_server.py"),
+    Path("transport/_model_server.py"),
+    Path("transport/_serve.py"),
+    Path("transport/_serve_model.py"),
+    Path("transport/_env_workers.py"),
+    Path("transport/_h2fast.py"),
+    Path("transport/_channel.py"),
+}
 FORBIDDEN = ("asyncio", "trio_asyncio")
 
 
@@ -43,7 +54,7 @@ def _package_modules() -> list[Path]:
     ]
 
 
-def test_only_the_bridge_imports_asyncio() -> None:
+def test_no_client_side_module_imports_asyncio() -> None:
     modules = _package_modules()
     assert Path("transport/_env_server.py") in modules  # the scan sees the servers
     offenders = [
@@ -52,11 +63,11 @@ def test_only_the_bridge_imports_asyncio() -> None:
         if path not in ALLOWED
         for line, module in forbidden_imports((PACKAGE / path).read_text(encoding="utf-8"))
     ]
-    assert offenders == [], "asyncio outside the bridge:\n" + "\n".join(offenders)
+    assert offenders == [], "asyncio on the client side:\n" + "\n".join(offenders)
 
 
 def test_the_bridge_is_where_asyncio_lives() -> None:
-    (bridge,) = ALLOWED
+    bridge = Path("transport/_bridge.py")
     found = forbidden_imports((PACKAGE / bridge).read_text("utf-8"))
     assert {module.split(".")[0] for _line, module in found} == {"asyncio", "trio_asyncio"}
 
@@ -76,3 +87,15 @@ def test_the_bridge_is_where_asyncio_lives() -> None:
 )
 def test_the_scan_finds_every_import_form(source: str, expected: list[str]) -> None:
     assert [module for _line, module in forbidden_imports(source)] == expected
+
+
+def test_the_wire_core_and_the_clients_import_no_asyncio() -> None:
+    client_side = [
+        path
+        for path in _package_modules()
+        if path.parts[0] == "wire"
+        or path.name in ("_conn.py", "_client.py", "_join.py", "_remote_env.py", "_remote_model.py")
+    ]
+    assert Path("wire/_h2core.py") in client_side and Path("transport/_conn.py") in client_side
+    for path in client_side:
+        assert forbidden_imports((PACKAGE / path).read_text("utf-8")) == [], path

@@ -74,7 +74,14 @@ class ClientCore:
     """
 
     def __init__(self, *, window: int = DEFAULT_WINDOW) -> None:
-        config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
+        # Outbound headers go as given: metadata such as a token must reach the
+        # peer byte for byte (h2's normalisation would strip its whitespace).
+        config = h2.config.H2Configuration(
+            client_side=True,
+            header_encoding="utf-8",
+            validate_outbound_headers=False,
+            normalize_outbound_headers=False,
+        )
         self._h2 = h2.connection.H2Connection(config)
         self._window = window
         self._streams: dict[int, _Stream] = {}
