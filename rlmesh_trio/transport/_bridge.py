@@ -57,7 +57,12 @@ asyncio_shield = asyncio.shield
 asyncio_sleep = asyncio.sleep
 asyncio_wait = asyncio.wait
 asyncio_wait_for = asyncio.wait_for
-running_loop = asyncio.get_running_loop
+
+
+def running_loop() -> asyncio.AbstractEventLoop:
+    """The running asyncio loop (looked up per call: trio-asyncio, imported lazily,
+    replaces ``asyncio.get_running_loop`` when it loads)."""
+    return asyncio.get_running_loop()
 
 
 def run_plain_asyncio(main: Callable[[], Awaitable[T]]) -> T:

@@ -126,6 +126,11 @@ class JoinSession(Generic[R]):
     def alive(self) -> bool:
         return self._ending is None
 
+    @property
+    def idle(self) -> bool:
+        """No request is waiting for its response."""
+        return not len(self._demux)
+
     def has_pending(self, request_id: str) -> bool:
         return request_id in self._demux
 

@@ -67,11 +67,19 @@ class RemoteEnv(RemoteEndpoint):
     async def connect(self) -> EndpointInfo:
         """Handshake: learn the contract, editions and capabilities. Takes no session slot.
 
+        A handshake starts a new use of the endpoint (a run): a Join session
+        left open and idle by an earlier run is half-closed first (the server
+        ends it and completes its leftover episodes as truncated, as after a
+        0.1.0 run), so the same client can serve run after run.
+
         Raises :class:`ConnectError` (unreachable, refused, timed out) or
         :class:`HandshakeError` (incompatible generation, no usable contract),
         both naming the address. Bounded by ``connect_timeout`` for the connect
         and again for the handshake. Cancellation: nothing is left half-open.
         """
+        session = self._session
+        if session is not None and session.alive and session.idle:
+            await self._end_idle_session(session)
         await self._conn.connect()
         payload = bytes(env_pb.HandshakeRequest(base=handshake_request(ENV_COMPONENT)))
         try:
@@ -80,6 +88,13 @@ class RemoteEnv(RemoteEndpoint):
             raise handshake_failure(self.address, exc, "rlmesh.env.v1.EnvService") from None
         self._info = parse_env_handshake(self.address, data)
         return self._info
+
+    async def _end_idle_session(self, session: JoinSession[env_pb.JoinResponse]) -> None:
+        """Half-close ``session`` and wait (bounded) for the server to end it."""
+        session.half_close()
+        with trio.move_on_after(CLOSE_GRACE):
+            await session.wait_finished()
+        session.kill()
 
     async def configure(self, edition: str) -> None:
         """Open the Join session and pin the workflow edition (the first Join message).
