@@ -132,9 +132,7 @@ def test_trailers_give_the_status_and_a_percent_decoded_message() -> None:
 def test_trailers_only_response_and_http_errors_map_to_statuses() -> None:
     peer = Peer()
     first = peer.open()
-    peer.server.send_headers(
-        first, [(":status", "200"), ("grpc-status", "12")], end_stream=True
-    )
+    peer.server.send_headers(first, [(":status", "200"), ("grpc-status", "12")], end_stream=True)
     assert peer.to_client()[-1] == wire.StreamEnded(first, wire.GrpcStatus.UNIMPLEMENTED, None)
     second = peer.open()
     peer.server.send_headers(second, [(":status", "503")], end_stream=True)
@@ -164,7 +162,11 @@ def test_compressed_or_oversized_messages_reset_the_stream() -> None:
     peer.server.send_data(stream_id, b"\x01\x00\x00\x00\x01x")
     (_headers, reset) = peer.to_client()
     assert isinstance(reset, wire.StreamReset) and "compressed" in reset.detail
-    rst = [f for f in frames(peer.core.data_to_send()) if isinstance(f, hyperframe.frame.RstStreamFrame)]
+    rst = [
+        f
+        for f in frames(peer.core.data_to_send())
+        if isinstance(f, hyperframe.frame.RstStreamFrame)
+    ]
     assert [f.stream_id for f in rst] == [stream_id]
     reader = wire.MessageReader()
     with pytest.raises(wire.FramingError, match="256 MiB"):

@@ -19,7 +19,6 @@ from typing import Any, ParamSpec, TypeVar
 
 import trio
 
-
 __all__ = [
     "AsyncioCancelledError",
     "AsyncioEvent",

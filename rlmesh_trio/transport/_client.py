@@ -91,8 +91,10 @@ class ClientConnection:
             ConnectionLost: none is open.
         """
         conn = self._conn
-        if conn is None or conn.lost is not None:
-            raise ConnectionLost(conn.lost if conn is not None else "not connected")
+        if conn is None:
+            raise ConnectionLost("not connected")
+        if conn.lost is not None:
+            raise ConnectionLost(conn.lost)
         return conn
 
     async def connect(self) -> Connection:

@@ -79,6 +79,8 @@ async def _open_stream(
     if address.path is not None:
         tcp = await trio.open_unix_socket(address.path)
     else:
+        if address.host is None or address.port is None:
+            raise OSError(f"no host and port in {address!r}")
         tcp = await trio.open_tcp_stream(address.host, address.port)
         tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if ssl is None:
@@ -266,7 +268,7 @@ class Connection:
         core = self._core
         while True:
             try:
-                data = await receive(_RECEIVE_SIZE)
+                data = bytes(await receive(_RECEIVE_SIZE))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
             if not data:

@@ -12,10 +12,9 @@ import importlib.metadata
 import platform
 import sys
 
-
+from .._endpoints import EndpointInfo
 from .._errors import ConnectError, HandshakeError
 from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
-from .._endpoints import EndpointInfo
 from ..wire import GrpcError
 from ..wire import GrpcStatus as Status
 

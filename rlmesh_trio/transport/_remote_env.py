@@ -21,6 +21,7 @@ from collections.abc import Callable
 
 import trio
 
+from .._endpoints import EndpointInfo, Reply
 from .._errors import (
     ConnectError,
     EnvRpcError,
@@ -29,11 +30,10 @@ from .._errors import (
     format_duration,
 )
 from .._wire import core_pb, env_pb
-from .._endpoints import EndpointInfo, Reply
 from ..wire import GrpcError, GrpcStatus
 from ..wire._client_codec import decode_env_response, encode_env_step
-from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
 from ._conn import ConnectionLost
+from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
 from ._join import JoinSession, SessionClosed
 from ._remote_base import CLOSE_GRACE, RemoteEndpoint
 from ._replies import code_label, reply_telemetry

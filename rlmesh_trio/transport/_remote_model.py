@@ -24,6 +24,7 @@ from collections.abc import Callable, Sequence
 
 import trio
 
+from .._endpoints import EndpointInfo, Reply
 from .._errors import (
     ConnectError,
     ModelRouteMismatch,
@@ -32,15 +33,14 @@ from .._errors import (
     format_duration,
 )
 from .._wire import core_pb, model_pb
-from .._endpoints import EndpointInfo, Reply
 from ..wire import GrpcError
 from ..wire._client_codec import (
     decode_model_response,
     encode_model_grouped_predict,
     encode_model_predict,
 )
-from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
 from ._conn import ConnectionLost
+from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
 from ._join import JoinSession, SessionClosed
 from ._remote_base import RemoteEndpoint
 from ._remote_env import SHUTDOWN_CONNECTION_LOST

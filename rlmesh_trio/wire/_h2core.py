@@ -136,7 +136,9 @@ class ClientCore:
         self._collect()
         return stream_id
 
-    def send_message(self, stream_id: int, payload: bytes | bytearray, *, end: bool = False) -> None:
+    def send_message(
+        self, stream_id: int, payload: bytes | bytearray, *, end: bool = False
+    ) -> None:
         """Queue one gRPC message on the stream (and end our side after it, if ``end``).
 
         What the peer's flow-control window does not admit now waits in the
