@@ -40,6 +40,9 @@ class _Unary:
         self.message: str | None = None
         self.lost: str | None = None
 
+    def on_headers(self, headers: list[tuple[str, str]]) -> None:
+        pass
+
     def on_message(self, data: bytes) -> None:
         if self.reply is None:
             self.reply = data

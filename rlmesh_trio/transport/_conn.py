@@ -64,6 +64,8 @@ class ConnectionLost(Exception):
 class StreamHandler(Protocol):
     """Who hears about one stream's events (called from the reader; must not block)."""
 
+    def on_headers(self, headers: list[tuple[str, str]]) -> None: ...
+
     def on_message(self, data: bytes) -> None: ...
 
     def on_end(self, status: wire.GrpcStatus | None, message: str | None) -> None: ...
@@ -309,6 +311,10 @@ class Connection:
             handler = self._handlers.get(event.stream_id)
             if handler is not None:
                 handler.on_message(event.data)
+        elif isinstance(event, wire.ResponseHeaders):
+            handler = self._handlers.get(event.stream_id)
+            if handler is not None:
+                handler.on_headers(event.headers)
         elif isinstance(event, wire.StreamEnded):
             handler = self._handlers.pop(event.stream_id, None)
             if handler is not None:

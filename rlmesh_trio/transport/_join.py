@@ -210,6 +210,9 @@ class JoinSession(Generic[R]):
 
     # ---- the connection's reader calls these ---------------------------------
 
+    def on_headers(self, headers: list[tuple[str, str]]) -> None:
+        pass  # a Join server sends them at once; the responses are what matter
+
     def on_message(self, data: bytes) -> None:
         try:
             self._demux.deliver(data)
