@@ -180,6 +180,15 @@ def _only_leaf(group: BaseExceptionGroup[BaseException], leaf: BaseException) ->
     return True
 
 
+def require_loop(what: str) -> None:
+    """Raise a clear error when server code needs a trio-asyncio loop and has none."""
+    if not in_loop():
+        raise RuntimeError(
+            f"{what} needs the transport's asyncio loop: run it inside "
+            "`async with rlmesh_trio.transport.asyncio_loop():`"
+        )
+
+
 async def call(fn: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs) -> T:
     """Await an asyncio coroutine function from Trio (one bridge hop).
 

@@ -55,9 +55,10 @@ class NotHttp2(ProtocolFailure):
 
 
 class _Stream:
-    __slots__ = ("ended", "headers", "pending", "reader", "trailers", "want_end")
+    __slots__ = ("ended", "headers", "owed", "pending", "reader", "trailers", "want_end")
 
     def __init__(self) -> None:
+        self.owed = 0  # received bytes not yet acknowledged to the peer
         self.reader = MessageReader()
         self.pending = bytearray()  # framed bytes waiting for flow-control window
         self.want_end = False  # end the stream once ``pending`` is out
@@ -87,6 +88,12 @@ class ClientCore:
         self._streams: dict[int, _Stream] = {}
         self._out = bytearray()
         self._heard_from_peer = False
+        # Received data is acknowledged in batches (each acknowledgement is a trip
+        # through h2's window bookkeeping; h2 only emits WINDOW_UPDATE for large
+        # amounts anyway). The total owed across streams stays under a quarter of
+        # the connection window, so the peer never stalls on it.
+        self._owed_total = 0
+        self._ack_threshold = max(1, window // 4)
         self.terminated: ConnectionTerminated | None = None
 
     # ---- sending -------------------------------------------------------------
@@ -178,8 +185,11 @@ class ClientCore:
 
     def reset_stream(self, stream_id: int, error_code: int = h2.errors.ErrorCodes.CANCEL) -> None:
         """Abandon a stream (RST_STREAM). A no-op for a stream already gone."""
-        if self._streams.pop(stream_id, None) is None:
+        stream = self._streams.pop(stream_id, None)
+        if stream is None:
             return
+        if stream.owed:
+            self._acknowledge(stream_id, stream)
         try:
             self._h2.reset_stream(stream_id, error_code)
         except h2.exceptions.ProtocolError:
@@ -254,11 +264,18 @@ class ClientCore:
 
     def _on_data(self, event: h2.events.DataReceived, out: list[Event]) -> None:
         stream_id = event.stream_id
-        size = event.flow_controlled_length
-        if size:
-            self._h2.acknowledge_received_data(size, stream_id)
+        size = event.flow_controlled_length or 0
         stream = self._streams.get(stream_id)
-        if stream is None or event.data is None:
+        if stream is None:
+            if size:
+                self._h2.acknowledge_received_data(size, stream_id)
+            return
+        if size:
+            stream.owed += size
+            self._owed_total += size
+            if self._owed_total >= self._ack_threshold:
+                self._acknowledge_all()
+        if event.data is None:
             return
         try:
             messages = stream.reader.feed(event.data)
@@ -268,6 +285,17 @@ class ClientCore:
             return
         for message in messages:
             out.append(MessageReceived(stream_id, message))
+
+    def _acknowledge_all(self) -> None:
+        for stream_id, stream in self._streams.items():
+            if stream.owed:
+                self._acknowledge(stream_id, stream)
+
+    def _acknowledge(self, stream_id: int, stream: _Stream) -> None:
+        owed, stream.owed = stream.owed, 0
+        self._owed_total -= owed
+        # For a stream h2 already closed this still credits the connection window.
+        self._h2.acknowledge_received_data(owed, stream_id)
 
     def _on_other(self, event: h2.events.Event, out: list[Event]) -> None:
         if isinstance(event, h2.events.ResponseReceived):
@@ -279,7 +307,10 @@ class ClientCore:
         elif isinstance(event, h2.events.StreamEnded):
             self._on_end(event.stream_id, out)
         elif isinstance(event, h2.events.StreamReset):
-            if self._streams.pop(event.stream_id, None) is not None:
+            stream = self._streams.pop(event.stream_id, None)
+            if stream is not None:
+                if stream.owed:
+                    self._acknowledge(event.stream_id, stream)
                 code = int(event.error_code or 0)
                 out.append(StreamReset(event.stream_id, code, _reset_detail(code)))
         elif isinstance(event, h2.events.ConnectionTerminated):
@@ -305,6 +336,8 @@ class ClientCore:
         stream = self._streams.pop(stream_id, None)
         if stream is None:
             return
+        if stream.owed:
+            self._acknowledge(stream_id, stream)
         found = status_from_headers(stream.trailers or ())
         if found is None and stream.headers is not None:
             found = status_from_headers(stream.headers) or _http_status(stream.headers)
