@@ -7,6 +7,10 @@ import subprocess
 import sys
 import textwrap
 
+from ._cli import serving
+
+POLICY = "rlmesh_trio._demo_policy:cartpole_policy"
+
 
 def _run(code: str) -> str:
     done = subprocess.run(
@@ -37,23 +41,21 @@ def test_import_leaves_the_asyncio_event_loop_policy_alone() -> None:
 
 
 def test_remote_routes_run_under_plain_trio_without_trio_asyncio() -> None:
-    # The env server runs in its own thread (a plain asyncio loop there); the
-    # route's clients run in the main thread's Trio run with no bridge.
-    out = _run(
-        """
-        import sys
-        import gymnasium
-        import trio
-        import rlmesh_trio as rt
-        from rlmesh_trio._demo_policy import cartpole_policy
+    # The servers run in other processes; the routes' clients run in a plain
+    # trio.run that never imports asyncio's bridge.
+    with serving("serve-env", "CartPole-v1") as env, serving("serve-model", POLICY) as model:
+        out = _run(
+            f"""
+            import sys
+            import trio
+            import rlmesh_trio as rt
 
-        async def main():
-            async with rt.serve_env(gymnasium.make("CartPole-v1")) as server:
-                route = rt.Route(env=server.address, model=cartpole_policy, episodes=2)
+            async def main():
+                route = rt.Route(env={env!r}, model={model!r}, episodes=2)
                 return await rt.run_routes([route])
 
-        report = trio.run(main)
-        print(report.ok, report.total_episodes, "trio_asyncio" in sys.modules)
-        """
-    )
+            report = trio.run(main)
+            print(report.ok, report.total_episodes, "trio_asyncio" in sys.modules)
+            """
+        )
     assert out.splitlines()[-1] == "True 2 False"

@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from . import _bridge
 from ._env_server import EnvServer
 from ._server_base import serving_in_thread
 
@@ -23,8 +24,9 @@ async def serve_env(
     or a ``VectorEnv``; ``options`` are :class:`EnvServer`'s keyword arguments
     (``token``, ``ssl``, ``allow_remote_shutdown``, ``close_env``,
     ``env_thread``). A bad address or an env that cannot be served raises here,
-    as does a failure to listen (``OSError`` when the port is taken). The caller's
-    Trio run needs no asyncio loop.
+    as does a failure to listen (``OSError`` when the port is taken). Opens the
+    transport's asyncio loop in the caller's run for the block unless one is
+    already running (clients in the body share it).
 
     The server runs :meth:`EnvServer.serve`'s machinery on a dedicated thread
     with its own plain asyncio loop, so it never competes with the caller's
@@ -46,7 +48,11 @@ async def serve_env(
     server = EnvServer(env, address, **options)
     if server.env_thread == "caller":
         raise ValueError('serve_env cannot use env_thread="caller"; use EnvServer.serve()')
-    # The server has its own thread and plain asyncio loop; the caller's Trio run
-    # needs none (the clients are Trio-native).
-    async with serving_in_thread(server, name="rlmesh-trio-env-server") as running:
+    # The caller's run still gets the transport's asyncio loop for the block, as
+    # before the server moved to its own thread: clients opened in the body
+    # (run_routes, check_health, bridge calls) share it instead of each opening one.
+    async with (
+        _bridge.asyncio_loop(),
+        serving_in_thread(server, name="rlmesh-trio-env-server") as running,
+    ):
         yield running

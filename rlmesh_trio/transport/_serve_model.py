@@ -6,6 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+from . import _bridge
 from ._model_server import ModelServer
 from ._server_base import serving_in_thread
 
@@ -22,8 +23,9 @@ async def serve_model(
     ``server.address``. ``options`` are :class:`ModelServer`'s keyword arguments
     (``token``, ``ssl``, ``allow_remote_shutdown``, ``threaded``,
     ``max_concurrency``, ``editions``). A bad address raises here, as does a
-    failure to listen (``OSError`` when the port is taken). The caller's
-    Trio run needs no asyncio loop.
+    failure to listen (``OSError`` when the port is taken). Opens the
+    transport's asyncio loop in the caller's run for the block unless one is
+    already running (clients in the body share it).
 
     The server runs :meth:`ModelServer.serve`'s machinery on a dedicated
     thread: a sync policy is called inline on that thread's plain asyncio
@@ -37,7 +39,11 @@ async def serve_model(
     shielded and bounded for its thread, so it cannot hang.
     """
     server = ModelServer(policy, address, **options)
-    # The server has its own thread and plain asyncio loop; the caller's Trio run
-    # needs none (the clients are Trio-native).
-    async with serving_in_thread(server, name="rlmesh-trio-model-server") as running:
+    # The caller's run still gets the transport's asyncio loop for the block, as
+    # before the server moved to its own thread: clients opened in the body
+    # (run_routes, check_health, bridge calls) share it instead of each opening one.
+    async with (
+        _bridge.asyncio_loop(),
+        serving_in_thread(server, name="rlmesh-trio-model-server") as running,
+    ):
         yield running
