@@ -109,6 +109,8 @@ class RawStream:
 
     async def send(self, payload: bytes) -> None:
         assert self._conn is not None
+        if self._seen.end is not None:
+            return  # the server already ended the stream: it would ignore the bytes
         self._conn.send(self._stream_id, payload)
         await self._conn.flush()
 
