@@ -10,6 +10,7 @@ from __future__ import annotations
 import h2.config
 import h2.connection
 import h2.events
+import h2.settings
 import hyperframe.frame
 import pytest
 
@@ -241,3 +242,33 @@ def test_the_hot_paths_take_the_hand_codec() -> None:
     assert counts["fallback"] == before["fallback"]
     wire.decode(env_pb.JoinResponse, bytes(env_pb.JoinResponse(request_id="r")))
     assert counts["fallback"] == before["fallback"] + 1
+
+
+def test_a_settings_ack_goes_out_before_data_the_new_window_admits() -> None:
+    peer = Peer()
+    stream_id = peer.open()
+    peer.core.send_message(stream_id, bytes(100_000))  # beyond the 65535 default window
+    peer.to_server()
+    peer.server.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 20})
+    peer.server.increment_flow_control_window(1 << 20)
+    peer.to_client()
+    sent = frames(peer.core.data_to_send())
+    kinds = [type(f).__name__ for f in sent]
+    assert "SettingsFrame" in kinds and "DataFrame" in kinds
+    assert kinds.index("SettingsFrame") < kinds.index("DataFrame")
+    assert "ACK" in sent[kinds.index("SettingsFrame")].flags
+
+
+def test_window_updates_and_data_are_framed_by_the_core_not_h2() -> None:
+    peer = Peer()
+    stream_id = peer.open()
+    peer.server.send_headers(stream_id, [(":status", "200")])
+    peer.events.clear()
+    received = 0
+    while received < 5 * 1024 * 1024:  # over a quarter of the 16 MiB window: credit returns
+        peer.server.send_data(stream_id, wire.frame(bytes(16_000)))
+        received += 16_005 * len(peer.to_client())
+        peer.to_server()
+    updates = [e for e in peer.events if isinstance(e, h2.events.WindowUpdated)]
+    assert {e.stream_id for e in updates} == {0, stream_id}
+    assert all(e.delta >= 4 * 1024 * 1024 for e in updates)

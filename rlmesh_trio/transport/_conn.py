@@ -116,6 +116,8 @@ class Connection:
         self._stopped = trio.Event()
         self.lost: str | None = None
         self.token = trio.lowlevel.current_trio_token()
+        # Plain TCP/unix: small writes go straight to the descriptor (see flush).
+        self._fd = socket_stream.socket.fileno() if stream is socket_stream else -1
         family = socket_stream.socket.family
         self._quickack = _TCP_QUICKACK if family in (socket.AF_INET, socket.AF_INET6) else None
         self._eager = EAGER_ACK_READS
@@ -235,6 +237,15 @@ class Connection:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 data = core.data_to_send()
                 try:
+                    if self._fd >= 0:
+                        # A write the socket buffer takes whole needs no trip through
+                        # Trio's scheduler (a successful send_all always yields once).
+                        sent = os.write(self._fd, data)
+                        if sent == len(data):
+                            continue
+                        data = data[sent:]
+                    await self._stream.send_all(data)
+                except BlockingIOError:
                     await self._stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     self._lose(CLOSED)
@@ -285,10 +296,10 @@ class Connection:
                 log.debug("HTTP/2 failure: %s", exc)
                 self._lose(CLOSED)
                 return
-            if self._quickack is not None:
-                self._acknowledge_if_owed()
             for event in events:
                 self._dispatch(event)
+            if self._quickack is not None:
+                self._acknowledge_if_owed()
             if core.wants_write:
                 self._write_wanted.set()
 

@@ -1,11 +1,14 @@
 """The client side of gRPC over HTTP/2 as a state machine: bytes in, events out.
 
 :class:`ClientCore` drives ``h2.connection.H2Connection`` through its public
-API only and adds gRPC on top: request headers, message framing, statuses,
-flow control for sends larger than the peer's window (the rest waits in the
-core and goes out as WINDOW_UPDATEs arrive). It does no I/O: the transport
-writes :meth:`ClientCore.data_to_send` to its socket and feeds what it reads
-to :meth:`ClientCore.receive_data`.
+API for the connection and stream lifecycle (preface, SETTINGS, HEADERS and
+trailers, PING, RST_STREAM, GOAWAY) and frames the hot part itself: DATA
+frames both ways and the WINDOW_UPDATEs that go with them (:mod:`._frames`),
+with flow control kept here as plain arithmetic. h2 never sees a DATA frame
+or a WINDOW_UPDATE (except a DATA frame that ends a stream, which it must),
+so its own windows are never used and never drift. It does no I/O: the
+transport writes :meth:`ClientCore.data_to_send` to its socket and feeds
+what it reads to :meth:`ClientCore.receive_data`.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
+from . import _frames
 from ._events import (
     ConnectionTerminated,
     Event,
@@ -32,6 +36,9 @@ __all__ = ["DEFAULT_WINDOW", "ClientCore", "NotHttp2", "ProtocolFailure"]
 
 #: Stream and connection receive windows: large, so image observations keep flowing.
 DEFAULT_WINDOW = 16 * 1024 * 1024
+#: HTTP/2's initial flow-control window (before the peer's SETTINGS say otherwise).
+_INITIAL_WINDOW = 65535
+_MAX_WINDOW = 2**31 - 1
 
 #: HTTP statuses with a gRPC meaning (the gRPC HTTP-to-status mapping).
 _HTTP_STATUS = {
@@ -55,16 +62,16 @@ class NotHttp2(ProtocolFailure):
 
 
 class _Stream:
-    __slots__ = ("ended", "headers", "owed", "pending", "reader", "trailers", "want_end")
+    __slots__ = ("headers", "owed", "pending", "reader", "trailers", "want_end", "window")
 
-    def __init__(self) -> None:
-        self.owed = 0  # received bytes not yet acknowledged to the peer
+    def __init__(self, window: int) -> None:
         self.reader = MessageReader()
+        self.window = window  # what the peer lets us send on this stream
+        self.owed = 0  # received bytes not yet credited back to the peer
         self.pending = bytearray()  # framed bytes waiting for flow-control window
         self.want_end = False  # end the stream once ``pending`` is out
         self.headers: list[tuple[str, str]] | None = None
         self.trailers: list[tuple[str, str]] | None = None
-        self.ended = False
 
 
 class ClientCore:
@@ -87,11 +94,12 @@ class ClientCore:
         self._window = window
         self._streams: dict[int, _Stream] = {}
         self._out = bytearray()
+        self._splitter = _frames.FrameSplitter()
         self._heard_from_peer = False
-        # Received data is acknowledged in batches (each acknowledgement is a trip
-        # through h2's window bookkeeping; h2 only emits WINDOW_UPDATE for large
-        # amounts anyway). The total owed across streams stays under a quarter of
-        # the connection window, so the peer never stalls on it.
+        self._send_window = _INITIAL_WINDOW  # the peer's connection window for us
+        self._stream_initial = _INITIAL_WINDOW  # its SETTINGS_INITIAL_WINDOW_SIZE
+        # Received data is credited back in batches; the total owed across streams
+        # stays under a quarter of our window, so the peer never stalls on it.
         self._owed_total = 0
         self._ack_threshold = max(1, window // 4)
         self.terminated: ConnectionTerminated | None = None
@@ -139,7 +147,7 @@ class ClientCore:
             h2c.send_headers(stream_id, headers)
         except h2.exceptions.ProtocolError as exc:
             raise ProtocolFailure(f"cannot open a stream: {exc}") from exc
-        self._streams[stream_id] = _Stream()
+        self._streams[stream_id] = _Stream(self._stream_initial)
         self._collect()
         return stream_id
 
@@ -148,8 +156,8 @@ class ClientCore:
     ) -> None:
         """Queue one gRPC message on the stream (and end our side after it, if ``end``).
 
-        What the peer's flow-control window does not admit now waits in the
-        core and goes out as the window opens.
+        What the peer's flow-control windows do not admit now waits in the
+        core and goes out as they open.
 
         Raises:
             ProtocolFailure: the stream or the connection is gone.
@@ -158,21 +166,23 @@ class ClientCore:
         if stream is None or stream.want_end:
             raise ProtocolFailure(f"stream {stream_id} is not open for sending")
         data = frame(payload)
-        h2c = self._h2
-        if not stream.pending and len(data) <= h2c.max_outbound_frame_size:
-            try:
-                if len(data) <= h2c.local_flow_control_window(stream_id):
-                    h2c.send_data(stream_id, data, end_stream=end)
-                    self._out += h2c.data_to_send()
-                    if end:
-                        stream.want_end = True
-                    return
-            except h2.exceptions.ProtocolError as exc:
-                raise ProtocolFailure(f"cannot send on stream {stream_id}: {exc}") from exc
-        stream.pending += data
-        stream.want_end = end
+        size = len(data)
+        if (
+            not stream.pending
+            and size <= stream.window
+            and size <= self._send_window
+            and size <= self._h2.max_outbound_frame_size
+        ):
+            # The hot path: one DATA frame, written here.
+            stream.window -= size
+            self._send_window -= size
+            self._out += _frames.data_frame_header(stream_id, size)
+            self._out += data
+        else:
+            stream.pending += data
+        if end:
+            stream.want_end = True
         self._push(stream_id, stream)
-        self._collect()
 
     def end_stream(self, stream_id: int) -> None:
         """Half-close: no more messages from us on this stream (after any still queued)."""
@@ -181,15 +191,11 @@ class ClientCore:
             return
         stream.want_end = True
         self._push(stream_id, stream)
-        self._collect()
 
     def reset_stream(self, stream_id: int, error_code: int = h2.errors.ErrorCodes.CANCEL) -> None:
         """Abandon a stream (RST_STREAM). A no-op for a stream already gone."""
-        stream = self._streams.pop(stream_id, None)
-        if stream is None:
+        if self._streams.pop(stream_id, None) is None:
             return
-        if stream.owed:
-            self._acknowledge(stream_id, stream)
         try:
             self._h2.reset_stream(stream_id, error_code)
         except h2.exceptions.ProtocolError:
@@ -210,23 +216,24 @@ class ClientCore:
         self._collect()
 
     def _push(self, stream_id: int, stream: _Stream) -> None:
-        """Move queued bytes into h2 as far as the windows allow (and the end, once empty)."""
-        h2c = self._h2
-        try:
-            while stream.pending:
-                room = min(h2c.local_flow_control_window(stream_id), h2c.max_outbound_frame_size)
-                if room <= 0:
-                    return
-                chunk = bytes(stream.pending[:room])
-                del stream.pending[:room]
-                last = not stream.pending and stream.want_end
-                h2c.send_data(stream_id, chunk, end_stream=last)
-                if last:
-                    return
-            if stream.want_end:
-                h2c.end_stream(stream_id)
-        except h2.exceptions.ProtocolError:
-            stream.pending.clear()  # the stream closed under us; its end event follows
+        """Send queued bytes as far as the windows allow, then the end once all is out."""
+        pending = stream.pending
+        while pending:
+            room = min(stream.window, self._send_window, self._h2.max_outbound_frame_size)
+            if room <= 0:
+                return
+            chunk = bytes(pending[:room])
+            del pending[:room]
+            stream.window -= len(chunk)
+            self._send_window -= len(chunk)
+            self._out += _frames.data_frame_header(stream_id, len(chunk))
+            self._out += chunk
+        if stream.want_end:
+            try:
+                self._h2.end_stream(stream_id)  # an empty DATA frame: no window needed
+            except h2.exceptions.ProtocolError:
+                return  # the stream already closed under us; its end event follows
+            self._collect()
 
     def _push_all(self) -> None:
         for stream_id, stream in list(self._streams.items()):
@@ -246,39 +253,64 @@ class ClientCore:
             ProtocolFailure: the peer broke HTTP/2 (the connection is unusable).
         """
         if not self._heard_from_peer:
-            if data[:5] == b"HTTP/" or (data and data[:1] not in (b"\x00",)):
+            if data[:5] == b"HTTP/" or (data and data[:1] != b"\x00"):
                 raise NotHttp2("the peer answered in HTTP/1, not HTTP/2")
             self._heard_from_peer = True
+        buffer, frames = self._splitter.feed(data)
+        out: list[Event] = []
+        to_h2_from = -1  # start of a run of frames for h2, not yet fed
+        for kind, flags, stream_id, start, end in frames:
+            if kind == _frames.DATA and not flags & _frames.END_STREAM:
+                mine = True
+            elif kind == _frames.WINDOW_UPDATE:
+                mine = True
+            else:
+                if to_h2_from < 0:
+                    to_h2_from = start
+                continue
+            if to_h2_from >= 0:
+                self._feed_h2(buffer[to_h2_from:start], out)
+                to_h2_from = -1
+            if mine and kind == _frames.DATA:
+                self._on_data_frame(stream_id, flags, buffer[start + 9 : end], out)
+            else:
+                self._on_window_update(stream_id, buffer[start + 9 : end])
+        if to_h2_from >= 0:
+            self._feed_h2(buffer[to_h2_from : frames[-1][4]], out)
+        self._collect()
+        return out
+
+    def _feed_h2(self, data: bytes, out: list[Event]) -> None:
         try:
             h2_events = self._h2.receive_data(data)
         except h2.exceptions.ProtocolError as exc:
             raise ProtocolFailure(f"HTTP/2 protocol error from the peer: {exc}") from exc
-        out: list[Event] = []
-        for event in h2_events:
-            if isinstance(event, h2.events.DataReceived):
-                self._on_data(event, out)
-            else:
-                self._on_other(event, out)
+        # h2's replies first (a SETTINGS ACK above all): DATA sent on a window the
+        # new settings open must follow the ACK, or the peer has not applied them yet.
         self._collect()
-        return out
+        for event in h2_events:
+            self._on_h2_event(event, out)
 
-    def _on_data(self, event: h2.events.DataReceived, out: list[Event]) -> None:
-        stream_id = event.stream_id
-        size = event.flow_controlled_length or 0
+    def _on_data_frame(self, stream_id: int, flags: int, payload: bytes, out: list[Event]) -> None:
+        if len(payload) > self._h2.local_settings.max_frame_size:
+            raise ProtocolFailure(f"a DATA frame of {len(payload)} bytes is over our frame size")
+        credit = len(payload)
+        if flags & _frames.PADDED:
+            if not payload or payload[0] >= len(payload):
+                raise ProtocolFailure("a DATA frame with bad padding")
+            payload = payload[1 : len(payload) - payload[0]]
+        self._owed_total += credit
         stream = self._streams.get(stream_id)
-        if stream is None:
-            if size:
-                self._h2.acknowledge_received_data(size, stream_id)
-            return
-        if size:
-            stream.owed += size
-            self._owed_total += size
-            if self._owed_total >= self._ack_threshold:
-                self._acknowledge_all()
-        if event.data is None:
-            return
+        if stream is not None:
+            stream.owed += credit
+            if payload:
+                self._feed_stream(stream_id, stream, payload, out)
+        if self._owed_total >= self._ack_threshold:
+            self._credit_all()
+
+    def _feed_stream(self, stream_id: int, stream: _Stream, data: bytes, out: list[Event]) -> None:
         try:
-            messages = stream.reader.feed(event.data)
+            messages = stream.reader.feed(data)
         except FramingError as exc:
             self.reset_stream(stream_id)
             out.append(StreamReset(stream_id, h2.errors.ErrorCodes.CANCEL, str(exc)))
@@ -286,31 +318,49 @@ class ClientCore:
         for message in messages:
             out.append(MessageReceived(stream_id, message))
 
-    def _acknowledge_all(self) -> None:
+    def _credit_all(self) -> None:
+        """Send WINDOW_UPDATEs for everything received since the last batch."""
         for stream_id, stream in self._streams.items():
             if stream.owed:
-                self._acknowledge(stream_id, stream)
+                self._out += _frames.window_update(stream_id, stream.owed)
+                stream.owed = 0
+        if self._owed_total:
+            self._out += _frames.window_update(0, self._owed_total)
+            self._owed_total = 0
 
-    def _acknowledge(self, stream_id: int, stream: _Stream) -> None:
-        owed, stream.owed = stream.owed, 0
-        self._owed_total -= owed
-        # For a stream h2 already closed this still credits the connection window.
-        self._h2.acknowledge_received_data(owed, stream_id)
+    def _on_window_update(self, stream_id: int, payload: bytes) -> None:
+        if len(payload) != 4:
+            raise ProtocolFailure("a WINDOW_UPDATE frame of the wrong size")
+        increment = int.from_bytes(payload, "big") & 0x7FFFFFFF
+        if stream_id == 0:
+            if increment == 0 or self._send_window + increment > _MAX_WINDOW:
+                raise ProtocolFailure("a bad connection WINDOW_UPDATE")
+            self._send_window += increment
+            self._push_all()
+            return
+        stream = self._streams.get(stream_id)
+        if stream is None:
+            return  # a stream that is gone: nothing to send on it
+        if increment == 0 or stream.window + increment > _MAX_WINDOW:
+            self.reset_stream(stream_id, h2.errors.ErrorCodes.FLOW_CONTROL_ERROR)
+            return
+        stream.window += increment
+        if stream.pending:
+            self._push(stream_id, stream)
 
-    def _on_other(self, event: h2.events.Event, out: list[Event]) -> None:
+    def _on_h2_event(self, event: h2.events.Event, out: list[Event]) -> None:
         if isinstance(event, h2.events.ResponseReceived):
             self._on_headers(event.stream_id, _text_headers(event.headers), out)
         elif isinstance(event, h2.events.TrailersReceived):
             stream = self._streams.get(event.stream_id)
             if stream is not None:
                 stream.trailers = _text_headers(event.headers)
+        elif isinstance(event, h2.events.DataReceived):
+            self._on_final_data(event, out)
         elif isinstance(event, h2.events.StreamEnded):
             self._on_end(event.stream_id, out)
         elif isinstance(event, h2.events.StreamReset):
-            stream = self._streams.pop(event.stream_id, None)
-            if stream is not None:
-                if stream.owed:
-                    self._acknowledge(event.stream_id, stream)
+            if self._streams.pop(event.stream_id, None) is not None:
                 code = int(event.error_code or 0)
                 out.append(StreamReset(event.stream_id, code, _reset_detail(code)))
         elif isinstance(event, h2.events.ConnectionTerminated):
@@ -322,8 +372,28 @@ class ClientCore:
             out.append(self.terminated)
         elif isinstance(event, h2.events.PingAckReceived):
             out.append(PingAcknowledged(bytes(event.ping_data or b"")))
-        elif isinstance(event, h2.events.WindowUpdated | h2.events.RemoteSettingsChanged):
-            self._push_all()
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self._on_settings(event)
+
+    def _on_final_data(self, event: h2.events.DataReceived, out: list[Event]) -> None:
+        # A DATA frame that ends the stream went through h2 (its stream state must
+        # know); h2 debited its own window for it, so credit it back through h2.
+        if event.flow_controlled_length:
+            self._h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+        stream = self._streams.get(event.stream_id)
+        if stream is not None and event.data:
+            self._feed_stream(event.stream_id, stream, event.data, out)
+
+    def _on_settings(self, event: h2.events.RemoteSettingsChanged) -> None:
+        changed = event.changed_settings.get(h2.settings.SettingCodes.INITIAL_WINDOW_SIZE)
+        if changed is None:
+            return
+        new = int(changed.new_value)
+        delta = new - self._stream_initial
+        self._stream_initial = new
+        for stream in self._streams.values():
+            stream.window += delta
+        self._push_all()
 
     def _on_headers(self, stream_id: int, headers: list[tuple[str, str]], out: list[Event]) -> None:
         stream = self._streams.get(stream_id)
@@ -336,8 +406,6 @@ class ClientCore:
         stream = self._streams.pop(stream_id, None)
         if stream is None:
             return
-        if stream.owed:
-            self._acknowledge(stream_id, stream)
         found = status_from_headers(stream.trailers or ())
         if found is None and stream.headers is not None:
             found = status_from_headers(stream.headers) or _http_status(stream.headers)
