@@ -235,17 +235,20 @@ class Connection:
         try:
             while core.wants_write:
                 await trio.lowlevel.checkpoint_if_cancelled()
+                if self.lost is not None:
+                    return  # closed while we were away: the descriptor may be gone
                 data = core.data_to_send()
                 try:
                     if self._fd >= 0:
                         # A write the socket buffer takes whole needs no trip through
                         # Trio's scheduler (a successful send_all always yields once).
-                        sent = os.write(self._fd, data)
+                        try:
+                            sent = os.write(self._fd, data)
+                        except BlockingIOError:
+                            sent = 0
                         if sent == len(data):
                             continue
                         data = data[sent:]
-                    await self._stream.send_all(data)
-                except BlockingIOError:
                     await self._stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     self._lose(CLOSED)

@@ -91,23 +91,30 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     Raises:
         Fallback: the varint is truncated or longer than ten bytes.
     """
-    if pos < len(data) and data[pos] < 0x80:
-        return data[pos], pos + 1
-    result = 0
-    shift = 0
-    while True:
-        if pos >= len(data) or shift > 63:
-            raise Fallback
+    try:
         byte = data[pos]
-        pos += 1
-        result |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return result & U64, pos
-        shift += 7
+            return byte, pos + 1
+        result = byte & 0x7F
+        shift = 7
+        pos += 1
+        while True:
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return result & U64, pos
+            shift += 7
+            if shift > 63:
+                raise Fallback
+    except IndexError:
+        raise Fallback from None
 
 
 def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     """Every field of a message, in order: (number, wire type, int or bytes).
+
+    One-byte keys, sizes and values (the common case) are read inline.
 
     Raises:
         Fallback: a fixed-width or group field, field number 0, or truncated data.
@@ -116,27 +123,38 @@ def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     append = out.append
     pos = 0
     end = len(data)
-    while pos < end:
-        tag = data[pos]
-        if tag < 0x80:
-            pos += 1
-        else:
-            tag, pos = read_varint(data, pos)
-        field, wire = tag >> 3, tag & 7
-        if field == 0:
-            raise Fallback
-        if wire == VARINT:
-            value, pos = read_varint(data, pos)
-            append((field, VARINT, value))
-        elif wire == LEN:
-            size, pos = read_varint(data, pos)
-            stop = pos + size
-            if stop > end:
+    try:
+        while pos < end:
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = read_varint(data, pos)
+            wire = tag & 7
+            if wire == LEN:
+                size = data[pos]
+                if size < 0x80:
+                    pos += 1
+                else:
+                    size, pos = read_varint(data, pos)
+                stop = pos + size
+                if stop > end:
+                    raise Fallback
+                append((tag >> 3, LEN, data[pos:stop]))
+                pos = stop
+            elif wire == VARINT:
+                value = data[pos]
+                if value < 0x80:
+                    pos += 1
+                else:
+                    value, pos = read_varint(data, pos)
+                append((tag >> 3, VARINT, value))
+            else:
                 raise Fallback
-            append((field, LEN, data[pos:stop]))
-            pos = stop
-        else:
-            raise Fallback
+            if tag < 8:
+                raise Fallback  # field number 0
+    except IndexError:
+        raise Fallback from None
     return out
 
 
@@ -188,15 +206,22 @@ def decode_space_value(data: bytes) -> spaces_pb.SpaceValue:
     leaves: list[bytes] = []
     pos, end = 0, len(data)
     tag = _LEAVES_KEY
-    while pos < end:
-        if data[pos] != tag:
-            raise Fallback
-        size, pos = read_varint(data, pos + 1)
-        stop = pos + size
-        if stop > end:
-            raise Fallback
-        leaves.append(data[pos:stop])
-        pos = stop
+    try:
+        while pos < end:
+            if data[pos] != tag:
+                raise Fallback
+            size = data[pos + 1]
+            if size < 0x80:
+                pos += 2
+            else:
+                size, pos = read_varint(data, pos + 1)
+            stop = pos + size
+            if stop > end:
+                raise Fallback
+            leaves.append(data[pos:stop])
+            pos = stop
+    except IndexError:
+        raise Fallback from None
     return spaces_pb.SpaceValue(leaves=leaves)
 
 
