@@ -279,12 +279,30 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self._stream)
 
+    async def _receive(self) -> bytes:
+        """The next bytes from the peer (``b""`` at EOF).
+
+        A plain socket is read straight from its descriptor once Trio says it
+        is readable: one ``read`` per arrival, where ``receive_some`` tries a
+        read first (which fails when the reader is ahead) and then waits.
+        """
+        fd = self._fd
+        if fd < 0:
+            return bytes(await self._stream.receive_some(_RECEIVE_SIZE))
+        while True:
+            await trio.lowlevel.wait_readable(fd)
+            if self.lost is not None:
+                return b""
+            try:
+                return os.read(fd, _RECEIVE_SIZE)
+            except BlockingIOError:
+                continue
+
     async def _read_loop(self) -> None:
-        receive = self._stream.receive_some
         core = self._core
         while True:
             try:
-                data = bytes(await receive(_RECEIVE_SIZE))
+                data = await self._receive()
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
             if not data:
