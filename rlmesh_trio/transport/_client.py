@@ -161,6 +161,7 @@ class ClientConnection:
         try:
             with trio.fail_after(timeout) if timeout is not None else trio.CancelScope():
                 await conn.flush()
+                conn.wake_reader()
                 await call.done.wait()
         except trio.TooSlowError:
             conn.reset_stream(stream_id)

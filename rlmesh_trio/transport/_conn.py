@@ -28,6 +28,7 @@ import trio
 
 from .. import wire
 from ._address import Address
+from ._reading import RECEIVE_SIZE, ReplyWait, SharedReader
 
 __all__ = [
     "CLOSED",
@@ -49,7 +50,6 @@ KEEPALIVE_INTERVAL = 30.0
 KEEPALIVE_TIMEOUT = 10.0
 #: Reads at the start of a connection that are always acknowledged at once (see below).
 EAGER_ACK_READS = 16
-_RECEIVE_SIZE = 256 * 1024
 _TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
@@ -121,6 +121,15 @@ class Connection:
         family = socket_stream.socket.family
         self._quickack = _TCP_QUICKACK if family in (socket.AF_INET, socket.AF_INET6) else None
         self._eager = EAGER_ACK_READS
+        self._reading: SharedReader | None = None
+        if self._fd >= 0:
+            self._reading = SharedReader(
+                self._fd,
+                process=self._process,
+                lose=self._lose,
+                lost=lambda: self.lost is not None,
+                owed=self._replies_owed,
+            )
 
     @classmethod
     async def open(
@@ -279,50 +288,58 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self._stream)
 
-    async def _receive(self) -> bytes:
-        """The next bytes from the peer (``b""`` at EOF).
+    async def wait_reply(self, waiter: ReplyWait) -> None:
+        """Wait until ``waiter`` is answered (or failed), reading the socket if no one is.
 
-        A plain socket is read straight from its descriptor once Trio says it
-        is readable: one ``read`` per arrival, where ``receive_some`` tries a
-        read first (which fails when the reader is ahead) and then waits.
+        Cancellation: returns the read role to the connection; the request's
+        owner decides what the cancelled wait means.
         """
-        fd = self._fd
-        if fd < 0:
-            return bytes(await self._stream.receive_some(_RECEIVE_SIZE))
-        while True:
-            await trio.lowlevel.wait_readable(fd)
-            if self.lost is not None:
-                return b""
-            try:
-                return os.read(fd, _RECEIVE_SIZE)
-            except BlockingIOError:
-                continue
+        if self._reading is not None:
+            await self._reading.wait_reply(waiter)
+            return
+        while not waiter.done:
+            await waiter.event.wait()
+
+    def wake_reader(self) -> None:
+        """Replies are owed that no task will wait for: have the background reader read."""
+        if self._reading is not None:
+            self._reading.wake_background()
+
+    def _replies_owed(self) -> bool:
+        return any(handler.replies_owed() for handler in self._handlers.values())
 
     async def _read_loop(self) -> None:
-        core = self._core
-        while True:
+        if self._reading is not None:
+            await self._reading.background()
+            return
+        # A TLS stream: this task reads everything.
+        while self.lost is None:
             try:
-                data = await self._receive()
+                data = bytes(await self._stream.receive_some(RECEIVE_SIZE))
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
             if not data:
                 self._lose(CLOSED)
                 return
-            try:
-                events = core.receive_data(data)
-            except wire.NotHttp2:
-                self._lose(NOT_HTTP2)
-                return
-            except wire.ProtocolFailure as exc:
-                log.debug("HTTP/2 failure: %s", exc)
-                self._lose(CLOSED)
-                return
-            for event in events:
-                self._dispatch(event)
-            if self._quickack is not None:
-                self._acknowledge_if_owed()
-            if core.wants_write:
-                self._write_wanted.set()
+            self._process(data)
+
+    def _process(self, data: bytes) -> None:
+        """Feed bytes read to the core and hand out what happened. Never raises."""
+        try:
+            events = self._core.receive_data(data)
+        except wire.NotHttp2:
+            self._lose(NOT_HTTP2)
+            return
+        except wire.ProtocolFailure as exc:
+            log.debug("HTTP/2 failure: %s", exc)
+            self._lose(CLOSED)
+            return
+        for event in events:
+            self._dispatch(event)
+        if self._quickack is not None:
+            self._acknowledge_if_owed()
+        if self._core.wants_write:
+            self._write_wanted.set()
 
     def _acknowledge_if_owed(self) -> None:
         # A server that does not disable Nagle's algorithm (rlmesh 0.1.0's do not)

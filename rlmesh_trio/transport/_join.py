@@ -45,22 +45,25 @@ class SessionClosed(Exception):
 
 
 class _Slot(Generic[T]):
-    """A one-shot result the reader fills and a Trio task awaits."""
+    """A one-shot result the reader fills and a Trio task awaits (``event`` wakes it)."""
 
-    __slots__ = ("error", "event", "value")
+    __slots__ = ("done", "error", "event", "value")
 
     def __init__(self) -> None:
         self.event = trio.Event()
+        self.done = False
         self.value: T | None = None
         self.error: BaseException | None = None
 
     def resolve(self, value: T) -> None:
-        if not self.event.is_set():
+        if not self.done:
+            self.done = True
             self.value = value
             self.event.set()
 
     def fail(self, error: BaseException) -> None:
-        if not self.event.is_set():
+        if not self.done:
+            self.done = True
             self.error = error
             self.event.set()
 
@@ -151,7 +154,7 @@ class JoinSession(Generic[R]):
         self._send(request_id, payload, slot)
         try:
             await self._conn.flush()
-            await slot.event.wait()
+            await self._conn.wait_reply(slot)
         except trio.Cancelled:
             self._demux.forget(request_id)
             if kill_on_cancel:
@@ -181,6 +184,7 @@ class JoinSession(Generic[R]):
         """
         self._send(request_id, payload, _Callback(on_done))
         self._conn.wake_writer()
+        self._conn.wake_reader()
 
     def _send(self, request_id: str, payload: bytes, waiter: wire.Waiter[tuple[R, int]]) -> None:
         if self._ending is not None or self._half_closed or self._stream_id is None:
