@@ -348,8 +348,12 @@ class Connection:
         # left replies owed, and for a connection's first reads.
         if self._eager:
             self._eager -= 1
-        elif not any(handler.replies_owed() for handler in self._handlers.values()):
-            return
+        else:
+            for handler in self._handlers.values():
+                if handler.replies_owed():
+                    break
+            else:
+                return
         try:
             self._socket.setsockopt(socket.IPPROTO_TCP, self._quickack, 1)  # type: ignore[arg-type]
         except OSError:

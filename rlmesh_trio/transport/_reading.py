@@ -27,7 +27,7 @@ import trio
 __all__ = ["IDLE", "RECEIVE_SIZE", "ReplyWait", "SharedReader"]
 
 #: Seconds without a foreground reader before the background reader takes the socket.
-IDLE = 0.005
+IDLE = 0.05
 RECEIVE_SIZE = 256 * 1024
 
 
