@@ -320,23 +320,45 @@ _F_ENV_RID = number(env_pb.JoinResponse, "request_id")
 _F_MODEL_RID = number(model_pb.JoinResponse, "request_id")
 
 
-def _decode_envelope(
-    data: bytes, arms: _Arms, counters: dict[int, str], rid: int
-) -> dict[str, Any]:
+def _decode_envelope(data: bytes, arms: _Arms, counters: dict[int, str], rid: int) -> dict[str, Any]:
+    # Walked inline rather than through _pb.fields: one envelope per response,
+    # and most of its fields are one-byte keys and values.
     kwargs: dict[str, Any] = {}
     arm_seen = False
-    for field, wire, value in _pb.fields(data):
-        if wire == _pb.VARINT:
+    pos, end = 0, len(data)
+    read_varint = _pb.read_varint
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = read_varint(data, pos - 1)
+        field, wire = key >> 3, key & 7
+        if wire == _pb.LEN:
+            size = data[pos]
+            pos += 1
+            if size >= 0x80:
+                size, pos = read_varint(data, pos - 1)
+            stop = pos + size
+            if stop > end:
+                raise Fallback
+            if field == rid:
+                kwargs["request_id"] = data[pos:stop].decode()
+            elif not arm_seen and field in arms:
+                name, decode = arms[field]
+                kwargs[name] = decode(data[pos:stop])
+                arm_seen = True
+            else:
+                raise Fallback
+            pos = stop
+        elif wire == _pb.VARINT:
+            value = data[pos]
+            pos += 1
+            if value >= 0x80:
+                value, pos = read_varint(data, pos - 1)
             name = counters.get(field)
             if name is None:
                 raise Fallback
             kwargs[name] = value
-        elif field == rid:
-            kwargs["request_id"] = _pb.text(value)
-        elif field in arms and not arm_seen:
-            name, decode = arms[field]
-            kwargs[name] = decode(_pb.blob(value))
-            arm_seen = True
         else:
             raise Fallback
     if not arm_seen:
