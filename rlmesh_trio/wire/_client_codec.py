@@ -320,7 +320,9 @@ _F_ENV_RID = number(env_pb.JoinResponse, "request_id")
 _F_MODEL_RID = number(model_pb.JoinResponse, "request_id")
 
 
-def _decode_envelope(data: bytes, arms: _Arms, counters: dict[int, str], rid: int) -> dict[str, Any]:
+def _decode_envelope(
+    data: bytes, arms: _Arms, counters: dict[int, str], rid: int
+) -> dict[str, Any]:
     # Walked inline rather than through _pb.fields: one envelope per response,
     # and most of its fields are one-byte keys and values.
     kwargs: dict[str, Any] = {}
