@@ -357,10 +357,10 @@ def _decode_envelope(
             pos += 1
             if value >= 0x80:
                 value, pos = read_varint(data, pos - 1)
-            name = counters.get(field)
-            if name is None:
+            counter = counters.get(field)
+            if counter is None:
                 raise Fallback
-            kwargs[name] = value
+            kwargs[counter] = value
         else:
             raise Fallback
     if not arm_seen:
