@@ -298,7 +298,8 @@ class Connection:
             await self._reading.wait_reply(waiter)
             return
         while not waiter.done:
-            await waiter.event.wait()
+            event = waiter.event = trio.Event()
+            await event.wait()
 
     def wake_reader(self) -> None:
         """Replies are owed that no task will wait for: have the background reader read."""

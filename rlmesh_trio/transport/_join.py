@@ -50,7 +50,8 @@ class _Slot(Generic[T]):
     __slots__ = ("done", "error", "event", "value")
 
     def __init__(self) -> None:
-        self.event = trio.Event()
+        # Made only when the waiter parks: a route reading its own reply never does.
+        self.event: trio.Event | None = None
         self.done = False
         self.value: T | None = None
         self.error: BaseException | None = None
@@ -59,13 +60,15 @@ class _Slot(Generic[T]):
         if not self.done:
             self.done = True
             self.value = value
-            self.event.set()
+            if self.event is not None:
+                self.event.set()
 
     def fail(self, error: BaseException) -> None:
         if not self.done:
             self.done = True
             self.error = error
-            self.event.set()
+            if self.event is not None:
+                self.event.set()
 
 
 class _Callback(Generic[T]):

@@ -32,9 +32,9 @@ RECEIVE_SIZE = 256 * 1024
 
 
 class ReplyWait(Protocol):
-    """A waiter's handle: ``done`` once answered; ``event`` is set to wake it."""
+    """A waiter's handle: ``done`` once answered; ``event`` (made when it parks) wakes it."""
 
-    event: trio.Event
+    event: trio.Event | None
 
     @property
     def done(self) -> bool: ...
@@ -99,10 +99,10 @@ class SharedReader:
                     # waiter (it may have been woken by data already: it reads that first).
                     self._bg_scope.cancel()
                     self._bg_scope = None
-                waiter.event = trio.Event()
+                event = waiter.event = trio.Event()
                 self._parked.append(waiter)
                 try:
-                    await waiter.event.wait()
+                    await event.wait()
                 finally:
                     if waiter in self._parked:
                         self._parked.remove(waiter)
@@ -133,7 +133,7 @@ class SharedReader:
         background reader). Answered waiters were woken by their answer already."""
         while self._parked:
             waiter = self._parked.pop(0)
-            if not waiter.done:
+            if not waiter.done and waiter.event is not None:
                 self._reader = "baton"  # reserved for that waiter until it runs
                 self._baton = waiter
                 waiter.event.set()
