@@ -26,14 +26,14 @@ import trio
 import trio_asyncio
 
 from rlmesh_trio._wire import env_pb, model_pb
-from rlmesh_trio.transport import _bridge as bridge
 from rlmesh_trio.transport import _remote_env, _remote_model
-from rlmesh_trio.transport._channel import RawCodec
 from rlmesh_trio.transport._handshake import handshake_request
 from rlmesh_trio.transport._join import JoinSession
 from rlmesh_trio.transport._remote_env import RemoteEnv
 from rlmesh_trio.transport._remote_model import RemoteModel
 
+from . import _asyncio_bridge as bridge
+from ._raw_codec import RawCodec
 from ._rlmesh_procs import rlmesh_env, rlmesh_model
 
 EDITION = "2026.06"

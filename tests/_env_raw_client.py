@@ -14,8 +14,9 @@ import grpclib.const
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from rlmesh_trio._wire import core_pb, env_pb
-from rlmesh_trio.transport import _bridge as bridge
 from rlmesh_trio.transport._address import parse_address
+
+from . import _asyncio_bridge as bridge
 
 _SERVICE = "/rlmesh.env.v1.EnvService"
 

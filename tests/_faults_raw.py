@@ -4,8 +4,8 @@ For the fuzz and soak tests:
 
 * :class:`RawStream` opens ``EnvService/Join`` or ``ModelService/Join`` with a
   pass-through codec, so a test can send any bytes and read every reply,
-  including the gRPC status the stream ends with. Trio side; every call goes
-  through the transport's bridge.
+  including the gRPC status the stream ends with. It runs on the Trio-native
+  client connection (no asyncio).
 * :class:`ServerThread` runs ``serve_env``/``serve_model`` in its own thread
   and Trio run, so many short ``trio.run`` calls (one per hypothesis example)
   can talk to one long-lived server, and the test can check it never died.
@@ -19,15 +19,12 @@ from collections.abc import Callable
 from contextlib import AbstractAsyncContextManager
 from typing import Any
 
-import grpclib.client
 import grpclib.const
 import trio
-from grpclib.exceptions import GRPCError, StreamTerminatedError
-from grpclib.metadata import decode_grpc_message
 
-from rlmesh_trio.transport import _bridge as bridge
-from rlmesh_trio.transport._address import parse_address
-from rlmesh_trio.transport._channel import RawCodec
+from rlmesh_trio import wire
+from rlmesh_trio.transport._client import ClientConnection
+from rlmesh_trio.transport._conn import Connection
 
 __all__ = ["ENV_JOIN", "MODEL_JOIN", "RawStream", "ServerThread", "StreamEnd"]
 
@@ -44,119 +41,93 @@ class StreamEnd(Exception):
         self.message = message
 
 
-def status_from_trailers(stream: Any) -> StreamEnd | None:
-    """The status a grpclib client stream's trailers (or trailers-only headers) carried."""
-    h2_stream = getattr(stream, "_stream", None)
-    trailers = getattr(h2_stream, "trailers", None)
-    if trailers is None:
-        headers = getattr(h2_stream, "headers", None)
-        if headers is None or "grpc-status" not in dict(headers):
-            return None
-        trailers = headers  # a trailers-only response
-    fields = dict(trailers)
-    message = fields.get("grpc-message")
-    return StreamEnd(
-        grpclib.const.Status(int(fields.get("grpc-status", "0"))),
-        decode_grpc_message(message) if message is not None else None,
-    )
+class _Collector:
+    """A stream handler that queues what arrives, for :class:`RawStream` to read in order."""
+
+    def __init__(self) -> None:
+        self.messages: list[bytes] = []
+        self.headers: list[tuple[str, str]] | None = None
+        self.end: StreamEnd | None = None
+        self.changed = trio.Event()
+
+    def _wake(self) -> None:
+        self.changed.set()
+
+    def on_headers(self, headers: list[tuple[str, str]]) -> None:
+        self.headers = headers
+        self._wake()
+
+    def on_message(self, data: bytes) -> None:
+        self.messages.append(data)
+        self._wake()
+
+    def on_end(self, status: wire.GrpcStatus | None, message: str | None) -> None:
+        code = grpclib.const.Status(int(status)) if status is not None else None
+        self.end = StreamEnd(code or grpclib.const.Status.UNAVAILABLE, message)
+        self._wake()
+
+    def on_lost(self, detail: str) -> None:
+        self.end = StreamEnd(grpclib.const.Status.UNAVAILABLE, f"reset: {detail}")
+        self._wake()
+
+    def replies_owed(self) -> bool:
+        return self.end is None
 
 
 class RawStream:
-    """One bidirectional Join stream of raw protobuf bytes."""
+    """One bidirectional Join stream of raw protobuf bytes (on the Trio-native client)."""
 
     def __init__(self, address: str, path: str, metadata: dict[str, str] | None = None) -> None:
         self.address = address
         self.path = path
         self.metadata = metadata
-        self._channel: grpclib.client.Channel | None = None
-        self._cm: Any = None
-        self._stream: Any = None
+        self._client = ClientConnection(address)
+        self._conn: Connection | None = None
+        self._stream_id = 0
+        self._seen = _Collector()
+        self._half_closed = False
 
     async def open(self) -> None:
-        async def _open() -> None:
-            parsed = parse_address(self.address)
-            self._channel = grpclib.client.Channel(parsed.host, parsed.port, codec=RawCodec())
-            self._cm = self._channel.request(
-                self.path,
-                grpclib.const.Cardinality.STREAM_STREAM,
-                bytes,
-                bytes,
-                metadata=self.metadata,
-            )
-            self._stream = await self._cm.__aenter__()
-            await self._stream.send_request()
+        self._conn = await self._client.connect()
+        self._stream_id = self._conn.open_stream(self.path, self._seen, metadata=self.metadata)
+        await self._conn.flush()
 
-        await bridge.call(_open)
+    async def _wait(self) -> None:
+        self._seen.changed = trio.Event()
+        await self._seen.changed.wait()
 
     async def headers(self) -> None:
         """Wait for the response headers; raises :class:`StreamEnd` if the server refused."""
-
-        async def _headers() -> None:
-            await self._stream.recv_initial_metadata()
-
-        try:
-            await bridge.call(_headers)
-        except GRPCError as exc:
-            raise StreamEnd(exc.status, exc.message) from None
-        except StreamTerminatedError as exc:
-            raise self._reset(exc) from None
+        seen = self._seen
+        while seen.headers is None and seen.end is None:
+            await self._wait()
+        trailers_only = seen.headers is not None and "grpc-status" in dict(seen.headers)
+        while trailers_only and seen.end is None:
+            await self._wait()
+        if seen.end is not None and not seen.messages:
+            raise seen.end
 
     async def send(self, payload: bytes) -> None:
-        await bridge.call(self._stream.send_message, payload)
+        assert self._conn is not None
+        if self._seen.end is not None:
+            return  # the server already ended the stream: it would ignore the bytes
+        self._conn.send(self._stream_id, payload)
+        await self._conn.flush()
 
     async def recv(self) -> bytes:
         """The next message; raises :class:`StreamEnd` when the server ended the stream."""
-
-        async def _recv() -> bytes | None:
-            data = await self._stream.recv_message()
-            return None if data is None else bytes(data)
-
-        try:
-            data = await bridge.call(_recv)
-        except GRPCError as exc:
-            raise StreamEnd(exc.status, exc.message) from None
-        except StreamTerminatedError as exc:
-            raise self._reset(exc) from None
-        if data is not None:
-            return data
-        raise await self._ending()
-
-    def _reset(self, exc: StreamTerminatedError) -> StreamEnd:
-        # grpclib servers follow their trailers with RST_STREAM(NO_ERROR) when our half is
-        # still open, and the client may see the reset first: read the status the
-        # trailers carried. Without trailers it was a bare reset: UNAVAILABLE, "reset".
-        ended = self._status_from_trailers()
-        if ended is not None:
-            return ended
-        return StreamEnd(grpclib.const.Status.UNAVAILABLE, f"reset: {exc}")
-
-    def _status_from_trailers(self) -> StreamEnd | None:
-        return status_from_trailers(self._stream)
-
-    async def _ending(self) -> StreamEnd:
-        async def _trailers() -> StreamEnd:
-            try:
-                await self._stream.end()
-            except Exception:
-                pass
-            try:
-                await self._stream.recv_trailing_metadata()
-            except GRPCError as exc:
-                return StreamEnd(exc.status, exc.message)
-            except StreamTerminatedError as exc:
-                return StreamEnd(grpclib.const.Status.UNAVAILABLE, str(exc))
-            return StreamEnd(grpclib.const.Status.OK, None)
-
-        return await bridge.call(_trailers)
+        while True:
+            if self._seen.messages:
+                return self._seen.messages.pop(0)
+            if self._seen.end is not None:
+                raise self._seen.end
+            await self._wait()
 
     async def half_close(self) -> None:
-        async def _end() -> None:
-            try:
-                await self._stream.end()
-            except Exception:
-                pass  # the server already ended the stream
-
-        await bridge.call(_end)
+        if self._conn is not None and not self._half_closed:
+            self._half_closed = True
+            self._conn.end_stream(self._stream_id)
+            await self._conn.flush()
 
     async def drain(self) -> tuple[list[bytes], StreamEnd]:
         """Half-close, then read until the server ends the stream: leftovers and the status."""
@@ -169,18 +140,7 @@ class RawStream:
                 return leftovers, ended
 
     async def close(self) -> None:
-        async def _close() -> None:
-            try:
-                if self._cm is not None:
-                    await self._cm.__aexit__(None, None, None)
-            except Exception:
-                pass
-            finally:
-                if self._channel is not None:
-                    self._channel.close()
-
-        with trio.CancelScope(shield=True):
-            await bridge.call(_close)
+        self._client.close()
 
 
 class ServerThread:

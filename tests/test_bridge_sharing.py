@@ -9,7 +9,8 @@ import trio
 import trio.testing
 
 import rlmesh_trio as rt
-from rlmesh_trio.transport import _bridge
+
+from . import _asyncio_bridge as _bridge
 
 
 async def test_owner_waits_for_a_sibling_borrower() -> None:

@@ -15,10 +15,10 @@ from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from rlmesh_trio import spaces
 from rlmesh_trio._wire import core_pb, env_pb, spaces_pb
-from rlmesh_trio.transport import _bridge as bridge
 from rlmesh_trio.transport._env_server import BUSY_MESSAGE, EnvServer
 from rlmesh_trio.transport._serve import serve_env
 
+from . import _asyncio_bridge as bridge
 from ._env_raw_client import RawJoin, handshake, unary
 from ._envhost_envs import CountingEnv, Gate
 
@@ -312,7 +312,8 @@ async def test_unreadable_requests_end_the_stream_with_a_status(monkeypatch) -> 
     import grpclib.const
 
     from rlmesh_trio.transport import _server_net
-    from rlmesh_trio.transport._channel import RawCodec
+
+    from ._raw_codec import RawCodec
 
     monkeypatch.setattr(_server_net, "MAX_MESSAGE_BYTES", 4096)
 

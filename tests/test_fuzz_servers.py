@@ -36,8 +36,8 @@ from hypothesis import strategies as st
 
 from rlmesh_trio import serve_env, serve_model, spaces
 from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, env_pb, model_pb, spaces_pb
-from rlmesh_trio.transport import asyncio_loop
 
+from ._asyncio_bridge import asyncio_loop
 from ._faults_raw import ENV_JOIN, MODEL_JOIN, RawStream, ServerThread, StreamEnd
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]

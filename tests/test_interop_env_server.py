@@ -523,7 +523,7 @@ async def _play(address: str, script: list[dict[str, Any]]) -> list[Any]:
     ],
 )
 async def test_same_requests_same_responses_as_rlmesh(make: Any, script: Any) -> None:
-    from rlmesh_trio.transport import _bridge as bridge
+    from . import _asyncio_bridge as bridge
 
     async with bridge.asyncio_loop():
         with rlmesh_server(make()) as address:

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmesh_trio._wire import model_pb, spaces_pb
-from rlmesh_trio.transport._model_fastwire import decode_join_request, encode_join_response
+from rlmesh_trio.wire._model_codec import decode_join_request, encode_join_response
 
 texts = st.text(max_size=24)
 i64 = st.integers(-(2**63), 2**63 - 1)

@@ -13,8 +13,7 @@ methods and classes named ``_x``, assignments to ``self._x``/``cls._x``/any
 ``_proto`` package is exempt. Nothing is installed or imported: the sources
 are only parsed.
 
-The client transport is being rewritten on another branch; its files carry
-an explicit allowlist below until that lands (the integrator removes it).
+Zero sites are allowed, client and server side alike.
 """
 
 from __future__ import annotations
@@ -26,27 +25,6 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parent.parent / "rlmesh_trio"
-
-#: Client-transport files another helper owns and is rewriting (issue 13 items 1-4).
-#: Shrinks to nothing when that branch lands; server files are never listed here.
-CLIENT_ALLOWLIST = frozenset(
-    Path("transport") / name
-    for name in (
-        "_join.py",
-        "_h2fast.py",
-        "_bridge.py",
-        "_channel.py",
-        "_remote_base.py",
-        "_remote_env.py",
-        "_remote_model.py",
-        "_fastwire.py",
-        "_env_fastwire.py",
-        "_model_fastwire.py",
-        "_pbwire.py",
-        "_handshake.py",
-        "_health.py",
-    )
-)
 
 #: Underscore names that are documented public API: namedtuple's methods and fields
 #: (underscored so they cannot clash with field names).
@@ -202,21 +180,14 @@ def test_no_module_reads_a_private_name_of_another_library() -> None:
     modules = _modules()
     assert Path("transport/_env_server.py") in modules  # the scan sees the servers
     own = _own_names(modules)
-    sites = _sites([p for p in modules if p not in CLIENT_ALLOWLIST], own)
+    sites = _sites(modules, own)
     assert sites == [], "private foreign sites:\n" + "\n".join(sites)
 
 
-def test_server_files_have_zero_sites_and_are_never_allowlisted() -> None:
+def test_server_files_have_zero_sites() -> None:
     servers = [Path("transport") / name for name in SERVER_FILES]
     assert all((PACKAGE / path).exists() for path in servers)
-    assert not CLIENT_ALLOWLIST & set(servers)
     assert _sites(servers, _own_names(_modules())) == []
-
-
-def test_the_allowlist_names_only_files_that_exist() -> None:
-    # A deleted client file must leave the list too, so the list only ever shrinks.
-    stale = sorted(str(p) for p in CLIENT_ALLOWLIST if not (PACKAGE / p).exists())
-    assert stale == [], f"allowlisted files that no longer exist: {stale}"
 
 
 @pytest.mark.parametrize(

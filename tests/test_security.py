@@ -29,7 +29,7 @@ import rlmesh_trio as rt
 from rlmesh_trio._demo_policy import cartpole_policy
 from rlmesh_trio._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
 from rlmesh_trio.transport import _server_net
-from rlmesh_trio.transport._channel import check_size
+from rlmesh_trio.wire import check_size
 
 from ._faults_procs import our_env, our_model
 from ._faults_raw import ENV_JOIN, MODEL_JOIN, RawStream, StreamEnd

@@ -8,7 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from rlmesh_trio.transport import _bridge as bridge
+from . import _asyncio_bridge as bridge
 
 
 async def test_trio_timeout_cancels_the_asyncio_side() -> None:
@@ -58,23 +58,3 @@ async def test_nested_loop_blocks_reuse_the_outer_loop() -> None:
     assert not bridge.in_loop()
     with pytest.raises(RuntimeError, match="asyncio_loop"):
         bridge.require_loop("this test")
-
-
-async def test_slot_is_resolved_from_the_asyncio_side() -> None:
-    async with bridge.asyncio_loop():
-        slot: bridge.Slot[int] = bridge.Slot()
-        failed: bridge.Slot[int] = bridge.Slot()
-        bridge.post(slot.resolve, 7)
-        bridge.post(slot.resolve, 8)  # first call wins
-        bridge.post(failed.fail, LookupError("nope"))
-        assert await slot.wait() == 7
-        assert slot.done
-        with pytest.raises(LookupError):
-            await failed.wait()
-
-
-async def test_post_without_a_loop_is_a_no_op() -> None:
-    calls: list[int] = []
-    bridge.post(calls.append, 1)
-    await trio.sleep(0)
-    assert calls == []

@@ -29,13 +29,14 @@ from rlmesh_trio._errors import (
     ModelRpcError,
 )
 from rlmesh_trio._wire import PROTOCOL_GENERATION, core_pb, env_pb, model_pb, spaces_pb
-from rlmesh_trio.transport import _bridge as bridge
 from rlmesh_trio.transport._address import Address, parse_address
-from rlmesh_trio.transport._channel import RawCodec
 from rlmesh_trio.transport._handshake import local_peer_info
 from rlmesh_trio.transport._health import check_health
 from rlmesh_trio.transport._remote_env import RemoteEnv
 from rlmesh_trio.transport._remote_model import RemoteModel
+
+from . import _asyncio_bridge as bridge
+from ._raw_codec import RawCodec
 
 pytestmark = pytest.mark.timeout(30)
 
@@ -580,13 +581,6 @@ async def test_check_health_unreachable() -> None:
 # ---- lifecycle -------------------------------------------------------------
 
 
-async def test_clients_need_the_transport_loop() -> None:
-    env = RemoteEnv("127.0.0.1:5555")
-    with pytest.raises(RuntimeError, match="asyncio_loop"):
-        await env.connect()
-    await env.aclose()  # nothing was opened; still fine
-
-
 async def test_aclose_is_idempotent_and_safe_when_cancelled() -> None:
     service = FakeService({f"{ENV}/Join": (join_reverse_order(batch=1), BIDI)})
     async with serve_fake(service) as address:
@@ -648,9 +642,9 @@ async def test_oversized_message_is_refused_before_sending(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from rlmesh_trio._errors import ProtocolError
-    from rlmesh_trio.transport import _channel
+    from rlmesh_trio.wire import _grpc
 
-    monkeypatch.setattr(_channel, "MAX_MESSAGE_BYTES", 1000)
+    monkeypatch.setattr(_grpc, "MAX_MESSAGE_BYTES", 1000)
     service = FakeService({f"{MODEL}/Join": (model_join(), BIDI)})
     async with serve_fake(service) as address, RemoteModel(address) as model:
         request = predict_request("big", 1)

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmesh_trio._wire import env_pb, model_pb, spaces_pb
-from rlmesh_trio.transport._fastwire import (
+from rlmesh_trio.wire._client_codec import (
     decode_env_response,
     decode_model_response,
     encode_env_step,
@@ -163,9 +163,12 @@ def test_other_arms_and_odd_encodings_fall_back() -> None:
     for data in (unpacked, with_unknown):
         _same(decode_env_response(data), env_pb.JoinResponse.parse(data))
     assert decode_env_response(unpacked).step.rewards == [1.5, 2.0]
-    # requests carrying unknown fields are left to betterproto2
+    # unknown fields a request carried in from a peer are not forwarded (betterproto2's
+    # unknown-field store is private); its known fields encode exactly
     step = env_pb.StepRequest.parse(b"\x88\x01\x07")
-    assert encode_env_step("r", step) is None
+    assert encode_env_step("r", step) == bytes(
+        env_pb.JoinRequest(step=env_pb.StepRequest(), request_id="r")
+    )
 
 
 @settings(max_examples=200)
@@ -213,7 +216,7 @@ def test_grouped_predict_responses_decode_like_betterproto2(
 def test_cached_route_and_episode_encodings_stay_exact_past_the_cache_limit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rlmesh_trio.transport import _fastwire
+    from rlmesh_trio.wire import _client_codec as _fastwire
 
     monkeypatch.setattr(_fastwire, "_CACHE_LIMIT", 3)
     for i in range(10):

@@ -9,7 +9,7 @@ import trio
 from .._errors import ConnectError
 from .._wire import core_pb
 from ..spaces import to_gymnasium
-from ..transport import RemoteEnv, RemoteModel, asyncio_loop, check_health
+from ..transport import RemoteEnv, RemoteModel, check_health
 
 __all__ = ["run_check"]
 
@@ -28,21 +28,20 @@ async def run_check(
     token: str | None = None,
     tls: ssl.SSLContext | None = None,
 ) -> list[str]:
-    async with asyncio_loop():
-        endpoint: RemoteEnv | RemoteModel = (
-            RemoteModel(address, connect_timeout=timeout, token=token, ssl=tls)
-            if is_model
-            else RemoteEnv(address, connect_timeout=timeout, token=token, ssl=tls)
-        )
-        try:
-            with trio.fail_after(timeout + 1):
-                info = await endpoint.connect()
-                health = await check_health(address, timeout=timeout, token=token, ssl=tls)
-        except trio.TooSlowError:
-            raise ConnectError(address, f"no answer within {timeout}s") from None
-        finally:
-            with trio.CancelScope(shield=True):
-                await endpoint.aclose()
+    endpoint: RemoteEnv | RemoteModel = (
+        RemoteModel(address, connect_timeout=timeout, token=token, ssl=tls)
+        if is_model
+        else RemoteEnv(address, connect_timeout=timeout, token=token, ssl=tls)
+    )
+    try:
+        with trio.fail_after(timeout + 1):
+            info = await endpoint.connect()
+            health = await check_health(address, timeout=timeout, token=token, ssl=tls)
+    except trio.TooSlowError:
+        raise ConnectError(address, f"no answer within {timeout}s") from None
+    finally:
+        with trio.CancelScope(shield=True):
+            await endpoint.aclose()
     lines = [f"endpoint      {address}"]
     if info.peer is not None:
         peer = info.peer

@@ -220,8 +220,6 @@ class Orchestrator:
     # -- running ---------------------------------------------------------------
     async def run(self) -> RunReport:
         """Run every route; see :func:`run_routes` for the failure and cancellation contract."""
-        from ..transport import asyncio_loop
-
         require_trio_run()
 
         self._started_at = time.perf_counter()
@@ -229,7 +227,7 @@ class Orchestrator:
         services: list[trio.CancelScope] = []
         writer = self._durable.open()
         try:
-            async with asyncio_loop(), AsyncExitStack() as stack:
+            async with AsyncExitStack() as stack:
                 with self._scope:
                     async with trio.open_nursery() as outer:
 

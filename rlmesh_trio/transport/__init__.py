@@ -1,13 +1,12 @@
-"""gRPC transport for rlmesh-wire-v1: clients and servers on grpclib, hosted inside Trio.
+"""gRPC transport for rlmesh-wire-v1: Trio-native clients, grpclib servers.
 
-grpclib is asyncio-only. The clients run on a trio-asyncio loop behind one
-bridge module (``_bridge``), opened for you by ``run_routes`` (or explicitly
-with :func:`asyncio_loop`). Each server runs on a plain asyncio loop of a
-thread of its own (``_server_loop``), through grpclib's public API only, so
-serving needs no asyncio in the caller's run.
+The clients (:class:`RemoteEnv`, :class:`RemoteModel`, :func:`check_health`)
+run on the I/O-free :mod:`rlmesh_trio.wire` core over Trio sockets: no asyncio.
+Each server runs on a plain asyncio loop of a thread of its own
+(``_server_loop``), through grpclib's public API only, so serving needs no
+asyncio in the caller's run.
 """
 
-from ._bridge import asyncio_loop
 from ._env_server import EnvServer
 from ._health import check_health
 from ._model_server import ModelServer
@@ -21,7 +20,6 @@ __all__ = [
     "ModelServer",
     "RemoteEnv",
     "RemoteModel",
-    "asyncio_loop",
     "check_health",
     "serve_env",
     "serve_model",

@@ -11,7 +11,7 @@ What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
   the session's leftover episodes, then frees the slot. A server that stops
   ends an open session with UNAVAILABLE.
 
-Join messages travel as bytes, parsed and built by :mod:`._env_fastwire`.
+Join messages travel as bytes, parsed and built by :mod:`rlmesh_trio.wire._env_codec`.
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply
 from .._wire import env_pb
+from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
-from ._env_fastwire import decode_join_request, encode_join_response
 from ._env_workers import EnvWorkers
 from ._handshake import ENV_COMPONENT
 from ._server_base import handshake_reply, shutdown_reply
@@ -61,7 +61,7 @@ class EnvService(env_pb.EnvServiceBase):
             self._join,
             grpclib.const.Cardinality.STREAM_STREAM,
             # Raw bytes: the session parses and serialises Join messages itself
-            # (_env_fastwire: Step/Reset by hand, betterproto2 for the rest).
+            # (wire._env_codec: Step/Reset by hand, betterproto2 for the rest).
             bytes,
             bytes,
         )

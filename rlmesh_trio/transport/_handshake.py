@@ -12,12 +12,11 @@ import importlib.metadata
 import platform
 import sys
 
-from grpclib.const import Status
-from grpclib.exceptions import GRPCError
-
+from .._endpoints import EndpointInfo
 from .._errors import ConnectError, HandshakeError
 from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
-from ..runtime._protocols import EndpointInfo
+from ..wire import GrpcError
+from ..wire import GrpcStatus as Status
 
 __all__ = [
     "ENV_COMPONENT",
@@ -46,10 +45,9 @@ def _framework_versions() -> tuple[tuple[str, str], ...]:
 
 
 def _package_version() -> str:
-    # Imported late: the package root may import transport while it initialises.
-    import rlmesh_trio
+    from .._version import __version__
 
-    return str(getattr(rlmesh_trio, "__version__", "0"))
+    return __version__
 
 
 def local_peer_info(component: str) -> core_pb.PeerInfo:
@@ -124,7 +122,7 @@ def parse_env_handshake(label: str, data: bytes) -> EndpointInfo:
     return endpoint_info(label, reply.base, contract=reply.env_contract, require_contract=True)
 
 
-def handshake_failure(label: str, exc: GRPCError, service: str) -> Exception:
+def handshake_failure(label: str, exc: GrpcError, service: str) -> Exception:
     """Map a gRPC status on a handshake to our error kinds."""
     if exc.status is Status.UNIMPLEMENTED:
         return HandshakeError(label, f"the endpoint does not serve {service} (UNIMPLEMENTED)")

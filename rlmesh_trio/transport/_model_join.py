@@ -22,9 +22,9 @@ from grpclib import GRPCError
 from grpclib.const import Status
 
 from .._wire import CAP_CONCURRENT_PREDICT, model_pb
+from ..wire._model_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._handshake import MODEL_COMPONENT
-from ._model_fastwire import decode_join_request, encode_join_response
 from ._server_base import handshake_reply, shutdown_reply
 
 if TYPE_CHECKING:

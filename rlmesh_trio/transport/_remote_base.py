@@ -9,9 +9,8 @@ from typing import Any, Self
 
 import trio
 
-from ..runtime._protocols import EndpointInfo
-from . import _bridge as bridge
-from ._channel import ClientConnection
+from .._endpoints import EndpointInfo
+from ._client import ClientConnection
 from ._join import JoinSession
 
 __all__ = ["CLOSE_GRACE", "RemoteEndpoint"]
@@ -25,8 +24,8 @@ class RemoteEndpoint:
 
     ``token`` is sent verbatim as ``authorization`` metadata; ``ssl`` turns on TLS.
     The address is parsed at once: a malformed one raises :class:`InvalidSpec`.
-    Used as ``async with``, it also opens the transport's asyncio loop if the
-    caller has none.
+    Used as ``async with``, the connection's reader runs in a nursery owned
+    by the block; otherwise in a Trio system task that ends with :meth:`aclose`.
     """
 
     _session: JoinSession[Any] | None
@@ -83,7 +82,8 @@ class RemoteEndpoint:
 
     async def __aenter__(self) -> Self:
         stack = contextlib.AsyncExitStack()
-        await stack.enter_async_context(bridge.asyncio_loop())
+        nursery = await stack.enter_async_context(trio.open_nursery())
+        self._conn.nursery = nursery
         self._exit_stack = stack
         return self
 
@@ -97,6 +97,7 @@ class RemoteEndpoint:
             with trio.CancelScope(shield=True):
                 await self.aclose()
         finally:
+            self._conn.nursery = None
             stack, self._exit_stack = self._exit_stack, None
             if stack is not None:
                 await stack.aclose()

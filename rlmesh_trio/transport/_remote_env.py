@@ -12,9 +12,7 @@ client does not know the runtime step, so these carry ``step=0``; the driver
 re-raises with the real step (``message``, ``code`` and ``recoverable`` are
 attributes for that).
 
-Every method must run inside the transport's asyncio loop
-(``async with rlmesh_trio.transport.asyncio_loop():``, which ``run_routes``
-opens); ``async with RemoteEnv(...)`` opens one when needed.
+Everything runs on Trio (no asyncio): any Trio task may use the client.
 """
 
 from __future__ import annotations
@@ -22,9 +20,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import trio
-from grpclib.const import Status
-from grpclib.exceptions import GRPCError, StreamTerminatedError
 
+from .._endpoints import EndpointInfo, Reply
 from .._errors import (
     ConnectError,
     EnvRpcError,
@@ -33,8 +30,9 @@ from .._errors import (
     format_duration,
 )
 from .._wire import core_pb, env_pb
-from ..runtime._protocols import EndpointInfo, Reply
-from ._fastwire import decode_env_response, encode_env_step
+from ..wire import GrpcError, GrpcStatus
+from ..wire._client_codec import decode_env_response, encode_env_step
+from ._conn import ConnectionLost
 from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
 from ._join import JoinSession, SessionClosed
 from ._remote_base import CLOSE_GRACE, RemoteEndpoint
@@ -69,19 +67,34 @@ class RemoteEnv(RemoteEndpoint):
     async def connect(self) -> EndpointInfo:
         """Handshake: learn the contract, editions and capabilities. Takes no session slot.
 
+        A handshake starts a new use of the endpoint (a run): a Join session
+        left open and idle by an earlier run is half-closed first (the server
+        ends it and completes its leftover episodes as truncated, as after a
+        0.1.0 run), so the same client can serve run after run.
+
         Raises :class:`ConnectError` (unreachable, refused, timed out) or
         :class:`HandshakeError` (incompatible generation, no usable contract),
         both naming the address. Bounded by ``connect_timeout`` for the connect
         and again for the handshake. Cancellation: nothing is left half-open.
         """
+        session = self._session
+        if session is not None and session.alive and session.idle:
+            await self._end_idle_session(session)
         await self._conn.connect()
         payload = bytes(env_pb.HandshakeRequest(base=handshake_request(ENV_COMPONENT)))
         try:
             data = await self._conn.unary(_HANDSHAKE, payload, timeout=self._conn.connect_timeout)
-        except GRPCError as exc:
+        except GrpcError as exc:
             raise handshake_failure(self.address, exc, "rlmesh.env.v1.EnvService") from None
         self._info = parse_env_handshake(self.address, data)
         return self._info
+
+    async def _end_idle_session(self, session: JoinSession[env_pb.JoinResponse]) -> None:
+        """Half-close ``session`` and wait (bounded) for the server to end it."""
+        session.half_close()
+        with trio.move_on_after(CLOSE_GRACE):
+            await session.wait_finished()
+        session.kill()
 
     async def configure(self, edition: str) -> None:
         """Open the Join session and pin the workflow edition (the first Join message).
@@ -97,9 +110,9 @@ class RemoteEnv(RemoteEndpoint):
             raise RuntimeError(f"{self!r} already has an open Join session")
         if self._closed:
             raise ConnectError(self.address, "the client was closed")
-        await self._conn.connect()
+        conn = await self._conn.connect()
         session: JoinSession[env_pb.JoinResponse] = JoinSession(
-            self._conn.channel,
+            conn,
             _JOIN,
             decode_env_response,
             _request_id_of,
@@ -113,7 +126,7 @@ class RemoteEnv(RemoteEndpoint):
         try:
             response, _req, _resp = await self._roundtrip(envelope)
         except SessionClosed as exc:
-            if exc.status is Status.FAILED_PRECONDITION:
+            if exc.status is GrpcStatus.FAILED_PRECONDITION:
                 raise ConnectError(
                     self.address,
                     f"the env endpoint is in use by another client ({exc.status_message})",
@@ -211,12 +224,12 @@ class RemoteEnv(RemoteEndpoint):
         try:
             data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
         except ConnectError as exc:
-            if isinstance(exc.__cause__, StreamTerminatedError):
+            if isinstance(exc.__cause__, ConnectionLost):
                 # 0.1.0 servers sometimes drop the connection right after accepting,
                 # before the reply is flushed; a refusal always gets its reply.
                 return True, SHUTDOWN_CONNECTION_LOST
             raise
-        except GRPCError as exc:
+        except GrpcError as exc:
             raise ConnectError(
                 self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
             ) from None

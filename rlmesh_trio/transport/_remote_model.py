@@ -14,9 +14,7 @@ recoverability; a lost stream raises :class:`ModelRpcError` with message
 ``transport error: connection closed``; a response whose context differs from
 the request's raises :class:`ModelRouteMismatch`.
 
-Every method must run inside the transport's asyncio loop
-(``async with rlmesh_trio.transport.asyncio_loop():``, which ``run_routes``
-opens); ``async with RemoteModel(...)`` opens one when needed.
+Everything runs on Trio (no asyncio): any Trio task may use the client.
 """
 
 from __future__ import annotations
@@ -25,8 +23,8 @@ import ssl as _ssl
 from collections.abc import Callable, Sequence
 
 import trio
-from grpclib.exceptions import GRPCError, StreamTerminatedError
 
+from .._endpoints import EndpointInfo, Reply
 from .._errors import (
     ConnectError,
     ModelRouteMismatch,
@@ -35,12 +33,13 @@ from .._errors import (
     format_duration,
 )
 from .._wire import core_pb, model_pb
-from ..runtime._protocols import EndpointInfo, Reply
-from ._fastwire import (
+from ..wire import GrpcError
+from ..wire._client_codec import (
     decode_model_response,
     encode_model_grouped_predict,
     encode_model_predict,
 )
+from ._conn import ConnectionLost
 from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
 from ._join import JoinSession, SessionClosed
 from ._remote_base import RemoteEndpoint
@@ -106,7 +105,7 @@ class RemoteModel(RemoteEndpoint):
                 data = await self._conn.unary(
                     _HANDSHAKE, payload, timeout=self._conn.connect_timeout
                 )
-            except GRPCError as exc:
+            except GrpcError as exc:
                 raise handshake_failure(self.address, exc, "rlmesh.model.v1.ModelService") from None
             reply = model_pb.HandshakeResponse.parse(data)
             self._info = endpoint_info(self.address, reply.base)
@@ -327,12 +326,12 @@ class RemoteModel(RemoteEndpoint):
         try:
             data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
         except ConnectError as exc:
-            if isinstance(exc.__cause__, StreamTerminatedError):
+            if isinstance(exc.__cause__, ConnectionLost):
                 # 0.1.0 servers sometimes drop the connection right after accepting,
                 # before the reply is flushed; a refusal always gets its reply.
                 return True, SHUTDOWN_CONNECTION_LOST
             raise
-        except GRPCError as exc:
+        except GrpcError as exc:
             raise ConnectError(
                 self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
             ) from None
@@ -350,12 +349,12 @@ class RemoteModel(RemoteEndpoint):
         if self._closed:
             raise ModelRpcError(self.address, "transport error: the client was closed")
         try:
-            await self._conn.connect()
+            conn = await self._conn.connect()
         except ConnectError as exc:
             raise ModelRpcError(self.address, f"transport error: {exc.detail}") from exc
         if self._session is None:  # another route may have opened it meanwhile
             session = JoinSession(
-                self._conn.channel,
+                conn,
                 _JOIN,
                 decode_model_response,
                 _request_id_of,

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ._env_server import EnvServer
-from ._server_trio import client_loop_while_bridged, serving_in_thread
+from ._server_trio import serving_in_thread
 
 __all__ = ["serve_env"]
 
@@ -24,9 +24,7 @@ async def serve_env(
     (``token``, ``ssl``, ``allow_remote_shutdown``, ``close_env``,
     ``env_thread``). A bad address or an env that cannot be served raises here,
     as does a failure to listen (``OSError`` when the port is taken). The
-    server needs no asyncio loop in the caller's run; while the client
-    transport still runs on its trio-asyncio bridge, the block opens that loop
-    for clients in the body (see :func:`~._server_trio.client_loop_while_bridged`).
+    server needs no asyncio loop in the caller's run.
 
     The server runs :meth:`EnvServer.serve`'s machinery on a dedicated thread
     with its own plain asyncio loop, so it never competes with the caller's
@@ -48,8 +46,5 @@ async def serve_env(
     server = EnvServer(env, address, **options)
     if server.env_thread == "caller":
         raise ValueError('serve_env cannot use env_thread="caller"; use EnvServer.serve()')
-    async with (
-        client_loop_while_bridged(),
-        serving_in_thread(server, name="rlmesh-trio-env-server"),
-    ):
+    async with serving_in_thread(server, name="rlmesh-trio-env-server"):
         yield server

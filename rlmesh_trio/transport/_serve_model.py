@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ._model_server import ModelServer
-from ._server_trio import client_loop_while_bridged, serving_in_thread
+from ._server_trio import serving_in_thread
 
 __all__ = ["serve_model"]
 
@@ -23,9 +23,7 @@ async def serve_model(
     (``token``, ``ssl``, ``allow_remote_shutdown``, ``threaded``,
     ``max_concurrency``, ``editions``). A bad address raises here, as does a
     failure to listen (``OSError`` when the port is taken). The server needs
-    no asyncio loop in the caller's run; while the client transport still runs
-    on its trio-asyncio bridge, the block opens that loop for clients in the
-    body (see :func:`~._server_trio.client_loop_while_bridged`).
+    no asyncio loop in the caller's run.
 
     The server runs :meth:`ModelServer.serve`'s machinery on a dedicated
     thread: a sync policy is called inline on that thread's plain asyncio
@@ -39,8 +37,5 @@ async def serve_model(
     shielded and bounded for its thread, so it cannot hang.
     """
     server = ModelServer(policy, address, **options)
-    async with (
-        client_loop_while_bridged(),
-        serving_in_thread(server, name="rlmesh-trio-model-server"),
-    ):
+    async with serving_in_thread(server, name="rlmesh-trio-model-server"):
         yield server

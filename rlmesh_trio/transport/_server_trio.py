@@ -8,8 +8,6 @@ the caller's run needs no asyncio at all.
 
 from __future__ import annotations
 
-import contextlib
-import importlib
 import logging
 import threading
 from collections.abc import AsyncIterator, Callable
@@ -20,7 +18,7 @@ import trio
 
 from ._server_base import ServerBase
 
-__all__ = ["client_loop_while_bridged", "run_until_stopped", "serving_in_thread"]
+__all__ = ["run_until_stopped", "serving_in_thread"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
 
@@ -137,18 +135,3 @@ async def run_until_stopped(server: ServerBase, task_status: Any, *, name: str) 
     async with serving_in_thread(server, name=name) as stopped:
         task_status.started(server)
         await stopped.wait()
-
-
-def client_loop_while_bridged() -> contextlib.AbstractAsyncContextManager[Any]:
-    """Transitional: the client transport's asyncio loop for a ``serve_*`` block's body.
-
-    The servers need no asyncio in the caller's run. Clients opened in the
-    body did share the loop ``serve_env``/``serve_model`` used to open, so
-    while the client still runs on its bridge module that loop is opened for
-    them; once the bridge is gone (the Trio-native client) this is a no-op.
-    """
-    try:
-        bridge = importlib.import_module("rlmesh_trio.transport._bridge")
-    except ImportError:
-        return contextlib.nullcontext()
-    return bridge.asyncio_loop()  # type: ignore[no-any-return]

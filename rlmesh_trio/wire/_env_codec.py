@@ -20,13 +20,19 @@ from typing import Any
 import betterproto2
 
 from .._wire import env_pb, spaces_pb
-from ._pbwire import (
+from ._pb import (
+    LEN,
+    VARINT,
     Fallback,
     blob,
     decode_space_value,
     fields,
+    integer,
+    key,
+    number,
     packed_varints,
     put_len,
+    put_packed,
     put_space_value,
     put_varint,
     signed64,
@@ -36,6 +42,37 @@ from ._pbwire import (
 __all__ = ["decode_join_request", "encode_join_response"]
 
 _U32 = (1 << 32) - 1
+
+_S = env_pb.StepRequest
+_S_ACTION, _S_TIMEOUT, _S_INDICES, _S_EPISODES = (
+    number(_S, name) for name in ("action", "timeout_ms", "env_indices", "episode_ids")
+)
+_R = env_pb.ResetRequest
+_R_SEEDS, _R_OPTIONS, _R_TIMEOUT, _R_INDICES, _R_EPISODES = (
+    number(_R, name) for name in ("seeds", "options", "timeout_ms", "env_indices", "episode_ids")
+)
+_J = env_pb.JoinRequest
+_J_RID, _J_STEP, _J_RESET = (number(_J, name) for name in ("request_id", "step", "reset"))
+_SR = env_pb.StepResponse
+_K_SR = {
+    name: key(_SR, name)
+    for name in (
+        "observation",
+        "rewards",
+        "terminated_mask",
+        "truncated_mask",
+        "infos",
+        "completed_episodes",
+        "env_indices",
+    )
+}
+_K_RR_OBS = key(env_pb.ResetResponse, "observation")
+_K_RR_INFOS = key(env_pb.ResetResponse, "infos")
+_JR = env_pb.JoinResponse
+_K_JR_STEP = key(_JR, "step")
+_K_JR_RESET = key(_JR, "reset")
+_K_JR_RID = key(_JR, "request_id")
+_K_JR_TOTAL = key(_JR, "endpoint_total_ns", VARINT)
 
 # ---------------------------------------------------------------------- decoding
 
@@ -60,16 +97,15 @@ def _step(data: bytes) -> env_pb.StepRequest:
     env_indices: list[int] = []
     episode_ids: list[str] = []
     seen = 0
-    for number, wire, value in fields(data):
-        if number == 1 and wire == 2 and action is None:
+    for field, wire, value in fields(data):
+        if field == _S_ACTION and wire == LEN and action is None:
             action = decode_space_value(blob(value))
-        elif number == 2 and wire == 0 and not seen & 4:
+        elif field == _S_TIMEOUT and wire == VARINT and not seen & 4:
             seen |= 4
-            assert isinstance(value, int)
-            timeout_ms = value
-        elif number == 3:
+            timeout_ms = integer(value)
+        elif field == _S_INDICES:
             _indices(wire, value, env_indices)
-        elif number == 4 and wire == 2:
+        elif field == _S_EPISODES and wire == LEN:
             episode_ids.append(text(value))
         else:
             raise Fallback
@@ -85,19 +121,18 @@ def _reset(data: bytes) -> env_pb.ResetRequest:
     env_indices: list[int] = []
     episode_ids: list[str] = []
     seen = 0
-    for number, wire, value in fields(data):
-        if number == 1:
+    for field, wire, value in fields(data):
+        if field == _R_SEEDS:
             raw = packed_varints(value) if isinstance(value, bytes) else [value]
             seeds.extend(signed64(seed) for seed in raw)
-        elif number == 2 and wire == 2 and options is None:
+        elif field == _R_OPTIONS and wire == LEN and options is None:
             options = _meta_map(blob(value))
-        elif number == 3 and wire == 0 and not seen & 8:
+        elif field == _R_TIMEOUT and wire == VARINT and not seen & 8:
             seen |= 8
-            assert isinstance(value, int)
-            timeout_ms = value
-        elif number == 4:
+            timeout_ms = integer(value)
+        elif field == _R_INDICES:
             _indices(wire, value, env_indices)
-        elif number == 5 and wire == 2:
+        elif field == _R_EPISODES and wire == LEN:
             episode_ids.append(text(value))
         else:
             raise Fallback
@@ -118,14 +153,14 @@ def decode_join_request(data: bytes) -> env_pb.JoinRequest:
     try:
         request_id: str | None = None
         arm: tuple[str, Any] | None = None
-        for number, wire, value in fields(data):
-            if wire != 2:
+        for field, wire, value in fields(data):
+            if wire != LEN:
                 raise Fallback
-            if number == 5 and request_id is None:
+            if field == _J_RID and request_id is None:
                 request_id = text(value)
-            elif number == 2 and arm is None:
+            elif field == _J_STEP and arm is None:
                 arm = ("step", _step(blob(value)))
-            elif number == 1 and arm is None:
+            elif field == _J_RESET and arm is None:
                 arm = ("reset", _reset(blob(value)))
             else:
                 raise Fallback
@@ -139,98 +174,76 @@ def decode_join_request(data: bytes) -> env_pb.JoinRequest:
 # ---------------------------------------------------------------------- encoding
 
 
-def _plain(message: Any) -> None:
-    if message._unknown_fields:
-        raise Fallback
-
-
-def _put_message(out: bytearray, tag: int, message: Any) -> None:
+def _put_message(out: bytearray, tag: bytes, message: Any) -> None:
     """A sub-message through betterproto2 (the rare, structured ones: infos, episodes)."""
     put_len(out, tag, bytes(message))
 
 
-def _put_infos(out: bytearray, tag: int, infos: spaces_pb.MetaMap) -> None:
-    if not infos.entries and not infos._unknown_fields:
-        out.append(tag)
+def _put_infos(out: bytearray, tag: bytes, infos: spaces_pb.MetaMap) -> None:
+    if not infos.entries:
+        out += tag
         out.append(0)
     else:
         _put_message(out, tag, infos)
 
 
-def _put_packed(out: bytearray, tag: int, values: list[int]) -> None:
-    body = bytearray()
-    for value in values:
-        put_varint(body, value)
-    put_len(out, tag, body)
-
-
 def _encode_step(step: env_pb.StepResponse) -> bytearray:
-    _plain(step)
     out = bytearray()
     if step.observation is not None:
-        put_space_value(out, 0x0A, step.observation)
+        put_space_value(out, _K_SR["observation"], step.observation)
     if step.rewards:
-        put_len(out, 0x12, struct.pack(f"<{len(step.rewards)}d", *step.rewards))
+        put_len(out, _K_SR["rewards"], struct.pack(f"<{len(step.rewards)}d", *step.rewards))
     if step.terminated_mask:
-        put_len(out, 0x1A, step.terminated_mask)
+        put_len(out, _K_SR["terminated_mask"], step.terminated_mask)
     if step.truncated_mask:
-        put_len(out, 0x22, step.truncated_mask)
+        put_len(out, _K_SR["truncated_mask"], step.truncated_mask)
     if step.infos is not None:
-        _put_infos(out, 0x2A, step.infos)
+        _put_infos(out, _K_SR["infos"], step.infos)
     for episode in step.completed_episodes:
-        _put_message(out, 0x32, episode)
+        _put_message(out, _K_SR["completed_episodes"], episode)
     if step.env_indices:
-        _put_packed(out, 0x3A, step.env_indices)
+        put_packed(out, _K_SR["env_indices"], step.env_indices)
     return out
 
 
 def _encode_reset(reset: env_pb.ResetResponse) -> bytearray:
-    _plain(reset)
     out = bytearray()
     if reset.observation is not None:
-        put_space_value(out, 0x0A, reset.observation)
+        put_space_value(out, _K_RR_OBS, reset.observation)
     if reset.infos is not None:
-        _put_infos(out, 0x12, reset.infos)
+        _put_infos(out, _K_RR_INFOS, reset.infos)
     return out
 
 
-#: The additive uint64 counters (fields 11-15) as (one-byte key, attribute).
+#: The additive uint64 counters (0.1.0 fields 11-15) as (encoded key, attribute).
 _COUNTERS = tuple(
-    (number << 3, name)
-    for number, name in (
-        (11, "decode_ns"),
-        (12, "user_ns"),
-        (13, "encode_ns"),
-        (14, "lane_skew_ns"),
-        (15, "queue_ns"),
-    )
+    (key(_JR, name, VARINT), name)
+    for name in ("decode_ns", "user_ns", "encode_ns", "lane_skew_ns", "queue_ns")
 )
 
 
 def encode_join_response(response: env_pb.JoinResponse) -> bytes:
     """Serialise an env ``JoinResponse``; fast for ``step`` and ``reset``, betterproto2 else."""
-    if not response._unknown_fields:
-        kind, body = betterproto2.which_one_of(response, "kind")
-        try:
-            if kind == "step":
-                out = bytearray()
-                put_len(out, 0x12, _encode_step(body))  # type: ignore[arg-type]
-            elif kind == "reset":
-                out = bytearray()
-                put_len(out, 0x0A, _encode_reset(body))  # type: ignore[arg-type]
-            else:
-                raise Fallback
-            if response.request_id:
-                put_len(out, 0x2A, response.request_id.encode())
-            if response.endpoint_total_ns is not None:
-                out.append(0x30)
-                put_varint(out, response.endpoint_total_ns)
-            for key, name in _COUNTERS:
-                value = getattr(response, name)
-                if value:
-                    out.append(key)
-                    put_varint(out, value)
-            return bytes(out)
-        except Fallback:
-            pass
-    return bytes(response)
+    kind, body = betterproto2.which_one_of(response, "kind")
+    try:
+        if kind == "step":
+            out = bytearray()
+            put_len(out, _K_JR_STEP, _encode_step(body))  # type: ignore[arg-type]
+        elif kind == "reset":
+            out = bytearray()
+            put_len(out, _K_JR_RESET, _encode_reset(body))  # type: ignore[arg-type]
+        else:
+            raise Fallback
+        if response.request_id:
+            put_len(out, _K_JR_RID, response.request_id.encode())
+        if response.endpoint_total_ns is not None:
+            out += _K_JR_TOTAL
+            put_varint(out, response.endpoint_total_ns)
+        for tag, name in _COUNTERS:
+            value = getattr(response, name)
+            if value:
+                out += tag
+                put_varint(out, value)
+        return bytes(out)
+    except Fallback:
+        return bytes(response)

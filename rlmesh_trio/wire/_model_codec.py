@@ -17,11 +17,15 @@ from __future__ import annotations
 from typing import Any
 
 from .._wire import model_pb
-from ._pbwire import (
+from ._pb import (
+    VARINT,
     Fallback,
     blob,
     decode_space_value,
     fields,
+    integer,
+    key,
+    number,
     put_len,
     put_space_value,
     put_varint,
@@ -33,15 +37,37 @@ __all__ = ["decode_join_request", "encode_join_response"]
 
 # ---------------------------------------------------------------------- decoding
 
+_CTX = model_pb.AdapterContext
+_CONTEXT_FIELDS = {
+    number(_CTX, name): index for index, name in enumerate(("session_id", "env_id", "request_id"))
+}
+_K_SESSION, _K_ENV, _K_REQUEST = (
+    key(_CTX, name) for name in ("session_id", "env_id", "request_id")
+)
+_I_EPISODE = number(model_pb.EpisodeInfo, "episode_id")
+_I_SEED = number(model_pb.EpisodeInfo, "seed")
+_P_CONTEXT, _P_OBSERVATION, _P_INFO = (
+    number(model_pb.PredictRequest, name) for name in ("context", "observation", "episode_info")
+)
+_J_PREDICT = number(model_pb.JoinRequest, "predict")
+_J_RID = number(model_pb.JoinRequest, "request_id")
+_K_PR_CONTEXT = key(model_pb.PredictResponse, "context")
+_K_PR_ACTIONS = key(model_pb.PredictResponse, "actions")
+_JR = model_pb.JoinResponse
+_K_JR_PREDICT = key(_JR, "predict")
+_K_JR_RID = key(_JR, "request_id")
+_K_JR_TOTAL = key(_JR, "endpoint_total_ns", VARINT)
+
 
 def _context(data: bytes) -> model_pb.AdapterContext:
     texts = ["", "", ""]
     seen = 0
-    for number, _wire, value in fields(data):
-        if not 1 <= number <= 3 or seen & (1 << number):
+    for field, _wire, value in fields(data):
+        index = _CONTEXT_FIELDS.get(field)
+        if index is None or seen & (1 << index):
             raise Fallback
-        seen |= 1 << number
-        texts[number - 1] = text(value)
+        seen |= 1 << index
+        texts[index] = text(value)
     return model_pb.AdapterContext(session_id=texts[0], env_id=texts[1], request_id=texts[2])
 
 
@@ -49,16 +75,14 @@ def _episode_info(data: bytes) -> model_pb.EpisodeInfo:
     episode_id = ""
     seed: int | None = None
     seen = 0
-    for number, _wire, value in fields(data):
-        if number > 2 or seen & (1 << number):
+    for field, _wire, value in fields(data):
+        if field not in (_I_EPISODE, _I_SEED) or seen & (1 << field):
             raise Fallback
-        seen |= 1 << number
-        if number == 1:
+        seen |= 1 << field
+        if field == _I_EPISODE:
             episode_id = text(value)
-        elif isinstance(value, int):
-            seed = signed64(value)
         else:
-            raise Fallback
+            seed = signed64(integer(value))
     return model_pb.EpisodeInfo(episode_id=episode_id, seed=seed)
 
 
@@ -66,12 +90,12 @@ def _predict(data: bytes) -> model_pb.PredictRequest:
     context = None
     observation = None
     infos = []
-    for number, _wire, value in fields(data):
-        if number == 3:
+    for field, _wire, value in fields(data):
+        if field == _P_INFO:
             infos.append(_episode_info(blob(value)))
-        elif number == 1 and context is None:
+        elif field == _P_CONTEXT and context is None:
             context = _context(blob(value))
-        elif number == 2 and observation is None:
+        elif field == _P_OBSERVATION and observation is None:
             observation = decode_space_value(blob(value))
         else:
             raise Fallback
@@ -86,10 +110,10 @@ def decode_join_request(data: bytes) -> model_pb.JoinRequest:
     try:
         request_id = ""
         predict = None
-        for number, _wire, value in fields(data):
-            if number == 2 and predict is None:
+        for field, _wire, value in fields(data):
+            if field == _J_PREDICT and predict is None:
                 predict = _predict(blob(value))
-            elif number == 5 and not request_id:
+            elif field == _J_RID and not request_id:
                 request_id = text(value)
             else:
                 raise Fallback
@@ -104,13 +128,11 @@ def decode_join_request(data: bytes) -> model_pb.JoinRequest:
 
 
 def _encode_context(context: model_pb.AdapterContext) -> bytearray:
-    if context._unknown_fields:
-        raise Fallback
     out = bytearray()
     for tag, field_text in (
-        (0x0A, context.session_id),
-        (0x12, context.env_id),
-        (0x1A, context.request_id),
+        (_K_SESSION, context.session_id),
+        (_K_ENV, context.env_id),
+        (_K_REQUEST, context.request_id),
     ):
         if field_text:
             put_len(out, tag, field_text.encode())
@@ -118,13 +140,11 @@ def _encode_context(context: model_pb.AdapterContext) -> bytearray:
 
 
 def _encode_predict(predict: model_pb.PredictResponse) -> bytearray:
-    if predict._unknown_fields:
-        raise Fallback
     out = bytearray()
     if predict.context is not None:
-        put_len(out, 0x0A, _encode_context(predict.context))
+        put_len(out, _K_PR_CONTEXT, _encode_context(predict.context))
     for frame in predict.actions:
-        put_space_value(out, 0x12, frame)
+        put_space_value(out, _K_PR_ACTIONS, frame)
     return out
 
 
@@ -136,20 +156,17 @@ _OTHER_ARMS = (
     "reset_adapter",
     "error",
 )
-#: The additive uint64 counters of 0.1.0 (fields 11-15, 17, 18), as (varint key, name).
+#: The additive uint64 counters of 0.1.0 (fields 11-15, 17, 18), as (encoded key, name).
 _COUNTERS = tuple(
-    (
-        bytes([(number << 3) & 0x7F | 0x80, number >> 4]) if number >= 16 else bytes([number << 3]),
-        name,
-    )
-    for number, name in (
-        (11, "decode_ns"),
-        (12, "user_ns"),
-        (13, "encode_ns"),
-        (14, "adapter_ns"),
-        (15, "in_flight"),
-        (17, "held_episodes"),
-        (18, "held_bytes"),
+    (key(_JR, name, VARINT), name)
+    for name in (
+        "decode_ns",
+        "user_ns",
+        "encode_ns",
+        "adapter_ns",
+        "in_flight",
+        "held_episodes",
+        "held_bytes",
     )
 )
 
@@ -157,14 +174,14 @@ _COUNTERS = tuple(
 def encode_join_response(response: model_pb.JoinResponse) -> bytes:
     """Serialise a model ``JoinResponse``; fast for ``predict``, betterproto2 for the rest."""
     predict = response.predict
-    if predict is not None and not response._unknown_fields and _only_predict(response):
+    if predict is not None and _only_predict(response):
         try:
             out = bytearray()
-            put_len(out, 0x12, _encode_predict(predict))
+            put_len(out, _K_JR_PREDICT, _encode_predict(predict))
             if response.request_id:
-                put_len(out, 0x2A, response.request_id.encode())
+                put_len(out, _K_JR_RID, response.request_id.encode())
             if response.endpoint_total_ns is not None:
-                out.append(0x30)
+                out += _K_JR_TOTAL
                 put_varint(out, response.endpoint_total_ns)
             for key, name in _COUNTERS:
                 value = getattr(response, name)

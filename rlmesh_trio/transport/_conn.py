@@ -1,0 +1,424 @@
+"""One HTTP/2 connection to an endpoint, driven from Trio over the I/O-free core.
+
+A :class:`Connection` owns a Trio stream (TCP, unix socket, or TLS with ALPN
+``h2``) and a :class:`~rlmesh_trio.wire.ClientCore`. One reader task feeds
+what arrives to the core and dispatches its events to the stream handlers; a
+writer task flushes bytes queued by code that cannot wait (``submit``, window
+updates, ping replies); a keepalive task pings every 30 s. A caller that can
+wait writes its own request straight to the stream (:meth:`Connection.flush`),
+which saves a task switch on the hot path.
+
+The tasks run in a nursery owned by the client's ``async with`` when there is
+one, else in a Trio system task that ends with the connection (the client's
+``aclose``) or with the Trio run. Connection loss (EOF, a reset, a keepalive
+ping not answered, bytes that are not HTTP/2) is reported to every open
+stream's handler with a short detail such as ``connection closed`` or
+``not a gRPC/HTTP2 endpoint``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import ssl as _ssl
+from typing import Protocol
+
+import trio
+
+from .. import wire
+from ._address import Address
+from ._reading import RECEIVE_SIZE, ReplyWait, SharedReader
+
+__all__ = [
+    "CLOSED",
+    "EAGER_ACK_READS",
+    "KEEPALIVE_INTERVAL",
+    "KEEPALIVE_TIMEOUT",
+    "NOT_HTTP2",
+    "Connection",
+    "ConnectionLost",
+    "StreamHandler",
+]
+
+log = logging.getLogger(__name__)
+
+CLOSED = "connection closed"
+NOT_HTTP2 = "not a gRPC/HTTP2 endpoint"
+#: Seconds between keepalive pings (as 0.1.0 clients do) and to wait for the answer.
+KEEPALIVE_INTERVAL = 30.0
+KEEPALIVE_TIMEOUT = 10.0
+#: Reads at the start of a connection that are always acknowledged at once (see below).
+EAGER_ACK_READS = 16
+_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
+
+
+class ConnectionLost(Exception):
+    """The connection is gone; ``detail`` says how (``connection closed``, ...)."""
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        super().__init__(detail)
+
+
+class StreamHandler(Protocol):
+    """Who hears about one stream's events (called from the reader; must not block)."""
+
+    def on_headers(self, headers: list[tuple[str, str]]) -> None: ...
+
+    def on_message(self, data: bytes) -> None: ...
+
+    def on_end(self, status: wire.GrpcStatus | None, message: str | None) -> None: ...
+
+    def on_lost(self, detail: str) -> None: ...
+
+    def replies_owed(self) -> bool: ...
+
+
+async def _open_stream(
+    address: Address, ssl: _ssl.SSLContext | None
+) -> tuple[trio.abc.Stream, trio.SocketStream]:
+    if address.path is not None:
+        tcp = await trio.open_unix_socket(address.path)
+    else:
+        if address.host is None or address.port is None:
+            raise OSError(f"no host and port in {address!r}")
+        tcp = await trio.open_tcp_stream(address.host, address.port)
+        tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    if ssl is None:
+        return tcp, tcp
+    # gRPC over TLS negotiates HTTP/2 by ALPN; a caller's context may not say so.
+    ssl.set_alpn_protocols(["h2"])
+    tls = trio.SSLStream(tcp, ssl, server_hostname=address.host or None)
+    try:
+        await tls.do_handshake()
+    except BaseException:
+        await trio.aclose_forcefully(tcp)
+        raise
+    return tls, tcp
+
+
+class Connection:
+    """A live HTTP/2 connection. Make one with :meth:`open`; never reused after loss."""
+
+    def __init__(
+        self, stream: trio.abc.Stream, socket_stream: trio.SocketStream, authority: str, scheme: str
+    ) -> None:
+        self._stream = stream
+        self._socket = socket_stream
+        self.authority = authority
+        self.scheme = scheme
+        self._core = wire.ClientCore()
+        self._handlers: dict[int, StreamHandler] = {}
+        self._writing = False
+        self._write_wanted = trio.Event()
+        self._ping_answered = trio.Event()
+        self._stopped = trio.Event()
+        self.lost: str | None = None
+        self.token = trio.lowlevel.current_trio_token()
+        # Plain TCP/unix: small writes go straight to the descriptor (see flush).
+        self._fd = socket_stream.socket.fileno() if stream is socket_stream else -1
+        family = socket_stream.socket.family
+        self._quickack = _TCP_QUICKACK if family in (socket.AF_INET, socket.AF_INET6) else None
+        self._eager = EAGER_ACK_READS
+        self._reading: SharedReader | None = None
+        if self._fd >= 0:
+            self._reading = SharedReader(
+                self._fd,
+                process=self._process,
+                lose=self._lose,
+                lost=lambda: self.lost is not None,
+                owed=self._replies_owed,
+            )
+
+    @classmethod
+    async def open(
+        cls,
+        address: Address,
+        *,
+        ssl: _ssl.SSLContext | None,
+        nursery: trio.Nursery | None,
+    ) -> Connection:
+        """Connect, send the HTTP/2 preface and start the connection's tasks.
+
+        Raises:
+            OSError: the endpoint is unreachable or refused (the caller maps it).
+            ssl.SSLError: the TLS handshake failed.
+        Cancellation: a cancelled open leaves nothing behind.
+        """
+        stream, tcp = await _open_stream(address, ssl)
+        authority = "localhost" if address.path is not None else f"{address.host}:{address.port}"
+        conn = cls(stream, tcp, authority, "https" if ssl is not None else "http")
+        conn._core.initiate()
+        if nursery is not None:
+            nursery.start_soon(conn._run)
+        else:
+            trio.lowlevel.spawn_system_task(conn._run)
+        await conn.flush()
+        return conn
+
+    @property
+    def usable(self) -> bool:
+        """Open, not lost, not draining after GOAWAY, and in the current Trio run."""
+        if self.lost is not None or self._core.terminated is not None:
+            return False
+        try:
+            return trio.lowlevel.current_trio_token() is self.token
+        except RuntimeError:
+            return False
+
+    # ---- streams -------------------------------------------------------------
+
+    def open_stream(
+        self,
+        path: str,
+        handler: StreamHandler,
+        *,
+        metadata: dict[str, str] | None,
+        timeout: float | None = None,
+    ) -> int:
+        """Queue a new stream's headers (written by the next :meth:`flush`).
+
+        Raises:
+            ConnectionLost: the connection is gone or closing.
+        """
+        if self.lost is not None:
+            raise ConnectionLost(self.lost)
+        headers = wire.request_headers(
+            path,
+            self.authority,
+            scheme=self.scheme,
+            metadata=metadata,
+            timeout=timeout,
+            user_agent="rlmesh-trio",
+        )
+        try:
+            stream_id = self._core.open_stream(headers)
+        except wire.ProtocolFailure:
+            raise ConnectionLost(CLOSED) from None
+        self._handlers[stream_id] = handler
+        return stream_id
+
+    def send(self, stream_id: int, payload: bytes, *, end: bool = False) -> None:
+        """Queue one message (written by the next :meth:`flush`). Never blocks.
+
+        Raises:
+            ConnectionLost: the connection or the stream is gone.
+        """
+        if self.lost is not None:
+            raise ConnectionLost(self.lost)
+        try:
+            self._core.send_message(stream_id, payload, end=end)
+        except wire.ProtocolFailure:
+            raise ConnectionLost(CLOSED) from None
+
+    def end_stream(self, stream_id: int) -> None:
+        """Queue our half-close of a stream. Never blocks."""
+        if self.lost is None:
+            self._core.end_stream(stream_id)
+            self.wake_writer()
+
+    def reset_stream(self, stream_id: int) -> None:
+        """Abandon a stream (RST_STREAM); its handler hears nothing more. Never blocks."""
+        self._handlers.pop(stream_id, None)
+        if self.lost is None:
+            self._core.reset_stream(stream_id)
+            self.wake_writer()
+
+    def wake_writer(self) -> None:
+        """Have the writer task flush queued bytes soon (for callers that cannot wait)."""
+        if self._core.wants_write:
+            self._write_wanted.set()
+
+    async def flush(self) -> None:
+        """Write every queued byte (unless another task is already writing them).
+
+        Never raises for a broken connection: that is recorded and reported to
+        the streams. Cancellation: bytes not yet handed to the socket stay
+        queued for the writer; a write cancelled halfway loses the connection.
+        """
+        if self._writing or self.lost is not None:
+            return
+        core = self._core
+        self._writing = True
+        try:
+            while core.wants_write:
+                await trio.lowlevel.checkpoint_if_cancelled()
+                if self.lost is not None:
+                    return  # closed while we were away: the descriptor may be gone
+                data = core.data_to_send()
+                try:
+                    if self._fd >= 0:
+                        # A write the socket buffer takes whole needs no trip through
+                        # Trio's scheduler (a successful send_all always yields once).
+                        try:
+                            sent = os.write(self._fd, data)
+                        except BlockingIOError:
+                            sent = 0
+                        if sent == len(data):
+                            continue
+                        data = data[sent:]
+                    await self._stream.send_all(data)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    self._lose(CLOSED)
+                    return
+                except trio.Cancelled:
+                    self._lose(CLOSED)  # part of a frame may be on the wire
+                    raise
+        finally:
+            self._writing = False
+            if core.wants_write and self.lost is None:
+                self._write_wanted.set()
+
+    # ---- the connection's tasks ----------------------------------------------
+
+    async def _run(self) -> None:
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._read_loop)
+                nursery.start_soon(self._write_loop)
+                nursery.start_soon(self._keepalive)
+                await self._stopped.wait()
+                nursery.cancel_scope.cancel()
+        except Exception:  # a bug here must not crash the Trio run (system task)
+            log.exception("connection task failed")
+            self._lose(CLOSED)
+        finally:
+            self._lose(CLOSED)
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self._stream)
+
+    async def wait_reply(self, waiter: ReplyWait) -> None:
+        """Wait until ``waiter`` is answered (or failed), reading the socket if no one is.
+
+        Cancellation: returns the read role to the connection; the request's
+        owner decides what the cancelled wait means.
+        """
+        if self._reading is not None:
+            await self._reading.wait_reply(waiter)
+            return
+        while not waiter.done:
+            event = waiter.event = trio.Event()
+            await event.wait()
+
+    def wake_reader(self) -> None:
+        """Replies are owed that no task will wait for: have the background reader read."""
+        if self._reading is not None:
+            self._reading.wake_background()
+
+    def _replies_owed(self) -> bool:
+        return any(handler.replies_owed() for handler in self._handlers.values())
+
+    async def _read_loop(self) -> None:
+        if self._reading is not None:
+            await self._reading.background()
+            return
+        # A TLS stream: this task reads everything.
+        while self.lost is None:
+            try:
+                data = bytes(await self._stream.receive_some(RECEIVE_SIZE))
+            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                data = b""
+            if not data:
+                self._lose(CLOSED)
+                return
+            self._process(data)
+
+    def _process(self, data: bytes) -> None:
+        """Feed bytes read to the core and hand out what happened. Never raises."""
+        try:
+            events = self._core.receive_data(data)
+        except wire.NotHttp2:
+            self._lose(NOT_HTTP2)
+            return
+        except wire.ProtocolFailure as exc:
+            log.debug("HTTP/2 failure: %s", exc)
+            self._lose(CLOSED)
+            return
+        for event in events:
+            self._dispatch(event)
+        if self._quickack is not None:
+            self._acknowledge_if_owed()
+        if self._core.wants_write:
+            self._write_wanted.set()
+
+    def _acknowledge_if_owed(self) -> None:
+        # A server that does not disable Nagle's algorithm (rlmesh 0.1.0's do not)
+        # holds a write back while its previous one is unacknowledged, and a
+        # delayed ACK then costs 40 ms. Acknowledge at once after a read that
+        # left replies owed, and for a connection's first reads.
+        if self._eager:
+            self._eager -= 1
+        else:
+            for handler in self._handlers.values():
+                if handler.replies_owed():
+                    break
+            else:
+                return
+        try:
+            self._socket.setsockopt(socket.IPPROTO_TCP, self._quickack, 1)  # type: ignore[arg-type]
+        except OSError:
+            self._quickack = None
+
+    def _dispatch(self, event: wire.Event) -> None:
+        if type(event) is wire.MessageReceived:
+            handler = self._handlers.get(event.stream_id)
+            if handler is not None:
+                handler.on_message(event.data)
+        elif isinstance(event, wire.ResponseHeaders):
+            handler = self._handlers.get(event.stream_id)
+            if handler is not None:
+                handler.on_headers(event.headers)
+        elif isinstance(event, wire.StreamEnded):
+            handler = self._handlers.pop(event.stream_id, None)
+            if handler is not None:
+                handler.on_end(event.status, event.message)
+        elif isinstance(event, wire.StreamReset):
+            handler = self._handlers.pop(event.stream_id, None)
+            if handler is not None:
+                handler.on_lost(event.detail)
+        elif isinstance(event, wire.ConnectionTerminated):
+            for stream_id in [s for s in self._handlers if s > event.last_stream_id]:
+                self._handlers.pop(stream_id).on_lost(CLOSED)
+            if not self._handlers:
+                self._lose(CLOSED)
+        elif isinstance(event, wire.PingAcknowledged):
+            self._ping_answered.set()
+
+    async def _write_loop(self) -> None:
+        while True:
+            await self._write_wanted.wait()
+            self._write_wanted = trio.Event()
+            await self.flush()
+
+    async def _keepalive(self) -> None:
+        while True:
+            await trio.sleep(KEEPALIVE_INTERVAL)
+            self._ping_answered = trio.Event()
+            self._core.ping(os.urandom(8))
+            await self.flush()
+            with trio.move_on_after(KEEPALIVE_TIMEOUT):
+                await self._ping_answered.wait()
+            if not self._ping_answered.is_set():
+                self._lose("keepalive ping not answered")
+                return
+
+    # ---- ending --------------------------------------------------------------
+
+    def _lose(self, detail: str) -> None:
+        if self.lost is None:
+            self.lost = detail
+        self._stopped.set()
+        handlers, self._handlers = self._handlers, {}
+        for handler in handlers.values():
+            try:
+                handler.on_lost(self.lost)
+            except Exception:
+                log.exception("a stream handler failed on connection loss")
+
+    def close(self) -> None:
+        """Drop the connection now (GOAWAY queued best-effort). Never blocks; idempotent."""
+        if self.lost is None:
+            self._core.close()
+            self.wake_writer()
+        self._lose(CLOSED)

@@ -1,0 +1,59 @@
+"""The I/O-free wire core: gRPC over HTTP/2 (h2's public API), Join demux, codecs.
+
+Nothing here opens a socket or touches an event loop: bytes go in, events
+come out (:class:`ClientCore`), and the transport layer does the I/O.
+"""
+
+from ._demux import JoinDemux, Undecodable, Waiter
+from ._events import (
+    ConnectionTerminated,
+    Event,
+    MessageReceived,
+    PingAcknowledged,
+    ResponseHeaders,
+    StreamEnded,
+    StreamReset,
+)
+from ._grpc import (
+    MAX_MESSAGE_BYTES,
+    FramingError,
+    GrpcError,
+    GrpcStatus,
+    MessageReader,
+    check_size,
+    frame,
+    grpc_timeout,
+    request_headers,
+    status_from_headers,
+)
+from ._h2core import DEFAULT_WINDOW, ClientCore, NotHttp2, ProtocolFailure
+from ._registry import decode, encode
+
+__all__ = [
+    "DEFAULT_WINDOW",
+    "MAX_MESSAGE_BYTES",
+    "ClientCore",
+    "ConnectionTerminated",
+    "Event",
+    "FramingError",
+    "GrpcError",
+    "GrpcStatus",
+    "JoinDemux",
+    "MessageReader",
+    "MessageReceived",
+    "NotHttp2",
+    "PingAcknowledged",
+    "ProtocolFailure",
+    "ResponseHeaders",
+    "StreamEnded",
+    "StreamReset",
+    "Undecodable",
+    "Waiter",
+    "check_size",
+    "decode",
+    "encode",
+    "frame",
+    "grpc_timeout",
+    "request_headers",
+    "status_from_headers",
+]

@@ -1,0 +1,401 @@
+"""Hand codecs for the client's hot Join messages: Step/Predict out, Step/Reset/Predict in.
+
+A route step sends a step and a predict request and receives their replies;
+betterproto2 spends 40-120 µs on each. These functions produce exactly the
+bytes betterproto2 writes for the known fields and exactly the message objects
+it parses. Anything outside the hot shapes -- another ``oneof`` arm, an unknown
+field, an unexpected wire type -- makes a decoder fall back to betterproto2, so
+correctness never depends on this module being complete. Encoders write the
+known fields only: unknown fields a message carried in from a peer are not
+forwarded to another peer.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable
+from typing import Any
+
+from .._wire import env_pb, model_pb, spaces_pb
+from . import _pb
+from ._pb import Fallback, key, number, put_len, put_space_value, put_varint
+
+__all__ = [
+    "decode_env_response",
+    "decode_model_response",
+    "encode_env_step",
+    "encode_model_grouped_predict",
+    "encode_model_predict",
+    "fast_path_counts",
+]
+
+#: How often each hot path was taken (a test proves the fast path runs, not only agrees).
+fast_path_counts: dict[str, int] = {"encode": 0, "decode": 0, "fallback": 0}
+
+_ENV_REQ = env_pb.JoinRequest
+_STEP_REQ = env_pb.StepRequest
+_MODEL_REQ = model_pb.JoinRequest
+_PREDICT_REQ = model_pb.PredictRequest
+_CONTEXT = model_pb.AdapterContext
+_INFO = model_pb.EpisodeInfo
+
+_K_ENV_STEP = key(_ENV_REQ, "step")
+_K_ENV_RID = key(_ENV_REQ, "request_id")
+_K_STEP_ACTION = key(_STEP_REQ, "action")
+_K_STEP_TIMEOUT = key(_STEP_REQ, "timeout_ms", _pb.VARINT)
+_K_STEP_INDICES = key(_STEP_REQ, "env_indices")
+_K_STEP_EPISODES = key(_STEP_REQ, "episode_ids")
+_K_MODEL_PREDICT = key(_MODEL_REQ, "predict")
+_K_MODEL_GROUPED = key(_MODEL_REQ, "grouped_predict")
+_K_MODEL_RID = key(_MODEL_REQ, "request_id")
+_K_GROUPS = key(model_pb.GroupedPredictRequest, "groups")
+_K_PREDICT_CONTEXT = key(_PREDICT_REQ, "context")
+_K_PREDICT_OBSERVATION = key(_PREDICT_REQ, "observation")
+_K_PREDICT_INFO = key(_PREDICT_REQ, "episode_info")
+_K_CTX_SESSION = key(_CONTEXT, "session_id")
+_K_CTX_ENV = key(_CONTEXT, "env_id")
+_K_CTX_REQUEST = key(_CONTEXT, "request_id")
+_K_INFO_EPISODE = key(_INFO, "episode_id")
+_K_INFO_SEED = key(_INFO, "seed", _pb.VARINT)
+
+# ---- encoding ----------------------------------------------------------------
+
+
+def _put_text(out: bytearray, tag: bytes, value: str) -> None:
+    if value:
+        put_len(out, tag, value.encode())
+
+
+def encode_env_step(request_id: str, step: env_pb.StepRequest) -> bytes:
+    """``JoinRequest{step, request_id}`` as betterproto2 encodes it."""
+    body = bytearray()
+    if step.action is not None:
+        put_space_value(body, _K_STEP_ACTION, step.action)
+    if step.timeout_ms:
+        body += _K_STEP_TIMEOUT
+        put_varint(body, step.timeout_ms)
+    if step.env_indices:
+        _pb.put_packed(body, _K_STEP_INDICES, step.env_indices)
+    for episode_id in step.episode_ids:
+        put_len(body, _K_STEP_EPISODES, episode_id.encode())
+    out = bytearray()
+    put_len(out, _K_ENV_STEP, body)
+    _put_text(out, _K_ENV_RID, request_id)
+    fast_path_counts["encode"] += 1
+    return bytes(out)
+
+
+# A route's session and env ids, and an episode's id and seed, repeat on every step:
+# their encodings are kept (bounded; cleared when full) instead of rebuilt per request.
+_CACHE_LIMIT = 4096
+_route_prefix: dict[tuple[str, str], bytes] = {}
+_episode_info: dict[tuple[str, int | None], bytes] = {}
+
+
+def _put_context(out: bytearray, context: model_pb.AdapterContext) -> None:
+    route = (context.session_id, context.env_id)
+    prefix = _route_prefix.get(route)
+    if prefix is None:
+        if len(_route_prefix) >= _CACHE_LIMIT:
+            _route_prefix.clear()
+        built = bytearray()
+        _put_text(built, _K_CTX_SESSION, route[0])
+        _put_text(built, _K_CTX_ENV, route[1])
+        prefix = _route_prefix[route] = bytes(built)
+    body = bytearray(prefix)
+    _put_text(body, _K_CTX_REQUEST, context.request_id)
+    put_len(out, _K_PREDICT_CONTEXT, body)
+
+
+def _put_info(out: bytearray, info: model_pb.EpisodeInfo) -> None:
+    episode = (info.episode_id, info.seed)
+    encoded = _episode_info.get(episode)
+    if encoded is None:
+        if len(_episode_info) >= _CACHE_LIMIT:
+            _episode_info.clear()
+        body = bytearray()
+        _put_text(body, _K_INFO_EPISODE, episode[0])
+        if episode[1] is not None:
+            body += _K_INFO_SEED
+            put_varint(body, episode[1])
+        field = bytearray()
+        put_len(field, _K_PREDICT_INFO, body)
+        encoded = _episode_info[episode] = bytes(field)
+    out += encoded
+
+
+def _predict_body(predict: model_pb.PredictRequest) -> bytearray:
+    body = bytearray()
+    if predict.context is not None:
+        _put_context(body, predict.context)
+    if predict.observation is not None:
+        put_space_value(body, _K_PREDICT_OBSERVATION, predict.observation)
+    for info in predict.episode_info:
+        _put_info(body, info)
+    return body
+
+
+def encode_model_predict(request_id: str, predict: model_pb.PredictRequest) -> bytes:
+    """``JoinRequest{predict, request_id}`` as betterproto2 encodes it."""
+    out = bytearray()
+    put_len(out, _K_MODEL_PREDICT, _predict_body(predict))
+    _put_text(out, _K_MODEL_RID, request_id)
+    fast_path_counts["encode"] += 1
+    return bytes(out)
+
+
+def encode_model_grouped_predict(request_id: str, groups: list[model_pb.PredictRequest]) -> bytes:
+    """``JoinRequest{grouped_predict{groups}, request_id}`` as betterproto2 encodes it."""
+    body = bytearray()
+    for group in groups:
+        put_len(body, _K_GROUPS, _predict_body(group))
+    out = bytearray()
+    put_len(out, _K_MODEL_GROUPED, body)
+    _put_text(out, _K_MODEL_RID, request_id)
+    fast_path_counts["encode"] += 1
+    return bytes(out)
+
+
+# ---- decoding ----------------------------------------------------------------
+
+_STEP = env_pb.StepResponse
+_F_STEP = {
+    name: number(_STEP, name)
+    for name in (
+        "observation",
+        "rewards",
+        "terminated_mask",
+        "truncated_mask",
+        "infos",
+        "completed_episodes",
+        "env_indices",
+    )
+}
+
+
+def _meta_map(data: bytes) -> spaces_pb.MetaMap:
+    # infos are usually present but empty; skip the parser for those
+    return spaces_pb.MetaMap.parse(data) if data else spaces_pb.MetaMap()
+
+
+def _decode_step(data: bytes) -> env_pb.StepResponse:
+    f = _F_STEP
+    found: dict[str, Any] = {}
+    rewards: list[float] = []
+    completed: list[env_pb.EpisodeMetadata] = []
+    env_indices: list[int] = []
+    for field, _wire, value in _pb.fields(data):
+        if field == f["env_indices"]:
+            if isinstance(value, int):
+                env_indices.append(value)
+            else:
+                env_indices.extend(_pb.packed_varints(value))
+            continue
+        raw = _pb.blob(value)
+        if field == f["rewards"]:
+            if len(raw) % 8:
+                raise Fallback
+            rewards.extend(struct.unpack(f"<{len(raw) // 8}d", raw))
+        elif field == f["completed_episodes"]:
+            completed.append(env_pb.EpisodeMetadata.parse(raw))
+        elif field == f["observation"] and "observation" not in found:
+            found["observation"] = _pb.decode_space_value(raw)
+        elif field == f["infos"] and "infos" not in found:
+            found["infos"] = _meta_map(raw)
+        elif field == f["terminated_mask"]:
+            found["terminated_mask"] = raw
+        elif field == f["truncated_mask"]:
+            found["truncated_mask"] = raw
+        else:
+            raise Fallback  # a repeated singular message merges: leave it to betterproto2
+    return _STEP(rewards=rewards, completed_episodes=completed, env_indices=env_indices, **found)
+
+
+_F_RESET_OBS = number(env_pb.ResetResponse, "observation")
+_F_RESET_INFOS = number(env_pb.ResetResponse, "infos")
+
+
+def _decode_reset(data: bytes) -> env_pb.ResetResponse:
+    observation = infos = None
+    for field, _wire, value in _pb.fields(data):
+        raw = _pb.blob(value)
+        if field == _F_RESET_OBS and observation is None:
+            observation = _pb.decode_space_value(raw)
+        elif field == _F_RESET_INFOS and infos is None:
+            infos = _meta_map(raw)
+        else:
+            raise Fallback
+    return env_pb.ResetResponse(observation=observation, infos=infos)
+
+
+_F_CTX = {
+    number(_CONTEXT, name): index
+    for index, name in enumerate(("session_id", "env_id", "request_id"))
+}
+
+
+def _decode_context(data: bytes) -> model_pb.AdapterContext:
+    texts = ["", "", ""]
+    for field, _wire, value in _pb.fields(data):
+        index = _F_CTX.get(field)
+        if index is None:
+            raise Fallback
+        texts[index] = _pb.text(value)
+    return _CONTEXT(session_id=texts[0], env_id=texts[1], request_id=texts[2])
+
+
+_F_PREDICT_CONTEXT = number(model_pb.PredictResponse, "context")
+_F_PREDICT_ACTIONS = number(model_pb.PredictResponse, "actions")
+
+
+def _decode_predict(data: bytes) -> model_pb.PredictResponse:
+    context = None
+    actions = []
+    for field, _wire, value in _pb.fields(data):
+        raw = _pb.blob(value)
+        if field == _F_PREDICT_ACTIONS:
+            actions.append(_pb.decode_space_value(raw))
+        elif field == _F_PREDICT_CONTEXT and context is None:
+            context = _decode_context(raw)
+        else:
+            raise Fallback
+    return model_pb.PredictResponse(context=context, actions=actions)
+
+
+_F_RESULTS = number(model_pb.GroupedPredictResponse, "results")
+_F_RESULT_RESPONSE = number(model_pb.GroupedPredictResult, "response")
+_F_RESULT_ERROR = number(model_pb.GroupedPredictResult, "error")
+
+
+def _decode_grouped(data: bytes) -> model_pb.GroupedPredictResponse:
+    results = []
+    for field, _wire, value in _pb.fields(data):
+        if field != _F_RESULTS:
+            raise Fallback
+        outcome = _pb.fields(_pb.blob(value))
+        if len(outcome) != 1:
+            raise Fallback  # empty, or both arms: leave the oneof rules to betterproto2
+        arm, _arm_wire, body = outcome[0]
+        if arm == _F_RESULT_RESPONSE:
+            result = model_pb.GroupedPredictResult(response=_decode_predict(_pb.blob(body)))
+        elif arm == _F_RESULT_ERROR:
+            result = model_pb.GroupedPredictResult(error=model_pb.ModelError.parse(_pb.blob(body)))
+        else:
+            raise Fallback
+        results.append(result)
+    return model_pb.GroupedPredictResponse(results=results)
+
+
+def _varint_fields(message: type, names: tuple[str, ...]) -> dict[int, str]:
+    return {number(message, name): name for name in names}
+
+
+_ENV_COUNTERS = _varint_fields(
+    env_pb.JoinResponse,
+    ("endpoint_total_ns", "decode_ns", "user_ns", "encode_ns", "lane_skew_ns", "queue_ns"),
+)
+_MODEL_COUNTERS = _varint_fields(
+    model_pb.JoinResponse,
+    (
+        "endpoint_total_ns",
+        "decode_ns",
+        "user_ns",
+        "encode_ns",
+        "adapter_ns",
+        "in_flight",
+        "held_episodes",
+        "held_bytes",
+    ),
+)
+_Arms = dict[int, tuple[str, Callable[[bytes], Any]]]
+_ENV_ARMS: _Arms = {
+    number(env_pb.JoinResponse, "reset"): ("reset", _decode_reset),
+    number(env_pb.JoinResponse, "step"): ("step", _decode_step),
+}
+_MODEL_ARMS: _Arms = {
+    number(model_pb.JoinResponse, "predict"): ("predict", _decode_predict),
+    number(model_pb.JoinResponse, "grouped_predict"): ("grouped_predict", _decode_grouped),
+}
+_F_ENV_RID = number(env_pb.JoinResponse, "request_id")
+_F_MODEL_RID = number(model_pb.JoinResponse, "request_id")
+
+
+def _decode_envelope(
+    data: bytes, arms: _Arms, counters: dict[int, str], rid: int
+) -> dict[str, Any]:
+    # Walked inline rather than through _pb.fields: one envelope per response,
+    # and most of its fields are one-byte keys and values.
+    kwargs: dict[str, Any] = {}
+    arm_seen = False
+    pos, end = 0, len(data)
+    read_varint = _pb.read_varint
+    while pos < end:
+        key = data[pos]
+        pos += 1
+        if key >= 0x80:
+            key, pos = read_varint(data, pos - 1)
+        field, wire = key >> 3, key & 7
+        if wire == _pb.LEN:
+            size = data[pos]
+            pos += 1
+            if size >= 0x80:
+                size, pos = read_varint(data, pos - 1)
+            stop = pos + size
+            if stop > end:
+                raise Fallback
+            if field == rid:
+                kwargs["request_id"] = data[pos:stop].decode()
+            elif not arm_seen and field in arms:
+                name, decode = arms[field]
+                kwargs[name] = decode(data[pos:stop])
+                arm_seen = True
+            else:
+                raise Fallback
+            pos = stop
+        elif wire == _pb.VARINT:
+            value = data[pos]
+            pos += 1
+            if value >= 0x80:
+                value, pos = read_varint(data, pos - 1)
+            counter = counters.get(field)
+            if counter is None:
+                raise Fallback
+            kwargs[counter] = value
+        else:
+            raise Fallback
+    if not arm_seen:
+        raise Fallback
+    return kwargs
+
+
+_DECODE_ERRORS = (Fallback, IndexError, UnicodeDecodeError, struct.error)
+
+
+def decode_env_response(data: bytes) -> env_pb.JoinResponse:
+    """Parse an env ``JoinResponse``; reset/step replies take the hand path.
+
+    Raises:
+        Exception: whatever betterproto2 raises for bytes it cannot parse.
+    """
+    try:
+        fields = _decode_envelope(data, _ENV_ARMS, _ENV_COUNTERS, _F_ENV_RID)
+    except _DECODE_ERRORS:
+        fast_path_counts["fallback"] += 1
+        return env_pb.JoinResponse.parse(data)
+    fast_path_counts["decode"] += 1
+    return env_pb.JoinResponse(**fields)
+
+
+def decode_model_response(data: bytes) -> model_pb.JoinResponse:
+    """Parse a model ``JoinResponse``; predict and grouped-predict replies take the hand path.
+
+    Raises:
+        Exception: whatever betterproto2 raises for bytes it cannot parse.
+    """
+    try:
+        fields = _decode_envelope(data, _MODEL_ARMS, _MODEL_COUNTERS, _F_MODEL_RID)
+    except _DECODE_ERRORS:
+        fast_path_counts["fallback"] += 1
+        return model_pb.JoinResponse.parse(data)
+    fast_path_counts["decode"] += 1
+    return model_pb.JoinResponse(**fields)

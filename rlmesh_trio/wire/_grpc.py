@@ -1,0 +1,188 @@
+"""gRPC over HTTP/2, the parts with no I/O: status codes, message framing, request headers.
+
+A gRPC message on the wire is a 5-byte prefix (a compressed flag, then the
+length as a big-endian uint32) and the protobuf bytes. Requests are HTTP/2
+POSTs with ``content-type: application/grpc`` and ``te: trailers``; the
+outcome is ``grpc-status`` (and a percent-encoded ``grpc-message``) in the
+trailers, or in the response headers of a trailers-only response.
+"""
+
+from __future__ import annotations
+
+import enum
+import urllib.parse
+from collections.abc import Iterable, Mapping
+
+from .._errors import ProtocolError
+from .._wire import MAX_MESSAGE_BYTES
+
+__all__ = [
+    "MAX_MESSAGE_BYTES",
+    "FramingError",
+    "GrpcError",
+    "GrpcStatus",
+    "MessageReader",
+    "check_size",
+    "frame",
+    "grpc_timeout",
+    "request_headers",
+    "status_from_headers",
+]
+
+
+class GrpcStatus(enum.IntEnum):
+    """The gRPC status codes."""
+
+    OK = 0
+    CANCELLED = 1
+    UNKNOWN = 2
+    INVALID_ARGUMENT = 3
+    DEADLINE_EXCEEDED = 4
+    NOT_FOUND = 5
+    ALREADY_EXISTS = 6
+    PERMISSION_DENIED = 7
+    RESOURCE_EXHAUSTED = 8
+    FAILED_PRECONDITION = 9
+    ABORTED = 10
+    OUT_OF_RANGE = 11
+    UNIMPLEMENTED = 12
+    INTERNAL = 13
+    UNAVAILABLE = 14
+    DATA_LOSS = 15
+    UNAUTHENTICATED = 16
+
+
+class GrpcError(Exception):
+    """A call ended with a non-OK gRPC status."""
+
+    def __init__(self, status: GrpcStatus, message: str | None = None) -> None:
+        self.status = status
+        self.message = message
+        super().__init__(f"{status.name}: {message}" if message else status.name)
+
+    def __reduce__(self) -> tuple[type[GrpcError], tuple[GrpcStatus, str | None]]:
+        return (type(self), (self.status, self.message))
+
+
+class FramingError(ProtocolError):
+    """Bytes that are not a valid gRPC message stream (compressed, too large, truncated)."""
+
+
+def check_size(payload: bytes | bytearray, what: str) -> None:
+    """Refuse a message a wire-v1 peer would reject for size.
+
+    Raises:
+        FramingError: ``payload`` is over 256 MiB.
+    """
+    if len(payload) > MAX_MESSAGE_BYTES:
+        raise FramingError(
+            f"{what} is {len(payload)} bytes, over the 256 MiB message limit of wire-v1 peers"
+        )
+
+
+def frame(payload: bytes | bytearray) -> bytes:
+    """``payload`` as one uncompressed gRPC message (prefix and bytes)."""
+    return b"\x00" + len(payload).to_bytes(4, "big") + payload
+
+
+class MessageReader:
+    """Cuts gRPC messages out of a stream's DATA payloads, however they are split.
+
+    ``feed`` returns the messages completed by ``data`` (often exactly one
+    whole message per DATA frame, which takes no copy of the buffer).
+    """
+
+    __slots__ = ("_buffer", "_limit")
+
+    def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self._buffer = b""
+        self._limit = limit
+
+    @property
+    def partial(self) -> bool:
+        """Whether part of a message is still waiting for the rest."""
+        return bool(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """The messages ``data`` completes, in order.
+
+        Raises:
+            FramingError: a compressed message (no compression was negotiated)
+                or one over the size limit.
+        """
+        if self._buffer:
+            data = self._buffer + data
+            self._buffer = b""
+        out: list[bytes] = []
+        pos, end = 0, len(data)
+        while end - pos >= 5:
+            if data[pos]:
+                raise FramingError("a compressed gRPC message (compression is not supported)")
+            size = int.from_bytes(data[pos + 1 : pos + 5], "big")
+            if size > self._limit:
+                raise FramingError(f"a gRPC message of {size} bytes is over the 256 MiB limit")
+            stop = pos + 5 + size
+            if stop > end:
+                break
+            out.append(data[pos + 5 : stop])
+            pos = stop
+        if pos < end:
+            self._buffer = data[pos:]
+        return out
+
+
+def grpc_timeout(seconds: float) -> str:
+    """A ``grpc-timeout`` header value (at most 8 digits, as the spec requires)."""
+    millis = max(1, int(seconds * 1000))
+    if millis < 10**8:
+        return f"{millis}m"
+    return f"{min(int(seconds), 10**8 - 1)}S"
+
+
+def request_headers(
+    path: str,
+    authority: str,
+    *,
+    scheme: str = "http",
+    metadata: Mapping[str, str] | None = None,
+    timeout: float | None = None,
+    user_agent: str | None = None,
+) -> list[tuple[str, str]]:
+    """The HTTP/2 request headers of one gRPC call to ``path``."""
+    headers = [
+        (":method", "POST"),
+        (":scheme", scheme),
+        (":path", path),
+        (":authority", authority),
+        ("content-type", "application/grpc"),
+        ("te", "trailers"),
+    ]
+    if timeout is not None:
+        headers.append(("grpc-timeout", grpc_timeout(timeout)))
+    if user_agent:
+        headers.append(("user-agent", user_agent))
+    if metadata:
+        headers.extend((name.lower(), value) for name, value in metadata.items())
+    return headers
+
+
+def status_from_headers(
+    headers: Iterable[tuple[str, str]],
+) -> tuple[GrpcStatus, str | None] | None:
+    """``(status, message)`` from trailers (or trailers-only headers); ``None`` if absent.
+
+    An unknown status number reads as ``UNKNOWN`` with a message saying so.
+    """
+    raw_status: str | None = None
+    message: str | None = None
+    for name, value in headers:
+        if name == "grpc-status":
+            raw_status = value
+        elif name == "grpc-message":
+            message = urllib.parse.unquote(value)
+    if raw_status is None:
+        return None
+    try:
+        return GrpcStatus(int(raw_status)), message
+    except ValueError:
+        return GrpcStatus.UNKNOWN, f"invalid grpc-status {raw_status!r}"

@@ -1,0 +1,279 @@
+"""Protobuf wire primitives shared by every hand codec: varints, fields, keys, SpaceValue.
+
+The hand codecs (``_client_codec``, ``_env_codec``, ``_model_codec``) parse and
+build the few Join messages on a step's path directly, because betterproto2's
+reflective walk costs tens to hundreds of microseconds per message. Anything a
+hand codec does not handle raises :class:`Fallback` and the caller hands the
+bytes (or the message) to betterproto2, so a hand codec only has to be right for
+what it accepts. Decoders never ``assert``: a shape they do not expect is a
+``Fallback``.
+
+Field keys are computed from the generated classes (:func:`key`), so a tag is
+never typed by hand.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+
+import betterproto2
+
+from .._wire import spaces_pb
+
+__all__ = [
+    "LEN",
+    "U64",
+    "VARINT",
+    "Fallback",
+    "blob",
+    "decode_space_value",
+    "fields",
+    "integer",
+    "key",
+    "number",
+    "packed_varints",
+    "put_key",
+    "put_len",
+    "put_packed",
+    "put_space_value",
+    "put_varint",
+    "read_varint",
+    "signed64",
+    "text",
+    "varint_bytes",
+]
+
+U64 = (1 << 64) - 1
+VARINT = 0
+LEN = 2
+
+
+class Fallback(Exception):
+    """Not a shape the hand codec handles: let betterproto2 do it."""
+
+
+# ---------------------------------------------------------------------- schema
+
+
+@functools.cache
+def number(message: type, name: str) -> int:
+    """The field number of ``message.name``, read from betterproto2's field metadata.
+
+    Raises:
+        KeyError: the generated class has no such field.
+    """
+    for item in dataclasses.fields(message):  # type: ignore[arg-type]
+        if item.name == name:
+            return betterproto2.FieldMetadata.get(item).number
+    raise KeyError(f"{message.__name__} has no field {name!r}")
+
+
+def varint_bytes(value: int) -> bytes:
+    """``value`` as a varint, as bytes."""
+    out = bytearray()
+    put_varint(out, value)
+    return bytes(out)
+
+
+@functools.cache
+def key(message: type, name: str, wire: int = LEN) -> bytes:
+    """The encoded key (field number and wire type) of ``message.name``."""
+    return varint_bytes(number(message, name) << 3 | wire)
+
+
+# ---------------------------------------------------------------------- reading
+
+
+def read_varint(data: bytes, pos: int) -> tuple[int, int]:
+    """The varint at ``pos`` (masked to 64 bits) and the position after it.
+
+    Raises:
+        Fallback: the varint is truncated or longer than ten bytes.
+    """
+    try:
+        byte = data[pos]
+        if byte < 0x80:
+            return byte, pos + 1
+        result = byte & 0x7F
+        shift = 7
+        pos += 1
+        while True:
+            byte = data[pos]
+            pos += 1
+            result |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                return result & U64, pos
+            shift += 7
+            if shift > 63:
+                raise Fallback
+    except IndexError:
+        raise Fallback from None
+
+
+def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
+    """Every field of a message, in order: (number, wire type, int or bytes).
+
+    One-byte keys, sizes and values (the common case) are read inline.
+
+    Raises:
+        Fallback: a fixed-width or group field, field number 0, or truncated data.
+    """
+    out: list[tuple[int, int, int | bytes]] = []
+    append = out.append
+    pos = 0
+    end = len(data)
+    try:
+        while pos < end:
+            tag = data[pos]
+            if tag < 0x80:
+                pos += 1
+            else:
+                tag, pos = read_varint(data, pos)
+            wire = tag & 7
+            if wire == LEN:
+                size = data[pos]
+                if size < 0x80:
+                    pos += 1
+                else:
+                    size, pos = read_varint(data, pos)
+                stop = pos + size
+                if stop > end:
+                    raise Fallback
+                append((tag >> 3, LEN, data[pos:stop]))
+                pos = stop
+            elif wire == VARINT:
+                value = data[pos]
+                if value < 0x80:
+                    pos += 1
+                else:
+                    value, pos = read_varint(data, pos)
+                append((tag >> 3, VARINT, value))
+            else:
+                raise Fallback
+            if tag < 8:
+                raise Fallback  # field number 0
+    except IndexError:
+        raise Fallback from None
+    return out
+
+
+def packed_varints(data: bytes) -> list[int]:
+    """The values of a packed repeated varint field."""
+    out = []
+    pos = 0
+    while pos < len(data):
+        value, pos = read_varint(data, pos)
+        out.append(value)
+    return out
+
+
+def signed64(value: int) -> int:
+    """A 64-bit varint read as ``int64`` (two's complement)."""
+    return value - (1 << 64) if value >= (1 << 63) else value
+
+
+def blob(value: int | bytes) -> bytes:
+    """A length-delimited field's bytes (a Fallback for a varint where a message belongs)."""
+    if not isinstance(value, bytes):
+        raise Fallback
+    return value
+
+
+def integer(value: int | bytes) -> int:
+    """A varint field's value (a Fallback for a length-delimited field)."""
+    if not isinstance(value, int):
+        raise Fallback
+    return value
+
+
+def text(value: int | bytes) -> str:
+    """A string field's value (a Fallback if it is not valid UTF-8 bytes)."""
+    if not isinstance(value, bytes):
+        raise Fallback
+    try:
+        return value.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Fallback from None
+
+
+def decode_space_value(data: bytes) -> spaces_pb.SpaceValue:
+    """A ``SpaceValue`` (only ``leaves``, repeated bytes).
+
+    Raises:
+        Fallback: any other field, or a malformed one.
+    """
+    leaves: list[bytes] = []
+    pos, end = 0, len(data)
+    tag = _LEAVES_KEY
+    try:
+        while pos < end:
+            if data[pos] != tag:
+                raise Fallback
+            size = data[pos + 1]
+            if size < 0x80:
+                pos += 2
+            else:
+                size, pos = read_varint(data, pos + 1)
+            stop = pos + size
+            if stop > end:
+                raise Fallback
+            leaves.append(data[pos:stop])
+            pos = stop
+    except IndexError:
+        raise Fallback from None
+    return spaces_pb.SpaceValue(leaves=leaves)
+
+
+# ---------------------------------------------------------------------- writing
+
+_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
+
+
+def put_varint(out: bytearray, value: int) -> None:
+    """Append ``value`` as a varint (negative ``int64`` as ten bytes, like protobuf)."""
+    if 0 <= value < 0x80:
+        out.append(value)
+        return
+    value &= U64
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+
+
+def put_key(out: bytearray, tag: bytes | int) -> None:
+    """Append an encoded key (bytes from :func:`key`, or a one-byte int)."""
+    if isinstance(tag, int):
+        out.append(tag)
+    else:
+        out += tag
+
+
+def put_len(out: bytearray, tag: bytes | int, payload: bytes | bytearray) -> None:
+    """Append a length-delimited field with key ``tag``."""
+    put_key(out, tag)
+    put_varint(out, len(payload))
+    out += payload
+
+
+def put_packed(out: bytearray, tag: bytes | int, values: list[int]) -> None:
+    """Append a packed repeated varint field."""
+    body = bytearray()
+    for value in values:
+        put_varint(body, value)
+    put_len(out, tag, body)
+
+
+def put_space_value(out: bytearray, tag: bytes | int, value: spaces_pb.SpaceValue) -> None:
+    """Append a ``SpaceValue`` sub-message field (its known field, ``leaves``)."""
+    body = bytearray()
+    leaf_key = _LEAVES_KEY
+    for leaf in value.leaves:
+        body.append(leaf_key)
+        put_varint(body, len(leaf))
+        body += leaf
+    put_len(out, tag, body)
+
+
+_LEAVES_KEY = key(spaces_pb.SpaceValue, "leaves")[0]
