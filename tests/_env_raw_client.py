@@ -11,12 +11,13 @@ from typing import Any
 
 import grpclib.client
 import grpclib.const
-from grpclib.exceptions import GRPCError, StreamTerminatedError
+from grpclib.exceptions import GRPCError
 
 from rlmesh_trio._wire import core_pb, env_pb
 from rlmesh_trio.transport._address import parse_address
 
 from . import _asyncio_bridge as bridge
+from ._faults_raw import RawStream, StreamEnd
 
 _SERVICE = "/rlmesh.env.v1.EnvService"
 
@@ -29,61 +30,40 @@ def _channel(address: str) -> grpclib.client.Channel:
 
 
 class RawJoin:
-    """One Join stream; every method is Trio-side."""
+    """One Join stream of our env service, driven message by message (on the Trio-native
+    raw stream of ``_faults_raw``); a non-OK end is raised as grpclib's ``GRPCError``."""
 
     def __init__(self, address: str, metadata: dict[str, str] | None = None) -> None:
         self.address = address
         self.metadata = metadata
-        self.channel: grpclib.client.Channel | None = None
-        self.stream: Any = None
-        self._cm: Any = None
+        self._raw = RawStream(address, f"{_SERVICE}/Join", metadata)
+        self._end: StreamEnd | None = None
         self._n = 0
 
     async def open(self) -> None:
-        async def _open() -> None:
-            self.channel = _channel(self.address)
-            self._cm = self.channel.request(
-                f"{_SERVICE}/Join",
-                grpclib.const.Cardinality.STREAM_STREAM,
-                env_pb.JoinRequest,
-                env_pb.JoinResponse,
-                metadata=self.metadata,
-            )
-            self.stream = await self._cm.__aenter__()
-            await self.stream.send_request()
+        await self._raw.open()
 
-        await bridge.call(_open)
-
-    async def headers(self) -> Any:
+    async def headers(self) -> None:
         try:
-            await bridge.call(self.stream.recv_initial_metadata)
-        except StreamTerminatedError as exc:
-            raise self._status_or(exc) from None
-        return self.stream.initial_metadata
+            await self._raw.headers()
+        except StreamEnd as ended:
+            raise _error(ended) from None
 
     async def send(self, request_id: str | None = None, **kind: Any) -> str:
         if request_id is None:
             self._n += 1
             request_id = f"grpc-req-{self._n}"
-        await bridge.call(
-            self.stream.send_message, env_pb.JoinRequest(request_id=request_id, **kind)
-        )
+        await self._raw.send(bytes(env_pb.JoinRequest(request_id=request_id, **kind)))
         return request_id
 
     async def recv(self) -> env_pb.JoinResponse | None:
         try:
-            return await bridge.call(self.stream.recv_message)
-        except StreamTerminatedError as exc:
-            raise self._status_or(exc) from None
-
-    def _status_or(self, exc: StreamTerminatedError) -> Exception:
-        # grpclib servers follow a non-OK status with RST_STREAM(NO_ERROR) while our
-        # half is open; a grpclib client that reads both at once reports the reset.
-        # The status the trailers carried is what the server said.
-        from ._faults_raw import status_from_trailers
-
-        ended = status_from_trailers(self.stream)
-        return exc if ended is None else GRPCError(ended.status, ended.message)
+            return env_pb.JoinResponse().parse(await self._raw.recv())
+        except StreamEnd as ended:
+            self._end = ended
+            if ended.status is grpclib.const.Status.OK:
+                return None
+            raise _error(ended) from None
 
     async def rpc(self, **kind: Any) -> env_pb.JoinResponse:
         await self.send(**kind)
@@ -92,31 +72,22 @@ class RawJoin:
         return response
 
     async def half_close(self) -> None:
-        await bridge.call(self.stream.end)
+        await self._raw.half_close()
 
-    async def trailers(self) -> Any:
-        async def _trailers() -> Any:
-            try:
-                await self.stream.end()  # grpclib reads trailers only after our side ended
-            except Exception:
-                pass
-            await self.stream.recv_trailing_metadata()
-            return self.stream.trailing_metadata
-
-        return await bridge.call(_trailers)
+    async def trailers(self) -> StreamEnd:
+        """Half-close and wait for the server's status; a non-OK one raises ``GRPCError``."""
+        if self._end is None:
+            _leftovers, self._end = await self._raw.drain()
+        if self._end.status is not grpclib.const.Status.OK:
+            raise _error(self._end)
+        return self._end
 
     async def close(self) -> None:
-        async def _close() -> None:
-            try:
-                if self._cm is not None:
-                    await self._cm.__aexit__(None, None, None)
-            except (GRPCError, Exception):
-                pass
-            finally:
-                if self.channel is not None:
-                    self.channel.close()
+        await self._raw.close()
 
-        await bridge.call(_close)
+
+def _error(ended: StreamEnd) -> GRPCError:
+    return GRPCError(ended.status, ended.message)
 
 
 async def unary(address: str, method: str, request: Any, reply_type: Any, **kw: Any) -> Any:

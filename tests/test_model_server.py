@@ -463,6 +463,7 @@ SERVE_SCRIPT = """
 import sys
 from rlmesh_trio._demo_policy import cartpole_policy
 from rlmesh_trio.transport._model_server import ModelServer
+
 threaded, shutdown = sys.argv[2] == "threaded", sys.argv[3] == "shutdown"
 server = ModelServer(
     cartpole_policy, "127.0.0.1:0", threaded=threaded, allow_remote_shutdown=shutdown

@@ -127,7 +127,9 @@ async def serve_fake(
 ) -> AsyncIterator[str]:
     """Run a grpclib server on the test's asyncio loop; yield its address."""
     async with bridge.asyncio_loop():
-        server = grpclib.server.Server(list(services), codec=RawCodec() if raw else None)
+        server = await bridge.on_loop(
+            grpclib.server.Server, list(services), codec=RawCodec() if raw else None
+        )
         if path is not None:
             await bridge.call(server.start, path=path)
             address = f"unix://{path}"
@@ -139,7 +141,7 @@ async def serve_fake(
         try:
             yield address
         finally:
-            server.close()
+            await bridge.on_loop(server.close)
             with trio.move_on_after(5):
                 await bridge.call(server.wait_closed)
 
@@ -684,7 +686,7 @@ async def test_tls_with_a_caller_ssl_context(tls_files: tuple[Path, Path]) -> No
 
     service = FakeService({f"{MODEL}/Join": (model_join(), BIDI)})
     async with bridge.asyncio_loop():
-        server = grpclib.server.Server([service], codec=RawCodec())
+        server = await bridge.on_loop(grpclib.server.Server, [service], codec=RawCodec())
         sock = socket.socket()
         sock.bind(("127.0.0.1", 0))
         await bridge.call(server.start, sock=sock, ssl=server_ctx)
@@ -698,7 +700,7 @@ async def test_tls_with_a_caller_ssl_context(tls_files: tuple[Path, Path]) -> No
                     with trio.fail_after(5):
                         await plain.predict(predict_request("tls", 2))
         finally:
-            server.close()
+            await bridge.on_loop(server.close)
             with trio.move_on_after(5):
                 await bridge.call(server.wait_closed)
 
