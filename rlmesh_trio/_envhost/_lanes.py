@@ -27,13 +27,16 @@ from ._values import encode_observations, info_map, lanes_info_map, options_of, 
 
 __all__ = ["LaneHost"]
 
+#: One lane's step result: (observation, reward, terminated, truncated, info).
+_LaneStep = tuple[Any, float, bool, bool, Any]
+
 
 def _reset_lane(env: Any, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, Any]:
     # The legacy gym API too (a bare observation; a reset without seed/options keywords).
     return normalize_reset(reset_env(env, seed, options), env.observation_space)
 
 
-def _step_lane(env: Any, action: Any) -> tuple[Any, float, bool, bool, Any]:
+def _step_lane(env: Any, action: Any) -> _LaneStep:
     result = env.step(action)
     if len(result) != 5:
         result = normalize_step(result)  # a legacy gym 4-tuple
@@ -196,6 +199,26 @@ class LaneHost(EnvHost):
             call.env("step", _step_lane, self._lanes[lane], action)
             for lane, action in zip(lanes, actions, strict=True)
         ]
+        return self._answer_step(call, lanes, count, results, warned, subset)
+
+    def _answer_step(
+        self,
+        call: Call,
+        lanes: list[int],
+        count: int,
+        results: list[_LaneStep],
+        warned: list[list[dict[str, str]]],
+        subset: bool,
+    ) -> env_pb.StepResponse:
+        """Encode, book and answer the step the ``lanes`` just took (``results`` in lane order).
+
+        Synchronous, in the request's worker thread: nothing here awaits, so there is
+        no cancellation point; the deadline is checked before any episode is booked.
+
+        Raises:
+            EnvFailure: INTERNAL for an observation or info that does not encode,
+                TIMEOUT when the request is past its deadline.
+        """
         with call.encoding():
             observation = encode_observations(
                 "step", self._observation_spec, [r[0] for r in results]
