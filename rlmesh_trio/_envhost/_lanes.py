@@ -199,26 +199,6 @@ class LaneHost(EnvHost):
             call.env("step", _step_lane, self._lanes[lane], action)
             for lane, action in zip(lanes, actions, strict=True)
         ]
-        return self._answer_step(call, lanes, count, results, warned, subset)
-
-    def _answer_step(
-        self,
-        call: Call,
-        lanes: list[int],
-        count: int,
-        results: list[_LaneStep],
-        warned: list[list[dict[str, str]]],
-        subset: bool,
-    ) -> env_pb.StepResponse:
-        """Encode, book and answer the step the ``lanes`` just took (``results`` in lane order).
-
-        Synchronous, in the request's worker thread: nothing here awaits, so there is
-        no cancellation point; the deadline is checked before any episode is booked.
-
-        Raises:
-            EnvFailure: INTERNAL for an observation or info that does not encode,
-                TIMEOUT when the request is past its deadline.
-        """
         with call.encoding():
             observation = encode_observations(
                 "step", self._observation_spec, [r[0] for r in results]
@@ -239,7 +219,25 @@ class LaneHost(EnvHost):
                     [w for ws in warned for w in ws],
                 )
         call.check_deadline()
+        return self._answer_step(lanes, results, lane_infos, observation, info_msg, subset)
 
+    def _answer_step(
+        self,
+        lanes: list[int],
+        results: list[_LaneStep],
+        lane_infos: list[spaces_pb.MetaMap],
+        observation: spaces_pb.SpaceValue,
+        info_msg: spaces_pb.MetaMap,
+        subset: bool,
+    ) -> env_pb.StepResponse:
+        """Book the step the ``lanes`` took (``results`` in lane order) and build the answer.
+
+        Called once the step is encoded and inside its deadline, so nothing here
+        fails. Synchronous, in the request's worker thread: no cancellation point.
+
+        Raises:
+            Nothing of its own (the episode book only counts and records).
+        """
         completed = self.book.drain_interrupted()
         for lane, (_, reward, terminated, truncated, _), final in zip(
             lanes, results, lane_infos, strict=True
