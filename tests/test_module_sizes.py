@@ -28,11 +28,6 @@ ALLOWLIST: frozenset[str] = frozenset(
         # transport: the server and bridge splits.
         "rlmesh_trio/transport/_bridge.py::_direct_reader",
         "rlmesh_trio/transport/_join.py",
-        # env hosts: the step loops.
-        "rlmesh_trio/_envhost/_lanes.py::LaneHost._step",
-        "rlmesh_trio/_envhost/_vector.py::VectorHost._step",
-        # model host: 504 lines.
-        "rlmesh_trio/_modelhost/_host.py",
     }
 )
 

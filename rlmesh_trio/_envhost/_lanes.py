@@ -27,13 +27,16 @@ from ._values import encode_observations, info_map, lanes_info_map, options_of, 
 
 __all__ = ["LaneHost"]
 
+#: One lane's step result: (observation, reward, terminated, truncated, info).
+_LaneStep = tuple[Any, float, bool, bool, Any]
+
 
 def _reset_lane(env: Any, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, Any]:
     # The legacy gym API too (a bare observation; a reset without seed/options keywords).
     return normalize_reset(reset_env(env, seed, options), env.observation_space)
 
 
-def _step_lane(env: Any, action: Any) -> tuple[Any, float, bool, bool, Any]:
+def _step_lane(env: Any, action: Any) -> _LaneStep:
     result = env.step(action)
     if len(result) != 5:
         result = normalize_step(result)  # a legacy gym 4-tuple
@@ -216,7 +219,25 @@ class LaneHost(EnvHost):
                     [w for ws in warned for w in ws],
                 )
         call.check_deadline()
+        return self._answer_step(lanes, results, lane_infos, observation, info_msg, subset)
 
+    def _answer_step(
+        self,
+        lanes: list[int],
+        results: list[_LaneStep],
+        lane_infos: list[spaces_pb.MetaMap],
+        observation: spaces_pb.SpaceValue,
+        info_msg: spaces_pb.MetaMap,
+        subset: bool,
+    ) -> env_pb.StepResponse:
+        """Book the step the ``lanes`` took (``results`` in lane order) and build the answer.
+
+        Called once the step is encoded and inside its deadline, so nothing here
+        fails. Synchronous, in the request's worker thread: no cancellation point.
+
+        Raises:
+            Nothing of its own (the episode book only counts and records).
+        """
         completed = self.book.drain_interrupted()
         for lane, (_, reward, terminated, truncated, _), final in zip(
             lanes, results, lane_infos, strict=True

@@ -168,6 +168,25 @@ class VectorHost(EnvHost):
             observation = encode_stacked_observations("step", self._observation_spec, obs, n)
             warned += self._warnings("observation", obs)
             infos = info_map("step", with_warnings(info, warned))
+        if self._rolling:  # the check costs nothing on the steps without a roll
+            self._check_rolls(rewards, term, trunc)
+        call.check_deadline()
+        completed = self._book_step(body, n, rewards, term, trunc, info)
+        return env_pb.StepResponse(
+            observation=observation,
+            rewards=rewards,
+            terminated_mask=bytes(int(t) for t in term),
+            truncated_mask=bytes(int(t) for t in trunc),
+            infos=infos,
+            completed_episodes=completed,
+        )
+
+    def _check_rolls(self, rewards: list[float], term: list[bool], trunc: list[bool]) -> None:
+        """Every rolling lane came back as NEXT_STEP promises: reward 0, not done.
+
+        Raises:
+            EnvFailure: INTERNAL naming the first lane that broke the contract.
+        """
         for lane in self._rolling:
             if term[lane] or trunc[lane] or rewards[lane] != 0.0:
                 raise internal(
@@ -175,8 +194,24 @@ class VectorHost(EnvHost):
                     "have returned its reset observation with reward 0 and not done, got "
                     f"reward {rewards[lane]}, terminated {term[lane]}, truncated {trunc[lane]}"
                 )
-        call.check_deadline()
 
+    def _book_step(
+        self,
+        body: env_pb.StepRequest,
+        n: int,
+        rewards: list[float],
+        term: list[bool],
+        trunc: list[bool],
+        info: Any,
+    ) -> list[env_pb.EpisodeMetadata]:
+        """Book one whole-width step on every lane; the episodes it completed (interrupted first).
+
+        Rolling lanes start their new episode; lanes that finished now roll on
+        the next step (NEXT_STEP only). Synchronous: no cancellation point.
+
+        Raises:
+            EnvFailure: INTERNAL when a finished lane's info does not encode.
+        """
         completed = self.book.drain_interrupted()
         ids_in = list(body.episode_ids)
         finished: set[int] = set()
@@ -198,14 +233,7 @@ class VectorHost(EnvHost):
             if done:
                 finished.add(lane)
         self._rolling = finished if self._next_step else set()
-        return env_pb.StepResponse(
-            observation=observation,
-            rewards=rewards,
-            terminated_mask=bytes(int(t) for t in term),
-            truncated_mask=bytes(int(t) for t in trunc),
-            infos=infos,
-            completed_episodes=completed,
-        )
+        return completed
 
     def _render(self, body: env_pb.RenderRequest, call: Call) -> env_pb.RenderResponse:
         if len(body.env_indices) > 1:

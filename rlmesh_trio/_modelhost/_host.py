@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -31,13 +31,11 @@ from .. import spaces
 from .._errors import ProtocolError
 from .._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
 from ._faults import Code, ModelFault
+from ._phases import Invoke, PhaseTimes, describe, timed_call, timed_decode, timed_encode
 from ._policy import Policy, PolicyFn, as_policy
 from ._tree import concat_rows, leading_len, split_rows
 
 __all__ = ["Invoke", "ModelHost", "PhaseTimes", "inline_invoke"]
-
-#: Runs one user function on one argument in the caller's world and returns its result.
-Invoke = Callable[[PolicyFn, Any], Awaitable[Any]]
 
 UNSUPPORTED_KIND = (
     "empty or unrecognized Join request (a newer-edition arm this build does not implement?)"
@@ -65,22 +63,6 @@ class Adapter:
     execution_horizon: int
     #: Groups whose adapters share this key (the observation spec's bytes) can be fused.
     fuse_key: bytes
-
-
-class PhaseTimes:
-    """Where one request's time went, in nanoseconds (reported as ``decode_ns``,
-    ``user_ns`` and ``encode_ns`` on the response)."""
-
-    __slots__ = ("decode_ns", "encode_ns", "user_ns")
-
-    def __init__(self) -> None:
-        self.decode_ns = 0
-        self.user_ns = 0
-        self.encode_ns = 0
-
-
-def _describe(exc: ProtocolError) -> str:
-    return f"{exc.path}: {exc.detail}" if exc.path else exc.detail
 
 
 class ModelHost:
@@ -177,7 +159,7 @@ class ModelHost:
             try:
                 spaces.to_gymnasium(space)
             except ProtocolError as exc:
-                raise ModelFault.invalid(f"decode error: {_describe(exc)}") from None
+                raise ModelFault.invalid(f"decode error: {describe(exc)}") from None
         obs = env_spec.observation_space
         self._adapters[context.env_id] = Adapter(
             env_id=context.env_id,
@@ -280,14 +262,14 @@ class ModelHost:
             if frames is not None:
                 return model_pb.PredictResponse(context=request.context, actions=frames)
         if policy.predict is not None and (rows == 1 or policy.predict_batch is None):
-            values = _decode(spaces.decode_batch, obs_space, observation, rows, times)
-            actions = [await _call(invoke, policy.predict, value, times) for value in values]
-            frame = _encode(spaces.encode_batch, adapter.action_space, times, actions)
+            values = timed_decode(spaces.decode_batch, obs_space, observation, rows, times)
+            actions = [await timed_call(invoke, policy.predict, value, times) for value in values]
+            frame = timed_encode(spaces.encode_batch, adapter.action_space, times, actions)
         else:
             assert policy.predict_batch is not None
-            stacked = _decode(spaces.decode_stacked, obs_space, observation, rows, times)
-            result = await _call(invoke, policy.predict_batch, stacked, times)
-            frame = _encode(spaces.encode_stacked, adapter.action_space, times, result, rows)
+            stacked = timed_decode(spaces.decode_stacked, obs_space, observation, rows, times)
+            result = await timed_call(invoke, policy.predict_batch, stacked, times)
+            frame = timed_encode(spaces.encode_stacked, adapter.action_space, times, result, rows)
         # The context goes back untouched: 0.1.0 and our driver compare it field by field.
         return model_pb.PredictResponse(context=request.context, actions=[frame])
 
@@ -316,11 +298,11 @@ class ModelHost:
         """
         chunk_fn = self.policy.predict_chunk
         assert chunk_fn is not None
-        values = _decode(spaces.decode_batch, obs_space, observation, rows, times)
+        values = timed_decode(spaces.decode_batch, obs_space, observation, rows, times)
         chunks = []
         for value in values:
             try:
-                chunks.append(_stackable(await _call(invoke, chunk_fn, value, times)))
+                chunks.append(_stackable(await timed_call(invoke, chunk_fn, value, times)))
             except ModelFault as fault:
                 if isinstance(fault.__cause__, NotImplementedError):
                     self._chunks_refused = True
@@ -343,7 +325,7 @@ class ModelHost:
                 "internal error: model error: predict_chunk returned an empty chunk"
             )
         return [
-            _encode(spaces.encode_stacked, adapter.action_space, times, step, rows)
+            timed_encode(spaces.encode_stacked, adapter.action_space, times, step, rows)
             for step in stacked
         ]
 
@@ -409,7 +391,7 @@ class ModelHost:
                 observation = group.observation
                 if observation is None:
                     observation = spaces_pb.SpaceValue()
-                stacked = _decode(
+                stacked = timed_decode(
                     spaces.decode_stacked, _observation_space(adapter), observation, rows, times
                 )
             except ModelFault as fault:
@@ -421,7 +403,7 @@ class ModelHost:
         sizes = [rows for _, _, rows, _ in decoded]
         try:
             fused = concat_rows([stacked for *_, stacked in decoded])
-            actions = await _call(invoke, batch_fn, fused, times)
+            actions = await timed_call(invoke, batch_fn, fused, times)
             try:
                 pieces = split_rows(actions, sizes)
             except (ValueError, TypeError) as exc:
@@ -432,7 +414,9 @@ class ModelHost:
             return
         for (index, adapter, rows, _), piece in zip(decoded, pieces, strict=True):
             try:
-                frame = _encode(spaces.encode_stacked, adapter.action_space, times, piece, rows)
+                frame = timed_encode(
+                    spaces.encode_stacked, adapter.action_space, times, piece, rows
+                )
             except ModelFault as fault:
                 results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
                 continue
@@ -456,49 +440,3 @@ def _observation_space(adapter: Adapter) -> spaces_pb.SpaceSpec:
             "internal error: model error: env EnvSpec has no observation_space"
         )
     return adapter.observation_space
-
-
-async def _call(invoke: Invoke, fn: PolicyFn, arg: Any, times: PhaseTimes) -> Any:
-    started = time.perf_counter_ns()
-    try:
-        return await invoke(fn, arg)
-    except Exception as exc:  # the user's policy failed: a ModelError naming the exception
-        raise ModelFault.from_exception(exc) from exc
-    finally:
-        times.user_ns += time.perf_counter_ns() - started
-
-
-def _decode(
-    decoder: Callable[..., Any],
-    spec: spaces_pb.SpaceSpec,
-    value: Any,
-    rows: int,
-    times: PhaseTimes,
-) -> Any:
-    started = time.perf_counter_ns()
-    try:
-        return decoder(spec, value, rows)
-    except ProtocolError as exc:
-        raise ModelFault.internal(f"internal error: model error: {_describe(exc)}") from None
-    finally:
-        times.decode_ns += time.perf_counter_ns() - started
-
-
-def _encode(
-    encoder: Callable[..., Any], spec: spaces_pb.SpaceSpec, times: PhaseTimes, *args: Any
-) -> Any:
-    started = time.perf_counter_ns()
-    try:
-        return encoder(spec, *args)
-    except ProtocolError as exc:
-        raise ModelFault.internal(
-            f"internal error: model error: the policy returned an action that does not fit "
-            f"the action space: {_describe(exc)}"
-        ) from None
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ModelFault.internal(
-            f"internal error: model error: the policy returned an action that does not fit "
-            f"the action space: {type(exc).__name__}: {exc}"
-        ) from None
-    finally:
-        times.encode_ns += time.perf_counter_ns() - started
