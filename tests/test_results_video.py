@@ -118,6 +118,27 @@ def test_render_over_the_wire() -> None:
         assert _probe(ref.source)[0] == report.total_steps
 
 
+def test_a_failing_render_over_the_wire_drops_that_episode_and_the_route_goes_on(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import trio
+
+    async def main() -> tuple[rt.RunReport, Recording]:
+        recording = Recording(first=3)
+        env = BrokenRender(_cartpole(steps=10), fail_at=5)
+        async with rt.serve_env(env, "127.0.0.1:0") as server:
+            route = rt.Route(env=server.address, model=lean_policy, seeds=[0, 1, 2])
+            return await rt.run_routes(recording.apply([route])), recording
+
+    with caplog.at_level(logging.WARNING):
+        report, recording = trio.run(main)
+    with recording:
+        assert report.ok and report.total_episodes == 3  # the session survived the failure
+        assert sorted(recording.media) == [("route-0", 1), ("route-0", 2)]
+    assert "episode 0: recording dropped" in caplog.text
+    assert "render blew up" in caplog.text
+
+
 def test_route_hooks_run_after_the_shared_ones_on_their_route_only() -> None:
     from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel
 

@@ -307,7 +307,7 @@ class EnvHost(abc.ABC):
                 step = self._step(body, call)
                 return call.reply(env_pb.JoinResponse(step=step), queue_ns)
             if kind == "render":
-                render = self._render(body, call)
+                render = self._render_keeping_session(body, call)
                 return call.reply(env_pb.JoinResponse(render=render), queue_ns)
             if kind == "close":
                 final = self.book.close_all()
@@ -354,3 +354,20 @@ class EnvHost(abc.ABC):
 
     @abc.abstractmethod
     def _render(self, body: env_pb.RenderRequest, call: Call) -> env_pb.RenderResponse: ...
+
+    def _render_keeping_session(
+        self, body: env_pb.RenderRequest, call: Call
+    ) -> env_pb.RenderResponse:
+        """A render whose env call raised is a recoverable error: the session goes on.
+
+        A frame changes no episode state, so a viewer or recorder whose render
+        fails loses that frame, not the route (rlmesh 0.1.0 ends the session here).
+        """
+        try:
+            return self._render(body, call)
+        except EnvFailure as failure:
+            if failure.recoverable:
+                raise
+            raise EnvFailure(
+                failure.code, failure.message, recoverable=True, debug_info=failure.debug_info
+            ) from failure
