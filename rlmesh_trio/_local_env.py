@@ -23,11 +23,11 @@ from typing import Any
 
 import trio
 
+from ._endpoints import EndpointInfo, Reply
 from ._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from ._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
 from ._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
 from ._wire import WORKFLOW_EDITION, env_pb
-from .runtime._protocols import EndpointInfo, Reply
 
 __all__ = ["LocalEnv"]
 

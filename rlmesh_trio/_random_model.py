@@ -18,9 +18,9 @@ import gymnasium
 import trio
 
 from . import spaces
+from ._endpoints import EndpointInfo, Reply
 from ._errors import ModelRpcError, ProtocolError
 from ._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
-from .runtime._protocols import EndpointInfo, Reply
 
 __all__ = ["RANDOM", "RandomBaseline", "RandomModel"]
 

@@ -4,7 +4,7 @@ Usage: ``python scripts/gen_proto.py [OUTPUT_DIR]`` (default: ``rlmesh_trio/_pro
 
 protoc comes from grpcio-tools and the code generator is the betterproto2
 plugin: dataclass messages, grpclib async client stubs and server bases.
-The output is committed; ``tests/test_proto_fresh.py`` regenerates into a
+The output is committed; ``tests/project/test_proto_fresh.py`` regenerates into a
 temporary folder and fails when anything differs.
 """
 

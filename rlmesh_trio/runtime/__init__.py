@@ -8,6 +8,7 @@ runs its reset -> predict -> step loop under a :class:`RouteSpec` and
 ``rlmesh_trio.testing``).
 """
 
+from .._endpoints import EndpointInfo, Reply, RuntimeEnv, RuntimeModel
 from . import events
 from ._driver import DEFAULT_CANCEL_REASON, END_REASON, RouteDriver
 from ._events import (
@@ -25,7 +26,6 @@ from ._events import (
     TelemetryWindowEvent,
 )
 from ._hooks import HookChain, RuntimeHooks
-from ._protocols import EndpointInfo, Reply, RuntimeEnv, RuntimeModel
 from ._results import EpisodeRecord, EpisodeResult, RouteReport, TelemetryRow
 from ._spec import DEFAULT_MAX_EPISODE_STEPS, Limits, RouteSpec, mint_uuid7
 from ._telemetry import merge_telemetry

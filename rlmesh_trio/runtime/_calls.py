@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
+from .._endpoints import Reply, RuntimeEnv, RuntimeModel
 from .._errors import EnvRpcError, ModelRouteMismatch, ModelRpcError, ProtocolError, RlmeshTrioError
 from .._wire import env_pb, model_pb, spaces_pb
 from ..spaces import check_batch
 from ._episodes import Lane
-from ._protocols import Reply, RuntimeEnv, RuntimeModel
 from ._spec import RouteSpec
 from ._telemetry import RouteTelemetry
 from ._timer import OperationTimer

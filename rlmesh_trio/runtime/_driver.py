@@ -29,6 +29,7 @@ from collections.abc import Callable
 
 import trio
 
+from .._endpoints import RuntimeEnv, RuntimeModel
 from .._errors import InvalidSpec, RouteCancelled
 from .._groups import first_cancelled, first_error
 from .._wire import core_pb, model_pb
@@ -44,7 +45,6 @@ from ._hook_gate import HookGate, logger
 from ._hooks import RuntimeHooks
 from ._loop import RouteLoop
 from ._modes import drive_route
-from ._protocols import RuntimeEnv, RuntimeModel
 from ._results import RouteReport
 from ._session import Session, configure, handshake
 from ._spec import RouteSpec

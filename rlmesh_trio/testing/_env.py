@@ -6,9 +6,9 @@ import struct
 import time
 from collections.abc import Mapping, Sequence
 
+from .._endpoints import EndpointInfo, Reply
 from .._errors import EnvRpcError
 from .._wire import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, env_pb, spaces_pb
-from ..runtime._protocols import EndpointInfo, Reply
 from ._observe import ObservationFn, SpaceObservations
 from ._script import enter_call
 

@@ -7,9 +7,9 @@ from collections.abc import Mapping, Sequence
 
 import trio
 
+from .._endpoints import EndpointInfo, Reply
 from .._errors import ModelRpcError
 from .._wire import WORKFLOW_EDITION, model_pb, spaces_pb
-from ..runtime._protocols import EndpointInfo, Reply
 from ._script import enter_call
 
 __all__ = ["ScriptedModel"]

@@ -8,7 +8,7 @@ default value). This module decodes a ``JoinRequest`` carrying ``step`` or
 directly, producing the same message objects and the same bytes
 betterproto2 would. Every other shape -- another ``oneof`` arm, unknown
 fields, a repeated singular field, an unexpected wire type, an out-of-range
-``uint32`` -- falls back to betterproto2. ``tests/test_env_server_fastwire.py``
+``uint32`` -- falls back to betterproto2. ``tests/wire/test_env_server_fastwire.py``
 checks both directions against betterproto2 over generated messages.
 """
 

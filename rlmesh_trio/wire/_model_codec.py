@@ -8,7 +8,7 @@ this module decodes a ``JoinRequest`` carrying ``predict`` and encodes a
 objects and the same bytes betterproto2 would. Every other shape -- another
 ``oneof`` arm, unknown fields, a repeated singular field, an unexpected wire
 type -- falls back to betterproto2, so correctness never depends on this
-module being complete. ``tests/test_model_server_fastwire.py`` checks both
+module being complete. ``tests/wire/test_model_server_fastwire.py`` checks both
 directions against betterproto2 over generated messages.
 """
 

@@ -1,0 +1,84 @@
+"""asyncio stays confined: only ``transport/_server_loop.py`` (the servers' plain asyncio
+loops) imports asyncio, and nothing imports trio_asyncio.
+
+The clients run on the I/O-free wire core over Trio sockets (issue 13); the
+grpclib servers each run on a plain asyncio loop of a thread of their own,
+created in ``_server_loop``. The generated ``_proto`` package (grpclib stubs) is
+exempt. Imports are found with ``ast``, so ``import asyncio`` inside a function,
+``from asyncio import ...`` and ``import asyncio.events`` all count; a mention
+in a string or comment does not.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[2] / "rlmesh_trio"
+SERVER_LOOP = Path("transport/_server_loop.py")
+ALLOWED = {SERVER_LOOP}
+FORBIDDEN = ("asyncio", "trio_asyncio")
+
+
+def _is_forbidden(module: str) -> bool:
+    return any(module == name or module.startswith(name + ".") for name in FORBIDDEN)
+
+
+def forbidden_imports(source: str) -> list[tuple[int, str]]:
+    """(line, module) for every import of asyncio or trio_asyncio in ``source``."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names if _is_forbidden(a.name)]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            if _is_forbidden(node.module):
+                found.append((node.lineno, node.module))
+    return found
+
+
+def _package_modules() -> list[Path]:
+    return [
+        path.relative_to(PACKAGE)
+        for path in sorted(PACKAGE.rglob("*.py"))
+        if "_proto" not in path.relative_to(PACKAGE).parts
+    ]
+
+
+def test_only_the_servers_loop_imports_asyncio() -> None:
+    modules = _package_modules()
+    assert Path("transport/_env_server.py") in modules  # the scan sees the servers
+    offenders = [
+        f"rlmesh_trio/{path}:{line}: imports {module}"
+        for path in modules
+        if path not in ALLOWED
+        for line, module in forbidden_imports((PACKAGE / path).read_text(encoding="utf-8"))
+    ]
+    assert offenders == [], "asyncio outside the servers' loop module:\n" + "\n".join(offenders)
+
+
+def test_the_servers_loop_is_plain_asyncio_without_trio_asyncio() -> None:
+    found = forbidden_imports((PACKAGE / SERVER_LOOP).read_text("utf-8"))
+    assert {module.split(".")[0] for _line, module in found} == {"asyncio"}
+
+
+def test_no_bridge_module_is_left() -> None:
+    assert not (PACKAGE / "transport" / "_bridge.py").exists()
+
+
+@pytest.mark.parametrize(
+    ("source", "expected"),
+    [
+        ("import asyncio\n", ["asyncio"]),
+        ("import asyncio.events as ev\n", ["asyncio.events"]),
+        ("from asyncio import Event\n", ["asyncio"]),
+        ("def f():\n    import trio_asyncio\n", ["trio_asyncio"]),
+        ("from trio_asyncio import open_loop\n", ["trio_asyncio"]),
+        ("from . import asyncio_helpers\n", []),
+        ("import asyncio_extras\n", []),
+        ("x = 'import asyncio'  # import asyncio\n", []),
+    ],
+)
+def test_the_scan_finds_every_import_form(source: str, expected: list[str]) -> None:
+    assert [module for _line, module in forbidden_imports(source)] == expected

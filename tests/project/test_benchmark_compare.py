@@ -1,0 +1,67 @@
+"""benchmarks/compare_rlmesh.py end to end, smallest settings: it runs, both sides agree.
+
+No speed is asserted (machines are noisy); what is checked is that every case
+runs to completion on both sides and that ours and rlmesh's episodes match
+seed for seed (the script exits 1 and prints MISMATCH otherwise).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("rlmesh")
+
+pytestmark = [pytest.mark.interop, pytest.mark.slow]
+
+SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "compare_rlmesh.py"
+
+
+@pytest.mark.timeout(300)
+def test_compare_rlmesh_smallest_run_agrees_with_rlmesh(tmp_path: Path) -> None:
+    out = tmp_path / "bench.json"
+    argv = [sys.executable, str(SCRIPT), "--pairs", "1", "--episodes", "1", "--warmup", "0"]
+    argv += ["--cases", "1,3,4,5", "--json", str(out)]
+    proc = subprocess.run(argv, capture_output=True, text=True, timeout=280)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "MISMATCH" not in proc.stdout
+    doc = json.loads(out.read_text())
+    assert [row["case"] for row in doc["table"]] == ["1", "3", "4", "5 (cpu us/step)"]
+    for row in doc["table"]:
+        assert float(row["ours"]) > 0 and float(row["theirs"]) > 0
+        assert row["met"] in ("yes", "no")
+    for key in ("1", "3", "4"):
+        case = doc["cases"][key]
+        assert case["mismatches"] == []
+        for label in ("ours", "theirs"):
+            (sample,) = case["sides"][label]
+            assert sample["error"] is None
+            assert sample["steps"] == 500  # seed 0 with the CartPole rule runs to the 500-step cap
+
+
+def test_a_fast_wrong_answer_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import compare_rlmesh as bench
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+
+    def sample(episodes: dict[int, tuple[int, float]], wall: float) -> object:
+        steps = sum(s for s, _ in episodes.values())
+        return bench.Sample(steps, wall, 0.01, episodes)
+
+    right = {0: (500, 500.0), 1: (500, 500.0)}
+    wrong = {0: (500, 500.0), 1: (12, 12.0)}  # an early fall: a different policy ran
+    ours = bench.Side("ours", lambda: sample(wrong, 0.001))
+    theirs = bench.Side("theirs", lambda: sample(right, 1.0))
+    case = bench.Case("1", "flag test", [theirs, ours])
+    bench._run_case(case, pairs=1, warmup=0)
+    out = capsys.readouterr().out
+    assert "MISMATCH case 1 ours run 1" in out
+    assert "seed 1: (12, 12.0) vs (500, 500.0)" in out
+    (row,) = bench._table([case], {"1"})
+    assert row[0] == "1" and row[-1] == "MISMATCH"  # fast, but never "met"
