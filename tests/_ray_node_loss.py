@@ -9,6 +9,7 @@ tickets must run again on the surviving node. Prints one JSON line of results.
 from __future__ import annotations
 
 import json
+import socket
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -58,11 +59,19 @@ class _Dropping:
         self.handle.cancel(reason)
 
 
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
 def main() -> None:
+    # A port of its own for the head's GCS: the default one may still be held by a
+    # Ray instance of an earlier test that is shutting down.
     cluster = Cluster(
         initialize_head=True,
         connect=True,
-        head_node_args={"num_cpus": 0, "include_dashboard": False},
+        head_node_args={"num_cpus": 0, "include_dashboard": False, "gcs_server_port": _free_port()},
     )
     workers = [cluster.add_node(num_cpus=1) for _ in range(2)]
     cluster.wait_for_nodes()

@@ -1,8 +1,10 @@
 """Node loss on a real two-node Ray cluster (``ray.cluster_utils.Cluster``, ``-m ray``).
 
 The cluster runs in a child process of its own (``_ray_node_loss.py``), with
-Ray's temp dir and HOME in a temp folder, so it never meets the Ray instance
-of the other Ray tests in this process.
+Ray's temp dir and HOME in a temp folder. The file is named to run before
+``test_distributed_ray.py``: after that module's Ray instance has shut down in
+this process, a new cluster's GCS sometimes fails to start here (seen on Ray
+2.60 on this 2-core box: a timeout waiting for its port file, once a crash).
 """
 
 from __future__ import annotations
