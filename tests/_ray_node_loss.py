@@ -1,4 +1,4 @@
-"""Child process of ``test_distributed_ray_nodes.py``: node loss on a two-node Ray cluster.
+"""Child process of ``test_distributed_nodes_ray.py``: node loss on a two-node Ray cluster.
 
 Run in a fresh process so its Ray cluster never meets another Ray instance of
 the test process. The head holds no CPU, so both shards land on the two worker

@@ -3,7 +3,7 @@
 One Ray instance serves the module (2 CPUs, temp dir and HOME in a temp
 folder, no usage stats); crashes are real: a SIGKILLed shard worker, a
 SIGKILLed env server. Node loss has its own two-node cluster in
-``test_distributed_ray_nodes.py``.
+``test_distributed_nodes_ray.py``.
 """
 
 from __future__ import annotations
