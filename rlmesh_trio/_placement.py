@@ -58,6 +58,7 @@ __all__ = [
     "TIME_SLICE",
     "CallPlacement",
     "settle_inline",
+    "threads_in_flight",
 ]
 
 T = TypeVar("T")
