@@ -26,6 +26,16 @@ endpoint:
   model does: policies were always called inline, and a round of threaded
   probes on every model as well as every env would make the number of busy
   worker threads depend on how the routes happen to interleave).
+
+Worker threads and the GIL: an inline endpoint's time-slice turn is a scheduler
+pass, whose I/O poll drops the GIL for an instant and takes it straight back.
+CPython only forces a switch to a waiting thread after a full switch interval
+(5 ms) with no drop, and each such drop restarts that wait, so a worker thread
+(another endpoint's probe or threaded call, finished or not) got the GIL only
+by winning a wake-up race: with a few other threads about, a CartPole step in a
+thread took up to seconds and the route's watchdog rightly timed it out. So
+while any threaded call is in flight a turn also releases the GIL for
+:data:`GIL_HANDOFF` seconds, long enough for a waiting worker to take it.
 """
 
 from __future__ import annotations
@@ -42,11 +52,13 @@ from .runtime._watchdog import current_watchdog
 __all__ = [
     "BLOCKING_FACTOR",
     "DEFAULT_INLINE_LIMIT",
+    "GIL_HANDOFF",
     "MAX_DEMOTIONS",
     "PROBE_CALLS",
     "TIME_SLICE",
     "CallPlacement",
     "settle_inline",
+    "threads_in_flight",
 ]
 
 T = TypeVar("T")
@@ -65,6 +77,28 @@ DEFAULT_INLINE_LIMIT = 0.001
 #: An endpoint running inline yields to the scheduler at least this often (seconds), so
 #: routes whose env and policy both run inline still take turns with other tasks.
 TIME_SLICE = 0.002
+#: How long a time-slice turn releases the GIL while worker-thread calls are in flight
+#: (seconds): enough for a woken waiting thread to take it (see the module doc).
+GIL_HANDOFF = 0.0002
+
+#: Worker-thread calls of every in-process endpoint not yet back (changed on Trio threads;
+#: a plain count: one process-wide GIL is what they compete for).
+_threads_in_flight = 0
+
+
+def threads_in_flight() -> int:
+    """How many in-process worker-thread calls have not returned to their Trio task yet."""
+    return _threads_in_flight
+
+
+async def _in_thread(fn: Callable[..., T], *args: Any, limiter: trio.CapacityLimiter | None) -> T:
+    """``trio.to_thread.run_sync(fn, *args)``, abandoned on cancel, counted while in flight."""
+    global _threads_in_flight
+    _threads_in_flight += 1
+    try:
+        return await trio.to_thread.run_sync(fn, *args, abandon_on_cancel=True, limiter=limiter)
+    finally:
+        _threads_in_flight -= 1
 
 
 async def settle_inline(*, yield_now: bool = False) -> None:
@@ -175,6 +209,9 @@ class CallPlacement:
             turn = ended - self._last_yield >= self._time_slice
             if turn:
                 self._last_yield = ended
+                if _threads_in_flight:
+                    # Let a worker thread waiting for the GIL take it (see the module doc).
+                    time.sleep(GIL_HANDOFF)
             if turn or self._settle:
                 await settle_inline(yield_now=turn)
             return result
@@ -192,9 +229,7 @@ class CallPlacement:
 
     async def run_threaded(self, fn: Callable[..., T], *args: Any) -> T:
         """Call ``fn(*args)`` in a worker thread whatever the placement; abandoned on cancel."""
-        return await trio.to_thread.run_sync(
-            fn, *args, abandon_on_cancel=True, limiter=self._limiter
-        )
+        return await _in_thread(fn, *args, limiter=self._limiter)
 
     async def _probe(self, fn: Callable[..., T], *args: Any) -> T:
         spent: list[tuple[float, float]] = []
@@ -206,7 +241,7 @@ class CallPlacement:
             finally:
                 spent.append((time.perf_counter() - wall, time.thread_time() - cpu))
 
-        result = await trio.to_thread.run_sync(timed, abandon_on_cancel=True, limiter=self._limiter)
+        result = await _in_thread(timed, limiter=self._limiter)
         if not spent or self._slow_probe(*spent[0]):
             self._slow_probes += 1
         self._probes_left -= 1

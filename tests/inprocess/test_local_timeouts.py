@@ -14,7 +14,7 @@ import trio.testing
 
 import rlmesh_trio as rt
 from rlmesh_trio._demo_policy import cartpole_policy
-from rlmesh_trio._placement import MAX_DEMOTIONS, PROBE_CALLS, CallPlacement
+from rlmesh_trio._placement import MAX_DEMOTIONS, PROBE_CALLS, CallPlacement, threads_in_flight
 
 FAST = rt.Limits(model_predict_timeout=0.2)
 
@@ -253,3 +253,26 @@ async def test_inline_routes_take_turns() -> None:
     ]
     await rt.run_routes(routes, handle_sigint=False)
     assert len(order) > 2
+
+
+async def test_threaded_calls_in_flight_are_counted_for_the_gil_handoff() -> None:
+    # Inline turns hand the GIL over only while a worker-thread call is out; the count
+    # must come back to zero, also for a call abandoned at its deadline.
+    placement = CallPlacement(threaded=True)
+    entered, release = threading.Event(), threading.Event()
+    seen: list[int] = []
+
+    def blocks() -> None:
+        entered.set()
+        release.wait()
+
+    assert threads_in_flight() == 0
+    assert await placement.run(threads_in_flight) == 1  # read in the thread, while out
+    async with trio.open_nursery() as nursery:
+        nursery.start_soon(placement.run, blocks)
+        await trio.to_thread.run_sync(entered.wait)
+        seen.append(threads_in_flight())
+        nursery.cancel_scope.cancel()  # abandons the blocked call
+    release.set()
+    assert seen == [1]
+    assert threads_in_flight() == 0
