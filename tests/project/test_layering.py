@@ -60,6 +60,7 @@ def test_a_broken_contract_fails_the_check(tmp_path: Path) -> None:
         'source_modules = ["rlmesh_trio.runtime"]\n'
         'forbidden_modules = ["rlmesh_trio._wire"]\n'
     )
-    result = _run(str(config))
+    # --config: the one spelling every import-linter 2.x accepts (newer ones also take it bare).
+    result = _run("--config", str(config))
     assert result.returncode != 0
     assert "BROKEN" in result.stdout
