@@ -165,7 +165,8 @@ class LocalEnv:
             return []
         try:
             with trio.fail_after(timeout):
-                closed, _ = await self._call("close", env_pb.CloseEnvsRequest(reason="client close"))
+                request = env_pb.CloseEnvsRequest(reason="client close")
+                closed, _ = await self._call("close", request)
         except trio.TooSlowError:
             raise EnvRpcError(
                 "env.close", 0, f"close timed out after {format_duration(timeout)}"

@@ -26,8 +26,8 @@ from ._vector import VectorHost
 __all__ = [
     "INTERRUPTED_BUFFER",
     "SUPPORTED_EDITIONS",
-    "Call",
     "UNKNOWN_ENV_ID",
+    "Call",
     "EnvFailure",
     "EnvHost",
     "EpisodeBook",
