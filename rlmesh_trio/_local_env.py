@@ -226,10 +226,11 @@ class LocalEnv:
     async def _call(self, kind: str, body: Any) -> tuple[Any, dict[str, float]]:
         """Run one request (``kind``: its Join arm) on the host, where the placement says;
         return the response arm and the endpoint telemetry."""
-        operation = f"env.{kind}"
-        host = await self._ensure_host()
+        host = self._host
+        if host is None:
+            host = await self._ensure_host()
         if self._aclosed or self._session_ended:
-            raise EnvRpcError(operation, 0, _SESSION_ENDED)
+            raise EnvRpcError(f"env.{kind}", 0, _SESSION_ENDED)
         self._session_open = True
         start = time.perf_counter_ns()
         call: Call | None = None
@@ -254,7 +255,7 @@ class LocalEnv:
                 host.end_session()
         if error is not None:
             raise EnvRpcError(
-                operation,
+                f"env.{kind}",
                 0,
                 f"environment error: [{_code_label(error.code)}] {error.message}",
                 code=int(error.code),
