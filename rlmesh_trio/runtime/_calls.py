@@ -75,8 +75,19 @@ class RouteCalls:
         """
         if step is None:
             step = self.step
-        call = _env_attempt(op, step, fn(*args))
-        return await timer.timed(self.spec.env_component_id, op, step, timeout, call)
+        call = fn(*args)
+        # The failure is translated outside the timer (one coroutine less per call): the
+        # timer only ever raises its own OperationTimeout, which passes through unchanged.
+        try:
+            return await timer.timed(self.spec.env_component_id, op, step, timeout, call)
+        except RlmeshTrioError as exc:
+            if isinstance(exc, EnvRpcError) and (exc.operation != op or exc.step != step):
+                raise EnvRpcError(
+                    op, step, exc.message, code=exc.code, recoverable=exc.recoverable
+                ) from exc
+            raise
+        except Exception as exc:
+            raise EnvRpcError(op, step, f"{type(exc).__name__}: {exc}") from exc
 
     async def model_call(
         self,
@@ -93,8 +104,17 @@ class RouteCalls:
             ModelRpcError: the model failed (re-labelled with this route's component).
         """
         component = self.spec.model_component_id
-        call = _model_attempt(component, fn(*args))
-        return await timer.timed(component, op, self.step, timeout, call)
+        call = fn(*args)
+        try:  # translated outside the timer, as in env_call
+            return await timer.timed(component, op, self.step, timeout, call)
+        except RlmeshTrioError as exc:
+            if isinstance(exc, ModelRpcError) and exc.component_id != component:
+                raise ModelRpcError(
+                    component, exc.message, code=exc.code, recoverable=exc.recoverable
+                ) from exc
+            raise
+        except Exception as exc:
+            raise ModelRpcError(component, f"{type(exc).__name__}: {exc}") from exc
 
     async def predict(
         self,
@@ -207,36 +227,6 @@ class RouteCalls:
                 f"at runtime step {self.step}: {exc.detail}",
                 path=exc.path,
             ) from None
-
-
-async def _env_attempt(op: str, step: int, call: Awaitable[T]) -> T:
-    try:
-        return await call
-    except EnvRpcError as exc:
-        if exc.operation == op and exc.step == step:
-            raise
-        raise EnvRpcError(
-            op, step, exc.message, code=exc.code, recoverable=exc.recoverable
-        ) from exc
-    except RlmeshTrioError:
-        raise
-    except Exception as exc:
-        raise EnvRpcError(op, step, f"{type(exc).__name__}: {exc}") from exc
-
-
-async def _model_attempt(component: str, call: Awaitable[T]) -> T:
-    try:
-        return await call
-    except ModelRpcError as exc:
-        if exc.component_id == component:
-            raise
-        raise ModelRpcError(
-            component, exc.message, code=exc.code, recoverable=exc.recoverable
-        ) from exc
-    except RlmeshTrioError:
-        raise
-    except Exception as exc:
-        raise ModelRpcError(component, f"{type(exc).__name__}: {exc}") from exc
 
 
 async def concurrently(*fns: Callable[[], Awaitable[Any]]) -> list[Any]:

@@ -28,6 +28,8 @@ __all__ = [
 ]
 
 RESERVOIR_SIZE = 2048
+#: A skip no run reaches (keeps a vanishing keep-probability finite).
+_NEVER = 2**62
 
 _COUNT_METRICS = frozenset({"held.episodes", "predict.in_flight", "group.size"})
 
@@ -49,9 +51,15 @@ def percentile(ordered: list[float], p: float) -> float:
 
 
 class Series:
-    """Count, sum and a bounded reservoir of one metric's samples."""
+    """Count, sum and a bounded reservoir of one metric's samples.
 
-    __slots__ = ("cap", "count", "random", "samples", "total")
+    Once the reservoir is full, which sample is kept next is drawn ahead
+    (Li's algorithm L: the same uniform sample as algorithm R, each of the n
+    values seen kept with probability cap/n), so an add that keeps nothing --
+    almost all of them on a long run -- costs two additions and a compare.
+    """
+
+    __slots__ = ("_keep_at", "_weight", "cap", "count", "random", "samples", "total")
 
     def __init__(self, cap: int = RESERVOIR_SIZE, rng: random.Random | None = None) -> None:
         self.cap = cap
@@ -59,6 +67,9 @@ class Series:
         self.total = 0.0
         self.samples: list[float] = []
         self.random = (rng or random).random
+        self._weight = 1.0
+        #: The count at which the next value replaces a reservoir sample.
+        self._keep_at = cap + 1
 
     def add(self, value: float) -> None:
         count = self.count = self.count + 1
@@ -66,11 +77,20 @@ class Series:
         # The reservoir holds min(count, cap) samples: it is full once count exceeds cap.
         if count <= self.cap:
             self.samples.append(value)
-        else:
-            # Algorithm R: keep each of the n samples seen so far with probability cap/n.
-            j = int(self.random() * count)
-            if j < self.cap:
-                self.samples[j] = value
+            if count == self.cap:
+                self._draw_next()
+        elif count == self._keep_at:
+            self.samples[int(self.random() * self.cap)] = value
+            self._draw_next()
+
+    def _draw_next(self) -> None:
+        """Draw the next kept position: skip a geometric run of values (algorithm L)."""
+        rand = self.random
+        # 1 - random() lies in (0, 1]: its log is finite.
+        self._weight *= math.exp(math.log(1.0 - rand()) / self.cap)
+        miss = math.log1p(-self._weight) if self._weight < 1.0 else -math.inf
+        run = math.log(1.0 - rand()) / miss if miss < 0.0 else 0.0
+        self._keep_at = self.count + (int(run) if run < _NEVER else _NEVER) + 1
 
     def row(self, op: str, component: str, metric: str) -> TelemetryRow:
         ordered = sorted(self.samples)
