@@ -21,7 +21,7 @@ from .._wire import env_pb, model_pb, spaces_pb
 from ..spaces import check_batch
 from ._episodes import Lane
 from ._spec import RouteSpec
-from ._telemetry import RouteTelemetry
+from ._telemetry import OperationRecorder, RouteTelemetry
 from ._timer import OperationTimer
 
 __all__ = ["RouteCalls", "concurrently"]
@@ -44,6 +44,13 @@ class RouteCalls:
     observation_space: spaces_pb.SpaceSpec | None = attrs.field(default=None, init=False)
     num_envs: int = attrs.field(default=1, init=False)
     _seq: int = attrs.field(default=0, init=False)
+    # The per-step operations' telemetry recorders, looked up once.
+    _predicts: OperationRecorder = attrs.field(init=False)
+    _steps: OperationRecorder = attrs.field(init=False)
+
+    def __attrs_post_init__(self) -> None:
+        self._predicts = self.telemetry.recorder("model.predict", self.spec.model_component_id)
+        self._steps = self.telemetry.recorder("env.step", self.spec.env_component_id)
 
     def context(self, phase: str) -> model_pb.AdapterContext:
         """A fresh ``AdapterContext`` whose request id names the phase and a sequence number."""
@@ -141,9 +148,7 @@ class RouteCalls:
             timer, "model.predict", spec.limits.model_predict_timeout, self.model.predict, request
         )
         rpc_ms = (self.now() - started) * 1000.0
-        self.telemetry.add_operation(
-            "model.predict", spec.model_component_id, rpc_ms, reply.telemetry
-        )
+        self._predicts.operation(rpc_ms, reply.telemetry)
         response = reply.response
         got = response.context
         # The whole AdapterContext must come back (compared field by field, cheaply).
@@ -195,9 +200,8 @@ class RouteCalls:
         )
         self.step += 1
         rpc_ms = (self.now() - started) * 1000.0
-        telemetry = self.telemetry
-        telemetry.add_operation("env.step", self.spec.env_component_id, rpc_ms, reply.telemetry)
-        telemetry.window_steps += 1
+        self._steps.operation(rpc_ms, reply.telemetry)
+        self.telemetry.window_steps += 1
         response = reply.response
         self.check_observation(response.observation, len(request.env_indices), "step")
         return response, rpc_ms

@@ -20,6 +20,7 @@ from ._results import RouteReport, SeriesSnapshot, TelemetryRow
 
 __all__ = [
     "RESERVOIR_SIZE",
+    "OperationRecorder",
     "RouteTelemetry",
     "Series",
     "merge_telemetry",
@@ -114,6 +115,45 @@ def _rows(series: Mapping[_Key, Series]) -> tuple[TelemetryRow, ...]:
     return tuple(s.row(*key) for key, s in series.items() if s.count)
 
 
+class OperationRecorder:
+    """Where one ``(op, component)``'s samples go: for a call site that records every step.
+
+    It keeps each metric's add function, so a sample costs one dict lookup
+    and the add; :meth:`RouteTelemetry.take_window` empties those caches when
+    fresh window series start.
+    """
+
+    __slots__ = ("_adders", "_component", "_op", "_telemetry")
+
+    def __init__(self, telemetry: RouteTelemetry, op: str, component: str) -> None:
+        self._telemetry = telemetry
+        self._op = op
+        self._component = component
+        self._adders: dict[str, Callable[[float], None]] = {}
+
+    def forget(self) -> None:
+        """Drop the cached add functions (the window series they fed are closed)."""
+        self._adders = {}
+
+    def _resolve(self, metric: str) -> Callable[[float], None]:
+        adder = self._telemetry.adder(self._op, self._component, metric)
+        self._adders[metric] = adder
+        return adder
+
+    def add(self, metric: str, value: float) -> None:
+        """One sample of ``metric``."""
+        (self._adders.get(metric) or self._resolve(metric))(value)
+
+    def operation(self, rpc_ms: float, extra: Mapping[str, float]) -> None:
+        """One finished remote operation: its round trip plus whatever the reply measured
+        (a reply's own ``rpc.total`` is ignored: the round trip is the caller's)."""
+        adders = self._adders
+        (adders.get("rpc.total") or self._resolve("rpc.total"))(rpc_ms)
+        for metric, value in extra.items():
+            if metric != "rpc.total":
+                (adders.get(metric) or self._resolve(metric))(float(value))
+
+
 class RouteTelemetry:
     """The telemetry of one route: totals for the summary, plus the current window.
 
@@ -140,10 +180,10 @@ class RouteTelemetry:
         self.window_start = now
         self.window_deadline = now + window
         self.window_steps = 0
-        # (op, component) -> metric -> the function an add() calls: the total series' add,
-        # or one feeding the total and the current window. Saves building a key and two
-        # lookups per sample; take_window() drops it so fresh window series get picked up.
-        self._adders: dict[tuple[str, str], dict[str, Callable[[float], None]]] = {}
+        # (op, component) -> its recorder, which caches per metric the function a sample
+        # goes to: the total series' add, or one feeding the total and the current window.
+        # take_window() empties those caches so fresh window series get picked up.
+        self._recorders: dict[tuple[str, str], OperationRecorder] = {}
 
     def _series(self, table: dict[_Key, Series], key: _Key) -> Series:
         series = table.get(key)
@@ -151,8 +191,15 @@ class RouteTelemetry:
             series = table[key] = Series(self._reservoir, self._rng)
         return series
 
-    def _adder(self, op: str, component: str, metric: str) -> Callable[[float], None]:
-        by_metric = self._adders.setdefault((op, component), {})
+    def recorder(self, op: str, component: str) -> OperationRecorder:
+        """The (cached) recorder of ``(op, component)``: keep it for a per-step call site."""
+        found = self._recorders.get((op, component))
+        if found is None:
+            found = self._recorders[(op, component)] = OperationRecorder(self, op, component)
+        return found
+
+    def adder(self, op: str, component: str, metric: str) -> Callable[[float], None]:
+        """The function one sample of ``(op, component, metric)`` goes to now (see recorder)."""
         key = (op, component, metric)
         total = self._series(self.totals, key)
         if self._windows:
@@ -162,29 +209,17 @@ class RouteTelemetry:
                 total.add(value)
                 window.add(value)
 
-            adder: Callable[[float], None] = both
-        else:
-            adder = total.add
-        by_metric[metric] = adder
-        return adder
+            return both
+        return total.add
 
     def add(self, op: str, component: str, metric: str, value: float) -> None:
-        by_metric = self._adders.get((op, component))
-        adder = by_metric.get(metric) if by_metric is not None else None
-        (adder or self._adder(op, component, metric))(value)
+        self.recorder(op, component).add(metric, value)
 
     def add_operation(
         self, op: str, component: str, rpc_ms: float, extra: Mapping[str, float]
     ) -> None:
         """One finished remote operation: its round trip plus whatever the reply measured."""
-        by_metric = self._adders.get((op, component))
-        if by_metric is None:
-            self._adder(op, component, "rpc.total")
-            by_metric = self._adders[(op, component)]
-        (by_metric.get("rpc.total") or self._adder(op, component, "rpc.total"))(rpc_ms)
-        for metric, value in extra.items():
-            if metric != "rpc.total":
-                (by_metric.get(metric) or self._adder(op, component, metric))(float(value))
+        self.recorder(op, component).operation(rpc_ms, extra)
 
     def window_due(self, now: float) -> bool:
         return now >= self.window_deadline
@@ -194,7 +229,8 @@ class RouteTelemetry:
         start, steps, current = self.window_start, self.window_steps, self.current
         self.current = {}
         if current:
-            self._adders = {}
+            for recorder in self._recorders.values():
+                recorder.forget()
         self.window_start = now
         self.window_deadline = now + self.window
         self.window_steps = 0
