@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from rlmesh_trio import spaces
-from rlmesh_trio._envhost import EnvHost, make_host
+from rlmesh_trio._envhost import EnvHost, LaneHost, make_host
 from rlmesh_trio._envhost._one_lane import finite_bounds, may_be_nan, may_warn
 from rlmesh_trio._wire import env_pb, spaces_pb
 
@@ -157,3 +157,15 @@ def test_plans_skip_only_checks_that_cannot_fire() -> None:
     cartpole = gym.make("CartPole-v1").observation_space
     assert [index for index, _, _ in finite_bounds(cartpole) or []] == [0, 2]
     assert finite_bounds(gym.spaces.Box(0, 1, (100,), np.float32)) is None
+
+
+@pytest.mark.parametrize("policy", ["strict", "off"])
+def test_validation_policies_act_alike_on_both_paths(policy: str) -> None:
+    one = LaneHost([BoxActionEnv()], validation=policy)
+    general = LaneHost([BoxActionEnv(), BoxActionEnv()], validation=policy)
+    _reset_both((one, general), 0)
+    spec = one.contract.spec.action_space
+    action = spaces.encode(spec, np.array([2.0, 0.0], np.float32))  # above the high bound
+    a, b = _step(one, action), _step(general, action)
+    _same_answer(a, b)
+    assert (a.error is not None) == (policy == "strict")
