@@ -27,7 +27,7 @@ from ._endpoints import EndpointInfo, Reply
 from ._envhost import SUPPORTED_EDITIONS, Call, EnvHost, make_host
 from ._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
 from ._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
-from ._wire import WORKFLOW_EDITION, env_pb
+from ._wire import WORKFLOW_EDITION, env_pb, spaces_pb
 
 __all__ = ["LocalEnv"]
 
@@ -106,6 +106,15 @@ class LocalEnv:
         if self._host is not None and self._host.contract.spec is not None:
             return self._host.contract.spec.id
         return "local-env"
+
+    @property
+    def encoded_observation_space(self) -> spaces_pb.SpaceSpec | None:
+        """The spec object every observation of this env is encoded for, in this process
+        (the contract's; None before :meth:`connect`). A route checking replies against
+        this very spec skips its per-step framing check: the codec frames them right."""
+        if self._host is None or self._host.contract.spec is None:
+            return None
+        return self._host.contract.spec.observation_space
 
     @property
     def host(self) -> EnvHost | None:

@@ -48,6 +48,22 @@ class RouteCalls:
     _predicts: OperationRecorder = attrs.field(init=False)
     _steps: OperationRecorder = attrs.field(init=False)
 
+    _framing_trusted: bool = attrs.field(default=False, init=False)
+
+    def set_observation_space(self, space: spaces_pb.SpaceSpec | None) -> None:
+        """Check replies against ``space`` from now on (the session's contract).
+
+        An env endpoint object that encodes its observations in this process
+        with the codec, for exactly this spec object, says so through its
+        ``encoded_observation_space`` attribute (``LocalEnv``); its framing is
+        right by construction, so the per-step framing check is skipped. A
+        remote endpoint has no such attribute: whatever a server claims, its
+        bytes are always checked.
+        """
+        self.observation_space = space
+        own = getattr(self.env, "encoded_observation_space", None)
+        self._framing_trusted = space is not None and own is space
+
     def __attrs_post_init__(self) -> None:
         self._predicts = self.telemetry.recorder("model.predict", self.spec.model_component_id)
         self._steps = self.telemetry.recorder("env.step", self.spec.env_component_id)
@@ -223,6 +239,8 @@ class RouteCalls:
             raise ProtocolError(
                 f"environment endpoint {component} returned a {op} response with no observation"
             )
+        if self._framing_trusted:
+            return
         try:
             check_batch(space, value, lanes or self.num_envs)
         except ProtocolError as exc:
