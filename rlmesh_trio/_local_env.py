@@ -24,10 +24,10 @@ from typing import Any
 import trio
 
 from ._endpoints import EndpointInfo, Reply
-from ._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
+from ._envhost import SUPPORTED_EDITIONS, Call, EnvHost, make_host
 from ._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
 from ._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
-from ._wire import WORKFLOW_EDITION, env_pb
+from ._wire import WORKFLOW_EDITION, env_pb, spaces_pb
 
 __all__ = ["LocalEnv"]
 
@@ -108,6 +108,15 @@ class LocalEnv:
         return "local-env"
 
     @property
+    def encoded_observation_space(self) -> spaces_pb.SpaceSpec | None:
+        """The spec object every observation of this env is encoded for, in this process
+        (the contract's; None before :meth:`connect`). A route checking replies against
+        this very spec skips its per-step framing check: the codec frames them right."""
+        if self._host is None or self._host.contract.spec is None:
+            return None
+        return self._host.contract.spec.observation_space
+
+    @property
     def host(self) -> EnvHost | None:
         """The env host (None before :meth:`connect`)."""
         return self._host
@@ -140,22 +149,20 @@ class LocalEnv:
     async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
         """Reset (all lanes, or ``env_indices``). Cancellation: the env call is abandoned
         to finish in its thread; the env is then only good for close/aclose."""
-        reply, telemetry = await self._call("reset", request)
-        assert reply.response.reset is not None
-        return Reply(reply.response.reset, telemetry)
+        reset, telemetry = await self._call("reset", request)
+        return Reply(reset, telemetry)
 
     async def step(self, request: env_pb.StepRequest) -> Reply[env_pb.StepResponse]:
         """Step (all lanes, or ``env_indices``). Cancellation as for :meth:`reset`."""
-        reply, telemetry = await self._call("step", request)
-        assert reply.response.step is not None
-        return Reply(reply.response.step, telemetry)
+        step, telemetry = await self._call("step", request)
+        return Reply(step, telemetry)
 
     async def render(self, request: env_pb.RenderRequest | None = None) -> env_pb.RenderResponse:
         """Render one lane (PNG bytes in ``frame``, or an empty response for no frame)."""
         body = request if request is not None else env_pb.RenderRequest()
-        reply, _ = await self._call("render", body)
-        assert reply.response.render is not None
-        return reply.response.render
+        render, _ = await self._call("render", body)
+        assert isinstance(render, env_pb.RenderResponse)
+        return render
 
     async def close(self, timeout: float) -> list[env_pb.EpisodeMetadata]:
         """Close the session's episodes and return them (the final episodes of a Close).
@@ -167,13 +174,14 @@ class LocalEnv:
             return []
         try:
             with trio.fail_after(timeout):
-                reply, _ = await self._call("close", env_pb.CloseEnvsRequest(reason="client close"))
+                request = env_pb.CloseEnvsRequest(reason="client close")
+                closed, _ = await self._call("close", request)
         except trio.TooSlowError:
             raise EnvRpcError(
                 "env.close", 0, f"close timed out after {format_duration(timeout)}"
             ) from None
-        assert reply.response.close is not None
-        return list(reply.response.close.final_episodes)
+        assert isinstance(closed, env_pb.CloseEnvsResponse)
+        return list(closed.final_episodes)
 
     async def aclose(self) -> None:
         """End the session (leftover episodes are dropped, like a half-close) and, if this
@@ -224,56 +232,57 @@ class LocalEnv:
             self._host = host
         return self._host
 
-    async def _call(self, kind: str, body: Any) -> tuple[HostReply, dict[str, float]]:
-        """Run one request (``kind``: its Join arm) on the host, where the placement says."""
-        operation = f"env.{kind}"
-        host = await self._ensure_host()
+    async def _call(self, kind: str, body: Any) -> tuple[Any, dict[str, float]]:
+        """Run one request (``kind``: its Join arm) on the host, where the placement says;
+        return the response arm and the endpoint telemetry."""
+        host = self._host
+        if host is None:
+            host = await self._ensure_host()
         if self._aclosed or self._session_ended:
-            raise EnvRpcError(operation, 0, _SESSION_ENDED)
+            raise EnvRpcError(f"env.{kind}", 0, _SESSION_ENDED)
         self._session_open = True
         start = time.perf_counter_ns()
-        reply: HostReply | None = None
+        call: Call | None = None
         if self.placement.inline:
             # Nothing pending: run it here, without a ticket or a JoinRequest to decode.
-            reply = await self.placement.run(host.run_now, kind, body)
-        if reply is None:
-            reply = await self._run_ticket(host, env_pb.JoinRequest(**{kind: body}))
+            call = await self.placement.run(host.call_now, kind, body)
+        if call is None:
+            call = await self._run_ticket(host, env_pb.JoinRequest(**{kind: body}))
         total_ns = time.perf_counter_ns() - start
-        telemetry = {"endpoint.total": total_ns / 1e6, "endpoint.user": reply.user_ns / 1e6}
-        for metric, value in (
-            ("endpoint.decode", reply.decode_ns),
-            ("endpoint.encode", reply.encode_ns),
-            ("endpoint.queue", reply.queue_ns),
-        ):
-            if value:
-                telemetry[metric] = value / 1e6
-        error = reply.response.error  # the oneof arm, or None
-        if reply.end_stream:
+        telemetry = {"endpoint.total": total_ns / 1e6, "endpoint.user": call.user_ns / 1e6}
+        if call.decode_ns:
+            telemetry["endpoint.decode"] = call.decode_ns / 1e6
+        if call.encode_ns:
+            telemetry["endpoint.encode"] = call.encode_ns / 1e6
+        if call.queue_ns:
+            telemetry["endpoint.queue"] = call.queue_ns / 1e6
+        error = call.error
+        if call.end_stream:
             # Close, or a non-recoverable error: 0.1.0 ends the Join stream here.
             self._session_ended = True
             if kind != "close" or error is not None:
                 host.end_session()
         if error is not None:
             raise EnvRpcError(
-                operation,
+                f"env.{kind}",
                 0,
                 f"environment error: [{_code_label(error.code)}] {error.message}",
                 code=int(error.code),
                 recoverable=error.is_recoverable,
             )
-        return reply, telemetry
+        return call.answer, telemetry
 
-    async def _run_ticket(self, host: EnvHost, request: env_pb.JoinRequest) -> HostReply:
+    async def _run_ticket(self, host: EnvHost, request: env_pb.JoinRequest) -> Call:
         """Admit ``request`` and run it (in a worker thread if it must wait for a busy lane)."""
         ticket = host.admit(request)
-        reply: HostReply | None = None
+        call: Call | None = None
         try:
             if host.ready_now(ticket):
-                reply = await self.placement.run(host.run, ticket)
+                call = await self.placement.run(host.run_call, ticket)
             else:  # waits for a lane busy in a thread: must not block the Trio thread
-                reply = await self.placement.run_threaded(host.run, ticket)
+                call = await self.placement.run_threaded(host.run_call, ticket)
         finally:
-            if reply is None:
+            if call is None:
                 host.discard(ticket)
-        assert reply is not None
-        return reply
+        assert call is not None
+        return call

@@ -53,7 +53,7 @@ class LocalModel:
     the deadline at their next await.
 
     Cost: in-process CartPole routes (env and policy in process) spend about
-    85 us of client CPU per step with inline calls against about 280 us with
+    55 us of client CPU per step with inline calls against about 260 us with
     both in threads (a loaded 2-core machine; ``benchmarks/local_placement.py``).
 
     One ``LocalModel`` may serve many routes at once: adapters are keyed by

@@ -16,7 +16,7 @@ import gymnasium as gym
 
 from ._contract import UNKNOWN_ENV_ID, build_contract
 from ._episodes import INTERRUPTED_BUFFER, EpisodeBook
-from ._host import SUPPORTED_EDITIONS, EnvFailure, EnvHost, HostReply
+from ._host import SUPPORTED_EDITIONS, Call, EnvFailure, EnvHost, HostReply
 from ._lanes import LaneHost
 from ._legacy import DuckVector, is_vector_like
 from ._schedule import Ticket
@@ -27,6 +27,7 @@ __all__ = [
     "INTERRUPTED_BUFFER",
     "SUPPORTED_EDITIONS",
     "UNKNOWN_ENV_ID",
+    "Call",
     "EnvFailure",
     "EnvHost",
     "EpisodeBook",

@@ -119,6 +119,10 @@ class EpisodeBook:
 
     def drain_interrupted(self) -> list[env_pb.EpisodeMetadata]:
         """Hand over (and forget) the interrupted episodes waiting to be reported."""
+        if not self._interrupted:
+            # Nearly every step: skip the lock (a deque's truth test is atomic; an episode
+            # interrupted concurrently is reported with the next step either way).
+            return []
         with self._lock:
             out = list(self._interrupted)
             self._interrupted.clear()

@@ -33,7 +33,7 @@ from .._wire import WORKFLOW_EDITION, core_pb, env_pb
 from ._episodes import EpisodeBook
 from ._schedule import Scheduler, Ticket
 
-__all__ = ["SUPPORTED_EDITIONS", "EnvFailure", "EnvHost", "HostReply"]
+__all__ = ["SUPPORTED_EDITIONS", "Call", "EnvFailure", "EnvHost", "HostReply"]
 
 T = TypeVar("T")
 
@@ -130,15 +130,36 @@ class _Phase:
 class Call:
     """Per-request context: the deadline and the time spent in user code."""
 
-    __slots__ = ("_deadline_ns", "decode_ns", "encode_ns", "op", "timeout_ms", "user_ns")
+    __slots__ = (
+        "_deadline_ns",
+        "answer",
+        "decode_ns",
+        "encode_ns",
+        "end_stream",
+        "error",
+        "kind",
+        "op",
+        "queue_ns",
+        "timeout_ms",
+        "user_ns",
+    )
 
-    def __init__(self, op: str, timeout_ms: int, admitted_ns: int) -> None:
-        self.op = op
+    def __init__(self, kind: str, timeout_ms: int, admitted_ns: int, queue_ns: int = 0) -> None:
+        self.kind = kind
+        self.op = f"env.{kind}"
         self.timeout_ms = timeout_ms
         self._deadline_ns = admitted_ns + timeout_ms * 1_000_000 if timeout_ms else None
         self.user_ns = 0
         self.decode_ns = 0
         self.encode_ns = 0
+        self.queue_ns = queue_ns
+        #: Once answered: the response arm (a ``ConfigureEnvResponse``, ``StepResponse``, ...),
+        #: or None when the answer is :attr:`error`.
+        self.answer: Any = None
+        #: The ``EnvError`` answer, if the operation failed.
+        self.error: env_pb.EnvError | None = None
+        #: Whether the Join stream ends after this answer (Close, non-recoverable errors).
+        self.end_stream = False
 
     def decoding(self) -> _Phase:
         """Time the block as decoding (a class, not a generator: this runs every step)."""
@@ -148,16 +169,19 @@ class Call:
         """Time the block as encoding."""
         return _Phase(self, "encode_ns")
 
-    def reply(
-        self, response: env_pb.JoinResponse, queue_ns: int, *, end_stream: bool = False
-    ) -> HostReply:
+    def reply(self) -> HostReply:
+        """The answer in its ``JoinResponse`` envelope, with the timings (for transports)."""
+        if self.error is not None:
+            response = env_pb.JoinResponse(error=self.error)
+        else:
+            response = env_pb.JoinResponse(**{self.kind: self.answer})
         return HostReply(
             response,
-            end_stream=end_stream,
+            end_stream=self.end_stream,
             user_ns=self.user_ns,
             decode_ns=self.decode_ns,
             encode_ns=self.encode_ns,
-            queue_ns=queue_ns,
+            queue_ns=self.queue_ns,
         )
 
     def env(self, what: str, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
@@ -233,13 +257,19 @@ class EnvHost(abc.ABC):
 
         Returns None for a ticket discarded before it started.
         """
+        call = self.run_call(ticket)
+        return None if call is None else call.reply()
+
+    def run_call(self, ticket: Ticket) -> Call | None:
+        """:meth:`run`, answering with the bare :class:`Call` (no ``JoinResponse`` envelope)."""
         if not self._sched.wait_turn(ticket):
             return None
         queue_ns = max(0, time.monotonic_ns() - ticket.admitted_ns)
         try:
             request = ticket.request
             assert isinstance(request, env_pb.JoinRequest)
-            return self._dispatch(request, ticket.admitted_ns, queue_ns)
+            kind, arm = betterproto2.which_one_of(request, "kind")
+            return self._answer(kind, arm, ticket.admitted_ns, queue_ns)
         finally:
             self._sched.finish(ticket)
 
@@ -283,44 +313,41 @@ class EnvHost(abc.ABC):
         For a caller that runs requests on the thread that admits them (an
         in-process endpoint running inline): nothing can start meanwhile.
         """
+        call = self.call_now(kind, body)
+        return None if call is None else call.reply()
+
+    def call_now(self, kind: str, body: Any) -> Call | None:
+        """:meth:`run_now`, answering with the bare :class:`Call`: an in-process caller needs
+        the response arm only, and an envelope per step costs more than the bookkeeping."""
         if not self._sched.idle():
             return None
-        return self._dispatch_kind(kind, body, time.monotonic_ns())
+        return self._answer(kind, body, time.monotonic_ns())
 
-    def _dispatch(
-        self, request: env_pb.JoinRequest, admitted_ns: int, queue_ns: int = 0
-    ) -> HostReply:
-        kind, arm = betterproto2.which_one_of(request, "kind")
-        return self._dispatch_kind(kind, arm, admitted_ns, queue_ns)
-
-    def _dispatch_kind(self, kind: str, arm: Any, admitted_ns: int, queue_ns: int = 0) -> HostReply:
+    def _answer(self, kind: str, arm: Any, admitted_ns: int, queue_ns: int = 0) -> Call:
+        """Run one operation; its answer (or ``EnvError``) and timings are on the returned call."""
         body: Any = arm
-        call = Call(f"env.{kind}", getattr(body, "timeout_ms", 0), admitted_ns)
+        call = Call(kind, getattr(body, "timeout_ms", 0), admitted_ns, queue_ns)
         try:
-            if kind == "configure":
-                configured = self._configure(body)
-                return call.reply(env_pb.JoinResponse(configure=configured), queue_ns)
-            if kind == "reset":
-                reset = self._reset(body, call)
-                return call.reply(env_pb.JoinResponse(reset=reset), queue_ns)
             if kind == "step":
-                step = self._step(body, call)
-                return call.reply(env_pb.JoinResponse(step=step), queue_ns)
-            if kind == "render":
-                render = self._render_keeping_session(body, call)
-                return call.reply(env_pb.JoinResponse(render=render), queue_ns)
-            if kind == "close":
+                call.answer = self._step(body, call)
+            elif kind == "reset":
+                call.answer = self._reset(body, call)
+            elif kind == "configure":
+                call.answer = self._configure(body)
+            elif kind == "render":
+                call.answer = self._render_keeping_session(body, call)
+            elif kind == "close":
                 final = self.book.close_all()
                 self._on_session_end()
-                closed = env_pb.CloseEnvsResponse(final_episodes=final)
-                return call.reply(env_pb.JoinResponse(close=closed), queue_ns, end_stream=True)
-            raise unsupported(UNKNOWN_KIND)
+                call.answer = env_pb.CloseEnvsResponse(final_episodes=final)
+                call.end_stream = True
+            else:
+                raise unsupported(UNKNOWN_KIND)
         except EnvFailure as failure:
-            return call.reply(
-                env_pb.JoinResponse(error=failure.to_error()),
-                queue_ns,
-                end_stream=failure.end_stream,
-            )
+            call.answer = None
+            call.error = failure.to_error()
+            call.end_stream = failure.end_stream
+        return call
 
     def _configure(self, body: env_pb.ConfigureEnvRequest) -> env_pb.ConfigureEnvResponse:
         edition = body.selected_workflow_edition

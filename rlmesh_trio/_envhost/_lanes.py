@@ -23,6 +23,7 @@ from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvHost, invalid_action, unsupported
 from ._legacy import normalize_reset, normalize_step, reset_env
+from ._one_lane import OneLanePlan
 from ._values import encode_observations, info_map, lanes_info_map, options_of, render_response
 
 __all__ = ["LaneHost"]
@@ -82,6 +83,16 @@ class LaneHost(EnvHost):
         self._groups = [frozenset(by_object[id(env)]) for env in self._lanes]
         unique = list({id(env): env for env in self._lanes}.values())
         self._concurrent = len(unique) > 1
+        # A single env: its step's checks are planned once (the common in-process case).
+        self._one: OneLanePlan | None = None
+        if len(self._lanes) == 1:
+            self._one = OneLanePlan(
+                action_space=self._action_space,
+                action_spec=self._action_spec,
+                observation_space=self._observation_space,
+                observation_spec=self._observation_spec,
+                conformance=self._conformance,
+            )
         super().__init__(
             contract=contract,
             capabilities={CAP_SUBSET_STEP: "true"},
@@ -176,6 +187,11 @@ class LaneHost(EnvHost):
         return env_pb.ResetResponse(observation=observation, infos=info_msg)
 
     def _step(self, body: env_pb.StepRequest, call: Call) -> env_pb.StepResponse:
+        one = self._one
+        if one is not None:
+            indices = body.env_indices
+            if not indices or (len(indices) == 1 and indices[0] == 0):
+                return self._step_one(one, body, call, bool(indices))
         subset = bool(body.env_indices)
         lanes = (
             self._subset("subset step", body.env_indices) if subset else list(range(self.num_envs))
@@ -220,6 +236,16 @@ class LaneHost(EnvHost):
                 )
         call.check_deadline()
         return self._answer_step(lanes, results, lane_infos, observation, info_msg, subset)
+
+    def _step_one(
+        self, one: OneLanePlan, body: env_pb.StepRequest, call: Call, subset: bool
+    ) -> env_pb.StepResponse:
+        """:meth:`_step` of a one-env endpoint (lane 0): the same answer, planned checks."""
+        action, warned = one.decode_action(body, call)
+        result = call.env("step", _step_lane, self._lanes[0], action)
+        observation, infos = one.encode(result[0], result[4], warned, call)
+        call.check_deadline()
+        return one.answer(self.book, result, observation, infos, subset)
 
     def _answer_step(
         self,

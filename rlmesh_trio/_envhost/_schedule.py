@@ -90,5 +90,11 @@ class Scheduler:
                 self._cond.notify_all()
 
     def idle(self) -> bool:
-        with self._cond:
-            return not self._pending
+        """Whether no admitted ticket is pending.
+
+        Read without the lock (one list's truth test is atomic under the GIL):
+        the caller is the thread that admits, so nothing can be added meanwhile,
+        and a ticket a worker finishes just now only makes the answer a stale
+        False, after which the caller takes the ticketed path.
+        """
+        return not self._pending

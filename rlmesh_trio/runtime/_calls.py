@@ -21,7 +21,7 @@ from .._wire import env_pb, model_pb, spaces_pb
 from ..spaces import check_batch
 from ._episodes import Lane
 from ._spec import RouteSpec
-from ._telemetry import RouteTelemetry
+from ._telemetry import OperationRecorder, RouteTelemetry
 from ._timer import OperationTimer
 
 __all__ = ["RouteCalls", "concurrently"]
@@ -44,6 +44,29 @@ class RouteCalls:
     observation_space: spaces_pb.SpaceSpec | None = attrs.field(default=None, init=False)
     num_envs: int = attrs.field(default=1, init=False)
     _seq: int = attrs.field(default=0, init=False)
+    # The per-step operations' telemetry recorders, looked up once.
+    _predicts: OperationRecorder = attrs.field(init=False)
+    _steps: OperationRecorder = attrs.field(init=False)
+
+    _framing_trusted: bool = attrs.field(default=False, init=False)
+
+    def set_observation_space(self, space: spaces_pb.SpaceSpec | None) -> None:
+        """Check replies against ``space`` from now on (the session's contract).
+
+        An env endpoint object that encodes its observations in this process
+        with the codec, for exactly this spec object, says so through its
+        ``encoded_observation_space`` attribute (``LocalEnv``); its framing is
+        right by construction, so the per-step framing check is skipped. A
+        remote endpoint has no such attribute: whatever a server claims, its
+        bytes are always checked.
+        """
+        self.observation_space = space
+        own = getattr(self.env, "encoded_observation_space", None)
+        self._framing_trusted = space is not None and own is space
+
+    def __attrs_post_init__(self) -> None:
+        self._predicts = self.telemetry.recorder("model.predict", self.spec.model_component_id)
+        self._steps = self.telemetry.recorder("env.step", self.spec.env_component_id)
 
     def context(self, phase: str) -> model_pb.AdapterContext:
         """A fresh ``AdapterContext`` whose request id names the phase and a sequence number."""
@@ -75,8 +98,19 @@ class RouteCalls:
         """
         if step is None:
             step = self.step
-        call = _env_attempt(op, step, fn(*args))
-        return await timer.timed(self.spec.env_component_id, op, step, timeout, call)
+        call = fn(*args)
+        # The failure is translated outside the timer (one coroutine less per call): the
+        # timer only ever raises its own OperationTimeout, which passes through unchanged.
+        try:
+            return await timer.timed(self.spec.env_component_id, op, step, timeout, call)
+        except RlmeshTrioError as exc:
+            if isinstance(exc, EnvRpcError) and (exc.operation != op or exc.step != step):
+                raise EnvRpcError(
+                    op, step, exc.message, code=exc.code, recoverable=exc.recoverable
+                ) from exc
+            raise
+        except Exception as exc:
+            raise EnvRpcError(op, step, f"{type(exc).__name__}: {exc}") from exc
 
     async def model_call(
         self,
@@ -93,8 +127,17 @@ class RouteCalls:
             ModelRpcError: the model failed (re-labelled with this route's component).
         """
         component = self.spec.model_component_id
-        call = _model_attempt(component, fn(*args))
-        return await timer.timed(component, op, self.step, timeout, call)
+        call = fn(*args)
+        try:  # translated outside the timer, as in env_call
+            return await timer.timed(component, op, self.step, timeout, call)
+        except RlmeshTrioError as exc:
+            if isinstance(exc, ModelRpcError) and exc.component_id != component:
+                raise ModelRpcError(
+                    component, exc.message, code=exc.code, recoverable=exc.recoverable
+                ) from exc
+            raise
+        except Exception as exc:
+            raise ModelRpcError(component, f"{type(exc).__name__}: {exc}") from exc
 
     async def predict(
         self,
@@ -121,9 +164,7 @@ class RouteCalls:
             timer, "model.predict", spec.limits.model_predict_timeout, self.model.predict, request
         )
         rpc_ms = (self.now() - started) * 1000.0
-        self.telemetry.add_operation(
-            "model.predict", spec.model_component_id, rpc_ms, reply.telemetry
-        )
+        self._predicts.operation(rpc_ms, reply.telemetry)
         response = reply.response
         got = response.context
         # The whole AdapterContext must come back (compared field by field, cheaply).
@@ -175,9 +216,8 @@ class RouteCalls:
         )
         self.step += 1
         rpc_ms = (self.now() - started) * 1000.0
-        telemetry = self.telemetry
-        telemetry.add_operation("env.step", self.spec.env_component_id, rpc_ms, reply.telemetry)
-        telemetry.window_steps += 1
+        self._steps.operation(rpc_ms, reply.telemetry)
+        self.telemetry.window_steps += 1
         response = reply.response
         self.check_observation(response.observation, len(request.env_indices), "step")
         return response, rpc_ms
@@ -199,6 +239,8 @@ class RouteCalls:
             raise ProtocolError(
                 f"environment endpoint {component} returned a {op} response with no observation"
             )
+        if self._framing_trusted:
+            return
         try:
             check_batch(space, value, lanes or self.num_envs)
         except ProtocolError as exc:
@@ -207,36 +249,6 @@ class RouteCalls:
                 f"at runtime step {self.step}: {exc.detail}",
                 path=exc.path,
             ) from None
-
-
-async def _env_attempt(op: str, step: int, call: Awaitable[T]) -> T:
-    try:
-        return await call
-    except EnvRpcError as exc:
-        if exc.operation == op and exc.step == step:
-            raise
-        raise EnvRpcError(
-            op, step, exc.message, code=exc.code, recoverable=exc.recoverable
-        ) from exc
-    except RlmeshTrioError:
-        raise
-    except Exception as exc:
-        raise EnvRpcError(op, step, f"{type(exc).__name__}: {exc}") from exc
-
-
-async def _model_attempt(component: str, call: Awaitable[T]) -> T:
-    try:
-        return await call
-    except ModelRpcError as exc:
-        if exc.component_id == component:
-            raise
-        raise ModelRpcError(
-            component, exc.message, code=exc.code, recoverable=exc.recoverable
-        ) from exc
-    except RlmeshTrioError:
-        raise
-    except Exception as exc:
-        raise ModelRpcError(component, f"{type(exc).__name__}: {exc}") from exc
 
 
 async def concurrently(*fns: Callable[[], Awaitable[Any]]) -> list[Any]:

@@ -210,7 +210,7 @@ class RouteDriver:
         session = await handshake(self.spec, calls, timer)
         self.contract, self.edition = session.contract, session.edition
         self.num_envs = calls.num_envs = session.num_envs
-        calls.observation_space = session.observation_space
+        calls.set_observation_space(session.observation_space)
         self._configure_sent = True
         await configure(self.spec, session, calls, timer)
         return session

@@ -26,6 +26,7 @@ from ._events import (
     StepCompletedEvent,
 )
 from ._hook_gate import HookGate
+from ._telemetry import OperationRecorder
 from ._timer import OperationTimer
 
 __all__ = ["DriveMode", "Replay", "RouteLoop"]
@@ -115,6 +116,12 @@ class RouteLoop:
     #: The run's clock (the calls' own).
     now: Callable[[], float] = attrs.field(
         init=False, default=attrs.Factory(lambda self: self.calls.now, takes_self=True)
+    )
+    _rounds: OperationRecorder = attrs.field(
+        init=False,
+        default=attrs.Factory(
+            lambda self: self.calls.telemetry.recorder("runner.round", "runner"), takes_self=True
+        ),
     )
 
     async def drive(self, mode: DriveMode) -> None:
@@ -257,7 +264,7 @@ class RouteLoop:
         now = self.now()
         gate = self.gate
         telemetry = self.calls.telemetry
-        telemetry.add("runner.round", "runner", "rpc.total", (now - round_started) * 1000.0)
+        self._rounds.add("rpc.total", (now - round_started) * 1000.0)
         if gate.step:
             first = rows[0]
             await gate.emit(

@@ -91,7 +91,7 @@ class Limits:
     Trio thread (by default a policy's calls, and an env's cheap calls after
     8 timed threaded ones) cannot be interrupted, so one that returns past
     its deadline fails the route with the same ``OperationTimeout`` when it
-    returns. Inline calls save the thread handoff: about 85 against 280 us of
+    returns. Inline calls save the thread handoff: about 55 against 260 us of
     client CPU per step for in-process CartPole routes on a loaded 2-core
     machine (``benchmarks/local_placement.py``).
     """

@@ -20,6 +20,7 @@ from ._results import RouteReport, SeriesSnapshot, TelemetryRow
 
 __all__ = [
     "RESERVOIR_SIZE",
+    "OperationRecorder",
     "RouteTelemetry",
     "Series",
     "merge_telemetry",
@@ -28,6 +29,8 @@ __all__ = [
 ]
 
 RESERVOIR_SIZE = 2048
+#: A skip no run reaches (keeps a vanishing keep-probability finite).
+_NEVER = 2**62
 
 _COUNT_METRICS = frozenset({"held.episodes", "predict.in_flight", "group.size"})
 
@@ -49,9 +52,15 @@ def percentile(ordered: list[float], p: float) -> float:
 
 
 class Series:
-    """Count, sum and a bounded reservoir of one metric's samples."""
+    """Count, sum and a bounded reservoir of one metric's samples.
 
-    __slots__ = ("cap", "count", "random", "samples", "total")
+    Once the reservoir is full, which sample is kept next is drawn ahead
+    (Li's algorithm L: the same uniform sample as algorithm R, each of the n
+    values seen kept with probability cap/n), so an add that keeps nothing --
+    almost all of them on a long run -- costs two additions and a compare.
+    """
+
+    __slots__ = ("_keep_at", "_weight", "cap", "count", "random", "samples", "total")
 
     def __init__(self, cap: int = RESERVOIR_SIZE, rng: random.Random | None = None) -> None:
         self.cap = cap
@@ -59,6 +68,9 @@ class Series:
         self.total = 0.0
         self.samples: list[float] = []
         self.random = (rng or random).random
+        self._weight = 1.0
+        #: The count at which the next value replaces a reservoir sample.
+        self._keep_at = cap + 1
 
     def add(self, value: float) -> None:
         count = self.count = self.count + 1
@@ -66,11 +78,20 @@ class Series:
         # The reservoir holds min(count, cap) samples: it is full once count exceeds cap.
         if count <= self.cap:
             self.samples.append(value)
-        else:
-            # Algorithm R: keep each of the n samples seen so far with probability cap/n.
-            j = int(self.random() * count)
-            if j < self.cap:
-                self.samples[j] = value
+            if count == self.cap:
+                self._draw_next()
+        elif count == self._keep_at:
+            self.samples[int(self.random() * self.cap)] = value
+            self._draw_next()
+
+    def _draw_next(self) -> None:
+        """Draw the next kept position: skip a geometric run of values (algorithm L)."""
+        rand = self.random
+        # 1 - random() lies in (0, 1]: its log is finite.
+        self._weight *= math.exp(math.log(1.0 - rand()) / self.cap)
+        miss = math.log1p(-self._weight) if self._weight < 1.0 else -math.inf
+        run = math.log(1.0 - rand()) / miss if miss < 0.0 else 0.0
+        self._keep_at = self.count + (int(run) if run < _NEVER else _NEVER) + 1
 
     def row(self, op: str, component: str, metric: str) -> TelemetryRow:
         ordered = sorted(self.samples)
@@ -92,6 +113,45 @@ _Key = tuple[str, str, str]
 
 def _rows(series: Mapping[_Key, Series]) -> tuple[TelemetryRow, ...]:
     return tuple(s.row(*key) for key, s in series.items() if s.count)
+
+
+class OperationRecorder:
+    """Where one ``(op, component)``'s samples go: for a call site that records every step.
+
+    It keeps each metric's add function, so a sample costs one dict lookup
+    and the add; :meth:`RouteTelemetry.take_window` empties those caches when
+    fresh window series start.
+    """
+
+    __slots__ = ("_adders", "_component", "_op", "_telemetry")
+
+    def __init__(self, telemetry: RouteTelemetry, op: str, component: str) -> None:
+        self._telemetry = telemetry
+        self._op = op
+        self._component = component
+        self._adders: dict[str, Callable[[float], None]] = {}
+
+    def forget(self) -> None:
+        """Drop the cached add functions (the window series they fed are closed)."""
+        self._adders = {}
+
+    def _resolve(self, metric: str) -> Callable[[float], None]:
+        adder = self._telemetry.adder(self._op, self._component, metric)
+        self._adders[metric] = adder
+        return adder
+
+    def add(self, metric: str, value: float) -> None:
+        """One sample of ``metric``."""
+        (self._adders.get(metric) or self._resolve(metric))(value)
+
+    def operation(self, rpc_ms: float, extra: Mapping[str, float]) -> None:
+        """One finished remote operation: its round trip plus whatever the reply measured
+        (a reply's own ``rpc.total`` is ignored: the round trip is the caller's)."""
+        adders = self._adders
+        (adders.get("rpc.total") or self._resolve("rpc.total"))(rpc_ms)
+        for metric, value in extra.items():
+            if metric != "rpc.total":
+                (adders.get(metric) or self._resolve(metric))(float(value))
 
 
 class RouteTelemetry:
@@ -120,10 +180,10 @@ class RouteTelemetry:
         self.window_start = now
         self.window_deadline = now + window
         self.window_steps = 0
-        # (op, component) -> metric -> the function an add() calls: the total series' add,
-        # or one feeding the total and the current window. Saves building a key and two
-        # lookups per sample; take_window() drops it so fresh window series get picked up.
-        self._adders: dict[tuple[str, str], dict[str, Callable[[float], None]]] = {}
+        # (op, component) -> its recorder, which caches per metric the function a sample
+        # goes to: the total series' add, or one feeding the total and the current window.
+        # take_window() empties those caches so fresh window series get picked up.
+        self._recorders: dict[tuple[str, str], OperationRecorder] = {}
 
     def _series(self, table: dict[_Key, Series], key: _Key) -> Series:
         series = table.get(key)
@@ -131,8 +191,15 @@ class RouteTelemetry:
             series = table[key] = Series(self._reservoir, self._rng)
         return series
 
-    def _adder(self, op: str, component: str, metric: str) -> Callable[[float], None]:
-        by_metric = self._adders.setdefault((op, component), {})
+    def recorder(self, op: str, component: str) -> OperationRecorder:
+        """The (cached) recorder of ``(op, component)``: keep it for a per-step call site."""
+        found = self._recorders.get((op, component))
+        if found is None:
+            found = self._recorders[(op, component)] = OperationRecorder(self, op, component)
+        return found
+
+    def adder(self, op: str, component: str, metric: str) -> Callable[[float], None]:
+        """The function one sample of ``(op, component, metric)`` goes to now (see recorder)."""
         key = (op, component, metric)
         total = self._series(self.totals, key)
         if self._windows:
@@ -142,29 +209,17 @@ class RouteTelemetry:
                 total.add(value)
                 window.add(value)
 
-            adder: Callable[[float], None] = both
-        else:
-            adder = total.add
-        by_metric[metric] = adder
-        return adder
+            return both
+        return total.add
 
     def add(self, op: str, component: str, metric: str, value: float) -> None:
-        by_metric = self._adders.get((op, component))
-        adder = by_metric.get(metric) if by_metric is not None else None
-        (adder or self._adder(op, component, metric))(value)
+        self.recorder(op, component).add(metric, value)
 
     def add_operation(
         self, op: str, component: str, rpc_ms: float, extra: Mapping[str, float]
     ) -> None:
         """One finished remote operation: its round trip plus whatever the reply measured."""
-        by_metric = self._adders.get((op, component))
-        if by_metric is None:
-            self._adder(op, component, "rpc.total")
-            by_metric = self._adders[(op, component)]
-        (by_metric.get("rpc.total") or self._adder(op, component, "rpc.total"))(rpc_ms)
-        for metric, value in extra.items():
-            if metric != "rpc.total":
-                (by_metric.get(metric) or self._adder(op, component, metric))(float(value))
+        self.recorder(op, component).operation(rpc_ms, extra)
 
     def window_due(self, now: float) -> bool:
         return now >= self.window_deadline
@@ -174,7 +229,8 @@ class RouteTelemetry:
         start, steps, current = self.window_start, self.window_steps, self.current
         self.current = {}
         if current:
-            self._adders = {}
+            for recorder in self._recorders.values():
+                recorder.forget()
         self.window_start = now
         self.window_deadline = now + self.window
         self.window_steps = 0
