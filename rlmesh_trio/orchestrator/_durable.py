@@ -9,6 +9,7 @@ resume (:class:`LedgerExists`, the file untouched), a ledger of another plan
 from __future__ import annotations
 
 import datetime
+import functools
 import logging
 import os
 import sys
@@ -44,13 +45,20 @@ _PACKAGES = ("rlmesh-trio", "trio", "grpclib", "gymnasium", "numpy", "rlmesh")
 
 def package_versions() -> dict[str, str]:
     """Versions of the packages that shape a run's results (those installed)."""
-    found = {"python": sys.version.split()[0]}
+    return dict(_installed_versions())
+
+
+@functools.cache
+def _installed_versions() -> tuple[tuple[str, str], ...]:
+    # Read once per process: the metadata scan costs ~1.5 ms, and the modules this
+    # process already imported do not change when a package is reinstalled under it.
+    found = [("python", sys.version.split()[0])]
     for name in _PACKAGES:
         try:
-            found[name] = metadata.version(name)
+            found.append((name, metadata.version(name)))
         except metadata.PackageNotFoundError:
             continue
-    return found
+    return tuple(found)
 
 
 def _now_iso() -> str:
