@@ -32,7 +32,7 @@ from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._env_workers import EnvWorkers
 from ._handshake import ENV_COMPONENT
-from ._server_base import handshake_reply, shutdown_reply
+from ._server_base import decode_or_refuse, handshake_reply, raw_join, shutdown_reply
 
 if TYPE_CHECKING:
     from ._env_server import EnvServer
@@ -56,16 +56,7 @@ class EnvService(env_pb.EnvServiceBase):
         self._server = server
 
     def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        mapping = super().__mapping__()
-        mapping[_JOIN] = grpclib.const.Handler(
-            self._join,
-            grpclib.const.Cardinality.STREAM_STREAM,
-            # Raw bytes: the session parses and serialises Join messages itself
-            # (wire._env_codec: Step/Reset by hand, betterproto2 for the rest).
-            bytes,
-            bytes,
-        )
-        return mapping
+        return raw_join(super().__mapping__(), _JOIN, self._join)
 
     async def handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
         host = self._server.host
@@ -103,15 +94,6 @@ class EnvService(env_pb.EnvServiceBase):
         finally:
             server._sessions.discard(session)
             server._release_session()
-
-
-def _decode(data: bytes) -> env_pb.JoinRequest:
-    try:
-        return decode_join_request(data)
-    except Exception as exc:
-        # No request id can be read, so no typed reply is possible: the stream ends
-        # with a status saying why once the requests in flight are answered.
-        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
 
 
 class JoinSession:
@@ -191,7 +173,7 @@ class JoinSession:
                 if data is None:
                     break  # half-close: answer what is in flight, then end
                 received = time.perf_counter_ns()
-                request = _decode(data)
+                request = decode_or_refuse(decode_join_request, data)
                 if self._workers is None:
                     # Inline (serve(env_thread="loop")): one request at a time, in order.
                     await self._answer(request, self._host.handle(request), received)

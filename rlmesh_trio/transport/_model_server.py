@@ -28,7 +28,6 @@ from .._wire import WORKFLOW_EDITION
 from . import _server_loop as aio
 from ._model_join import ModelService
 from ._server_base import ServerBase
-from ._server_net import Listener, open_listener
 from ._server_trio import run_until_stopped
 
 __all__ = ["ModelServer"]
@@ -83,8 +82,6 @@ class ModelServer(ServerBase):
         if threaded:
             self._invoke_in_trio = ThreadedInvoker()
         self._runner: _TrioRunner | None = None
-        self._shutdown: aio.AsyncioEvent | None = None
-        self._listener: Listener | None = None
 
     @property
     def inline(self) -> bool:
@@ -149,51 +146,10 @@ class ModelServer(ServerBase):
                 self._runner = None
 
     async def _serve_loop(self, announce: Callable[[], None]) -> None:
-        await self._serve_plain_asyncio(
-            announce,
-            start=self._start_asyncio,
-            stopped=self._stopped,
-            close=self._close_asyncio,
-            request_stop=self.request_shutdown,
-            owner_stop=self._owner_stop,
-            close_timeout=DRAIN_TIMEOUT,
-        )
+        await self._serve_plain_asyncio(announce, close_timeout=DRAIN_TIMEOUT)
 
-    async def _start_asyncio(self) -> None:
-        self._shutdown = aio.AsyncioEvent()
-        self._listener = await open_listener(
-            self._bind, [ModelService(self)], kind=self.kind, token=self._token, ssl=self._ssl
-        )
-        self._address = self._listener.address
-
-    async def _stopped(self) -> None:
-        if self._shutdown is not None:
-            await self._shutdown.wait()
-
-    async def _close_asyncio(self) -> None:
-        listener = self._listener
-        self._listener = None
-        if listener is None:
-            return
-        listener.stop_accepting()  # cancels in-flight requests
-        await aio.asyncio_sleep(0)  # let the cancelled handlers send what they send
-        listener.drop_connections()
-        try:
-            await aio.asyncio_wait_for(listener.grpc.wait_closed(), DRAIN_TIMEOUT / 2)
-        except TimeoutError:
-            log.debug("model server %s: handlers still closing", self._address)
-        listener.unlink()
-
-    def request_shutdown(self, reason: str) -> None:
-        """Ask the serve to stop (on the serving loop's thread; never blocks)."""
-        self._shutdown_reason = reason
-        if self._shutdown is not None:
-            self._shutdown.set()
-
-    def _owner_stop(self) -> None:
-        # stop_threadsafe's hook, on the loop: stop without recording a reason.
-        if self._shutdown is not None:
-            self._shutdown.set()
+    def _services(self) -> list[Any]:
+        return [ModelService(self)]
 
     def asyncio_invoke(self) -> Invoke:
         """How asyncio-side code runs a policy function: inline when it is a plain sync

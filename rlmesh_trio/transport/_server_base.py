@@ -23,9 +23,11 @@ import os
 import ssl as ssl_module
 import sys
 import threading
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, ClassVar, TypeVar
 
+import grpclib.config
+import grpclib.const
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
@@ -34,18 +36,23 @@ from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
 from . import _server_loop as aio
 from ._address import parse_address
 from ._handshake import local_peer_info
+from ._server_net import Listener, open_listener
 from ._server_sync import SyncLifecycle
 
 __all__ = [
     "SHUTDOWN_GRACE",
     "ServerBase",
     "announce_line",
+    "decode_or_refuse",
     "handshake_reply",
+    "raw_join",
     "shutdown_reply",
     "write_ready",
 ]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
+
+M = TypeVar("M")
 
 #: Let a Shutdown reply leave before the server starts closing connections.
 SHUTDOWN_GRACE = 0.05
@@ -105,6 +112,34 @@ def shutdown_reply(
     return core_pb.ShutdownResponse(accepted=True, message=text)
 
 
+def raw_join(
+    mapping: dict[str, grpclib.const.Handler], path: str, handler: Callable[..., Any]
+) -> dict[str, grpclib.const.Handler]:
+    """A generated service's mapping with Join at ``path`` taken over at the stream level:
+    raw bytes each way, so the session parses and serialises Join messages itself
+    (the hand codecs of :mod:`rlmesh_trio.wire`, betterproto2 for the rest)."""
+    mapping[path] = grpclib.const.Handler(
+        handler, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
+    )
+    return mapping
+
+
+def decode_or_refuse(decode: Callable[[bytes], M], data: bytes) -> M:
+    """``decode(data)``, or INVALID_ARGUMENT saying why.
+
+    No request id can be read from bytes that do not parse, so no typed reply
+    is possible: the stream ends with this status (once the requests in flight
+    are answered) rather than grpclib's UNKNOWN for an application error.
+
+    Raises:
+        GRPCError: INVALID_ARGUMENT when ``data`` is not a message ``decode`` reads.
+    """
+    try:
+        return decode(data)
+    except Exception as exc:
+        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
+
+
 def write_ready(ready_fd: int | None, url: str) -> None:
     """Announce readiness the 0.1.0 way: one line with the bound URL on ``ready_fd``, closed."""
     if ready_fd is not None:
@@ -141,6 +176,8 @@ class ServerBase(SyncLifecycle):
         self.allow_remote_shutdown = allow_remote_shutdown
         self._address: str | None = None
         self._shutdown_reason: str | None = None
+        self._stop: aio.AsyncioEvent | None = None  # set to stop serving (asyncio side)
+        self._listener: Listener | None = None
         # The thread-safe stop hand-off (see stop_threadsafe): whoever runs the
         # serving loop arms a hook that stops it from any thread.
         self._stop_lock = threading.Lock()
@@ -235,36 +272,61 @@ class ServerBase(SyncLifecycle):
 
     # -- the blocking serve on a plain asyncio loop ----------------------------------------
 
+    def _services(self) -> list[Any]:
+        """The gRPC services this server offers (health is added); subclasses say."""
+        raise NotImplementedError
+
+    async def _close(self) -> None:
+        """Stop serving (asyncio side): the listener and whatever else the server owns."""
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.close(self.close_bound() / 2)
+
+    def request_shutdown(self, reason: str = "") -> None:
+        """Ask the serve to stop, recording ``reason`` (on the serving loop's thread;
+        never blocks): an accepted remote Shutdown, or a signal."""
+        self._shutdown_reason = reason
+        self._owner_stop()
+
+    def _owner_stop(self) -> None:
+        # stop_threadsafe's hook, on the loop: stop without recording a reason.
+        if self._stop is not None:
+            self._stop.set()
+
     async def _serve_plain_asyncio(
         self,
         announce: Callable[[], None],
         *,
-        start: Callable[[], Awaitable[None]],
-        stopped: Callable[[], Awaitable[Any]],
-        close: Callable[[], Awaitable[None]],
-        request_stop: Callable[[str], None],
-        owner_stop: Callable[[], None],
+        config: grpclib.config.Configuration | None = None,
         close_timeout: float,
     ) -> None:
-        """``start``, announce, wait for ``stopped`` (SIGINT/SIGTERM call
-        ``request_stop``, and :meth:`stop_threadsafe` calls ``owner_stop`` on the
-        loop), then ``close`` bounded by ``close_timeout``. Runs inside
-        :func:`._server_loop.run_plain_asyncio`.
+        """Listen, announce, serve until stopped (a remote Shutdown, SIGINT/SIGTERM on
+        the main thread, or :meth:`stop_threadsafe`), then :meth:`_close` bounded by
+        ``close_timeout``. Runs inside :func:`._server_loop.run_plain_asyncio`.
 
         Raises:
-            OSError: the address cannot be bound (from ``start``).
+            OSError: the address cannot be bound.
         """
         loop = aio.running_loop()
-        await start()
+        self._stop = stop = aio.AsyncioEvent()
+        self._listener = await open_listener(
+            self._bind,
+            self._services(),
+            kind=self.kind,
+            token=self._token,
+            ssl=self._ssl,
+            config=config,
+        )
+        self._address = self._listener.address
         handled = threading.current_thread() is threading.main_thread()
 
         def on_signal(signum: int) -> None:
             self._note_signal(signum)
-            request_stop(self._shutdown_reason or "signal")
+            self.request_shutdown(self._shutdown_reason or "signal")
 
         def stop_from_elsewhere() -> None:
             try:
-                loop.call_soon_threadsafe(owner_stop)
+                loop.call_soon_threadsafe(self._owner_stop)
             except RuntimeError:
                 pass  # the loop is closed: serving is over already
 
@@ -274,7 +336,7 @@ class ServerBase(SyncLifecycle):
                 for signum in SERVER_SIGNALS:
                     loop.add_signal_handler(signum, on_signal, signum)
             announce()
-            await stopped()
+            await stop.wait()
             log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
         finally:
             self._disarm_stop()
@@ -282,7 +344,7 @@ class ServerBase(SyncLifecycle):
                 for signum in SERVER_SIGNALS:
                     loop.remove_signal_handler(signum)
             try:
-                await aio.asyncio_wait_for(close(), close_timeout)
+                await aio.asyncio_wait_for(self._close(), close_timeout)
             except TimeoutError:
                 log.warning(
                     "%s server %s: close took over %ss", self.kind, self._address, close_timeout

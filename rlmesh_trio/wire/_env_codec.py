@@ -20,6 +20,7 @@ from typing import Any
 from .._wire import env_pb, spaces_pb
 from ._pb import (
     LEN,
+    ArmEncoder,
     Fallback,
     blob,
     decode_join,
@@ -166,7 +167,7 @@ def _encode_reset(reset: env_pb.ResetResponse) -> bytearray:
 
 
 _JR = env_pb.JoinResponse
-_RESPONSE_ARMS = {
+_RESPONSE_ARMS: dict[str, ArmEncoder] = {
     "step": (key(_JR, "step"), _encode_step),
     "reset": (key(_JR, "reset"), _encode_reset),
 }

@@ -28,6 +28,7 @@ __all__ = [
     "LEN",
     "U64",
     "VARINT",
+    "ArmEncoder",
     "Fallback",
     "TailKeys",
     "blob",
@@ -378,7 +379,8 @@ def decode_join(
                 raise Fallback
         if arm is not None:
             server_counts["decode"] += 1
-            return message(request_id=request_id or "", **{arm[0]: arm[1]})
+            build: Any = message
+            return build(request_id=request_id or "", **{arm[0]: arm[1]})  # type: ignore[no-any-return]
     except (Fallback, struct.error):
         pass
     server_counts["fallback"] += 1
