@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 import grpclib.config
-import trio
 
 from .._envhost import EnvHost, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
@@ -38,7 +37,6 @@ from . import _server_loop as aio
 from ._env_join import BUSY_MESSAGE, EnvService, JoinSession
 from ._env_workers import EnvWorkers
 from ._server_base import ServerBase
-from ._server_trio import run_until_stopped
 
 __all__ = ["BUSY_MESSAGE", "EnvServer"]
 
@@ -122,24 +120,9 @@ class EnvServer(ServerBase):
 
     # -- ways to run -----------------------------------------------------------------------
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen, report ``task_status.started(self)``, serve until cancelled or shut down.
-
-        For ``await nursery.start(server.run)`` in a Trio program: the server
-        runs on a thread of its own (as under ``serve_env``), env calls where
-        ``env_thread`` says (``"caller"`` is refused: it is for :meth:`serve`).
-
-        Cancellation: stops listening, ends open streams, waits (bounded) for
-        in-flight env calls, then closes the env if it owns it; all shielded and
-        bounded, so it cannot hang the caller.
-
-        Raises:
-            ValueError: ``env_thread="caller"``.
-            OSError: the address cannot be bound.
-        """
+    def refuse_thread(self, what: str) -> None:
         if self.env_thread == "caller":
-            raise ValueError('EnvServer.run cannot use env_thread="caller"; use serve()')
-        await run_until_stopped(self, task_status, name="rlmesh-trio-env-server")
+            raise ValueError(f'{what} cannot use env_thread="caller"; use EnvServer.serve()')
 
     def serve(
         self,

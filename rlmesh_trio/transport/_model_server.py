@@ -28,7 +28,6 @@ from .._wire import WORKFLOW_EDITION
 from . import _server_loop as aio
 from ._model_join import ModelService
 from ._server_base import ServerBase
-from ._server_trio import run_until_stopped
 
 __all__ = ["ModelServer"]
 
@@ -93,18 +92,6 @@ class ModelServer(ServerBase):
         return DRAIN_TIMEOUT
 
     # -- ways to run -----------------------------------------------------------------------
-
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen, report ``task_status.started(self)``, and serve until cancelled or a
-        remote Shutdown is accepted (the server runs on a thread of its own).
-
-        Cancellation: stops accepting, cancels in-flight requests and closes
-        connections, bounded by a few seconds even while cancelled.
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
-        await run_until_stopped(self, task_status, name="rlmesh-trio-model-server")
 
     def serve(self, ready_fd: int | None = None, *, announce_as: str | None = None) -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).

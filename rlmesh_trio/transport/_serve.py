@@ -44,7 +44,6 @@ async def serve_env(
     server early; the block's body keeps running.
     """
     server = EnvServer(env, address, **options)
-    if server.env_thread == "caller":
-        raise ValueError('serve_env cannot use env_thread="caller"; use EnvServer.serve()')
-    async with serving_in_thread(server, name="rlmesh-trio-env-server"):
+    server.refuse_thread("serve_env")
+    async with serving_in_thread(server):
         yield server

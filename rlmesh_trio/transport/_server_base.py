@@ -28,6 +28,7 @@ from typing import Any, ClassVar, TypeVar
 
 import grpclib.config
 import grpclib.const
+import trio
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
@@ -38,6 +39,7 @@ from ._address import parse_address
 from ._handshake import local_peer_info
 from ._server_net import Listener, open_listener
 from ._server_sync import SyncLifecycle
+from ._server_trio import run_until_stopped
 
 __all__ = [
     "SHUTDOWN_GRACE",
@@ -221,6 +223,32 @@ class ServerBase(SyncLifecycle):
         SIGINT/SIGTERM.
         """
         raise NotImplementedError
+
+    def refuse_thread(self, what: str) -> None:
+        """Raise when this server cannot be served from a thread of its own (``what``
+        names the call); every server can, but an env server with
+        ``env_thread="caller"``.
+
+        Raises:
+            ValueError: the server needs the caller's thread.
+        """
+
+    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
+        """Listen, report ``task_status.started(self)``, and serve until cancelled or a
+        remote Shutdown is accepted, for ``await nursery.start(server.run)`` in a Trio
+        program: the server runs on a thread of its own (as under ``serve_env`` and
+        ``serve_model``).
+
+        Cancellation: stops listening, ends open streams, waits (bounded) for
+        in-flight calls, then closes what the server owns; all shielded and
+        bounded, so it cannot hang the caller.
+
+        Raises:
+            ValueError: see :meth:`refuse_thread`.
+            OSError: the address cannot be bound.
+        """
+        self.refuse_thread(f"{type(self).__name__}.run")
+        await run_until_stopped(self, task_status)
 
     def _announcer(self, ready_fd: int | None, label: str | None) -> Callable[[], None]:
         """What the blocking serve announces: the ready-fd line, and with ``label`` one
