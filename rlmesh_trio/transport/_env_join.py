@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import grpclib.const
@@ -26,11 +25,10 @@ import grpclib.server
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply
+from .._envhost import SUPPORTED_EDITIONS, HostReply
 from .._wire import env_pb
 from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
-from ._env_workers import EnvWorkers
 from ._handshake import ENV_COMPONENT
 from ._server_base import decode_or_refuse, handshake_reply, raw_join, shutdown_reply
 
@@ -83,34 +81,28 @@ class EnvService(env_pb.EnvServiceBase):
 
     async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         server = self._server
-        if not server._claim_session():
+        if server._session is not None:
             raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
-        session = JoinSession(server.host, stream, server._workers, server._is_stopping)
-        server._sessions.add(session)
+        session = server._session = JoinSession(server, stream)
         try:
             # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
             await stream.send_initial_metadata()
             await session.run()
         finally:
-            server._sessions.discard(session)
-            server._release_session()
+            server._session = None
+            session.released.set()
 
 
 class JoinSession:
     """One Join stream: read requests, run them through the host, answer by request id."""
 
-    def __init__(
-        self,
-        host: EnvHost,
-        stream: grpclib.server.Stream[Any, Any],
-        workers: EnvWorkers | None,
-        stopping: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self._stopping = stopping
-        self._host = host
+    def __init__(self, server: EnvServer, stream: grpclib.server.Stream[Any, Any]) -> None:
+        self._stopping = server._is_stopping
+        self._host = server.host
         self._stream = stream
-        self._workers = workers
+        self._workers = server._workers
         self._loop = aio.running_loop()
+        self.released = aio.AsyncioEvent()  # the session's slot is free again
         self._inflight: set[aio.AsyncioTask[None]] = set()
         self._send_lock = aio.AsyncioLock()
         self._finished = aio.AsyncioEvent()

@@ -103,9 +103,7 @@ class EnvServer(ServerBase):
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
         self.env_thread = env_thread
-        self._session_active = False
-        self._sessions_idle: aio.AsyncioEvent | None = None
-        self._sessions: set[JoinSession] = set()  # open Join streams (asyncio side)
+        self._session: JoinSession | None = None  # the one open Join stream (asyncio side)
         self._workers: EnvWorkers | None = None  # None while serving inline
 
     # -- facts -----------------------------------------------------------------------------
@@ -232,8 +230,6 @@ class EnvServer(ServerBase):
         if workers is not None:
             workers.bind_loop(aio.running_loop())
         self._workers = workers
-        self._sessions_idle = aio.AsyncioEvent()
-        self._sessions_idle.set()
         # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
         window = 16 * 1024 * 1024
         await self._serve_plain_asyncio(
@@ -257,41 +253,28 @@ class EnvServer(ServerBase):
             loop = aio.running_loop()
             deadline = loop.time() + DRAIN_TIMEOUT
             asked = self._shutdown_reason is not None
-            if not await self._sessions_end_within(0.8 * DRAIN_TIMEOUT if asked else _CLOSE_GRACE):
-                for session in list(self._sessions):
-                    session.end_for_shutdown()
-                # Ended sessions still wait for their in-flight env calls (bounded).
-                if not await self._sessions_end_within(max(0.05, deadline - loop.time())):
-                    for session in list(self._sessions):
-                        session.abandon()
+            session = self._session
+            if session is not None and not await _within(
+                session.released, 0.8 * DRAIN_TIMEOUT if asked else _CLOSE_GRACE
+            ):
+                session.end_for_shutdown()
+                # An ended session still waits for its in-flight env calls (bounded).
+                if not await _within(session.released, max(0.05, deadline - loop.time())):
+                    session.abandon()
             await listener.close(1.0)
         if self._workers is None:
             self.host.close()
         else:
             await aio.asyncio_wait_for(self._workers.submit(self.host.close), CLOSE_TIMEOUT)
 
-    async def _sessions_end_within(self, seconds: float) -> bool:
-        idle = self._sessions_idle
-        if idle is None or idle.is_set():
-            return True
-        try:
-            await aio.asyncio_wait_for(idle.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
-
     def _is_stopping(self) -> bool:
         return self._listener is None or (self._stop is not None and self._stop.is_set())
 
-    def _claim_session(self) -> bool:
-        if self._session_active:
-            return False
-        self._session_active = True
-        if self._sessions_idle is not None:
-            self._sessions_idle.clear()
-        return True
 
-    def _release_session(self) -> None:
-        self._session_active = False
-        if self._sessions_idle is not None:
-            self._sessions_idle.set()
+async def _within(event: aio.AsyncioEvent, seconds: float) -> bool:
+    """Whether ``event`` is set within ``seconds``."""
+    try:
+        await aio.asyncio_wait_for(event.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True
