@@ -7,21 +7,18 @@ on a plain asyncio loop of the serving thread (the caller's for
 ``server.run`` and ``start()``). A sync policy (not ``threaded``) is called
 inline on that loop. Policy calls that must happen in Trio (async policies,
 worker threads) go to a Trio guest run hosted by the same loop
-(:func:`._server_loop.trio_guest`): handed over with the guest's token, their
-results come back through an asyncio future; both share one thread, so
-neither hand-off blocks. The gRPC health service (``""`` is SERVING), 256 MiB
-message limits, an optional bearer token and an optional TLS context.
+(:func:`._server_loop.trio_guest`), whose results come back through an
+asyncio future; both share one thread, so neither hand-off blocks. The gRPC
+health service (``""`` is SERVING), 256 MiB message limits, an optional bearer
+token and an optional TLS context.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import ssl as ssl_module
 from collections.abc import Callable, Iterable
 from typing import Any
-
-import trio
 
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
 from .._wire import WORKFLOW_EDITION
@@ -80,7 +77,7 @@ class ModelServer(ServerBase):
         self._invoke_in_trio: Invoke = inline_invoke
         if threaded:
             self._invoke_in_trio = ThreadedInvoker()
-        self._runner: _TrioRunner | None = None
+        self._guest: aio.TrioGuest | None = None  # async and threaded policies run here
 
     @property
     def inline(self) -> bool:
@@ -121,19 +118,14 @@ class ModelServer(ServerBase):
 
     async def _serve_plain(self, announce: Callable[[], None]) -> None:
         if self.inline:
-            await self._serve_loop(announce)
+            await self._serve_plain_asyncio(announce, close_timeout=DRAIN_TIMEOUT)
             return
-        runner = _TrioRunner(self._invoke_in_trio)
-        async with aio.trio_guest(runner.run) as token:
-            runner.token = token
-            self._runner = runner
+        async with aio.trio_guest() as guest:
+            self._guest = guest
             try:
-                await self._serve_loop(announce)
+                await self._serve_plain_asyncio(announce, close_timeout=DRAIN_TIMEOUT)
             finally:
-                self._runner = None
-
-    async def _serve_loop(self, announce: Callable[[], None]) -> None:
-        await self._serve_plain_asyncio(announce, close_timeout=DRAIN_TIMEOUT)
+                self._guest = None
 
     def _services(self) -> list[Any]:
         return [ModelService(self)]
@@ -146,67 +138,9 @@ class ModelServer(ServerBase):
         async def invoke(fn: PolicyFn, arg: Any) -> Any:
             if not fn.is_async and not threaded:
                 return fn.fn(arg)
-            runner = self._runner
-            if runner is None:
+            guest = self._guest
+            if guest is None:
                 raise RuntimeError("the model server's Trio run is not up")
-            return await runner.submit(fn, arg)
+            return await guest.call(self._invoke_in_trio, fn, arg)
 
         return invoke
-
-
-def _cancel_if_cancelled(
-    future: aio.AsyncioFuture[Any], token: trio.lowlevel.TrioToken, scope: trio.CancelScope
-) -> None:
-    if future.cancelled():
-        try:
-            token.run_sync_soon(scope.cancel)
-        except trio.RunFinishedError:
-            pass  # the guest run is over: nothing left to cancel
-
-
-class _TrioRunner:
-    """Runs policy calls in the Trio guest run on behalf of asyncio-side code."""
-
-    def __init__(self, invoke: Invoke) -> None:
-        self._invoke = invoke
-        self.token: trio.lowlevel.TrioToken | None = None
-        self._send, self._recv = trio.open_memory_channel[tuple[PolicyFn, Any, Any]](math.inf)
-
-    async def run(self) -> None:
-        """The guest's main task: run each submitted call as a task of its own."""
-        async with trio.open_nursery() as nursery:
-            async for fn, arg, future in self._recv:
-                nursery.start_soon(self._one, fn, arg, future)
-
-    async def _one(self, fn: PolicyFn, arg: Any, future: aio.AsyncioFuture[Any]) -> None:
-        token = trio.lowlevel.current_trio_token()
-        with trio.CancelScope() as scope:
-            # The asyncio caller gave up (its stream was cancelled): stop the call too.
-            # Done callbacks run outside Trio, so the cancel goes through the token.
-            future.add_done_callback(lambda f: _cancel_if_cancelled(f, token, scope))
-            try:
-                result = await self._invoke(fn, arg)
-            except Exception as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                return
-            except BaseException:
-                if not future.done():
-                    future.cancel()
-                raise
-            if not future.done():
-                future.set_result(result)
-        if scope.cancelled_caught and not future.done():
-            future.cancel()
-
-    async def submit(self, fn: PolicyFn, arg: Any) -> Any:
-        """Asyncio side: run ``fn(arg)`` in the Trio guest and await its result.
-
-        Raises:
-            Whatever the policy call raised.
-        """
-        future: aio.AsyncioFuture[Any] = aio.running_loop().create_future()
-        if self.token is None:
-            raise RuntimeError("the model server's Trio run is not up")
-        self.token.run_sync_soon(self._send.send_nowait, (fn, arg, future))
-        return await future
