@@ -18,6 +18,7 @@ through a thread-safe hook (:meth:`ServerBase.stop_threadsafe`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import ssl as ssl_module
@@ -180,10 +181,10 @@ class ServerBase(SyncLifecycle):
         self._shutdown_reason: str | None = None
         self._stop: aio.AsyncioEvent | None = None  # set to stop serving (asyncio side)
         self._listener: Listener | None = None
-        # The thread-safe stop hand-off (see stop_threadsafe): whoever runs the
-        # serving loop arms a hook that stops it from any thread.
+        # The thread-safe stop hand-off (see stop_threadsafe): the serving loop, while
+        # it runs, and whether a stop was asked before it ran.
         self._stop_lock = threading.Lock()
-        self._stop_hook: Callable[[], None] | None = None
+        self._serving_loop: Any = None
         self._stop_asked = False
 
     # -- facts -----------------------------------------------------------------------------
@@ -272,27 +273,15 @@ class ServerBase(SyncLifecycle):
         """
         with self._stop_lock:
             self._stop_asked = True
-            hook = self._stop_hook
-        if hook is not None:
-            hook()
-
-    def _arm_stop(self, hook: Callable[[], None]) -> None:
-        """Called on the serving thread once its loop runs: ``hook()`` stops it from any
-        thread (and must swallow "that loop is gone")."""
-        with self._stop_lock:
-            self._stop_hook = hook
-            asked = self._stop_asked
-        if asked:
-            hook()
-
-    def _disarm_stop(self) -> None:
-        with self._stop_lock:
-            self._stop_hook = None
+            loop = self._serving_loop
+        if loop is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed: serving is over
+                loop.call_soon_threadsafe(self._owner_stop)
 
     def _reset_stop(self) -> None:
         with self._stop_lock:
             self._stop_asked = False
-            self._stop_hook = None
+            self._serving_loop = None
 
     def _note_signal(self, signum: int) -> None:
         self._shutdown_reason = describe_signal(signum)
@@ -352,14 +341,11 @@ class ServerBase(SyncLifecycle):
             self._note_signal(signum)
             self.request_shutdown(self._shutdown_reason or "signal")
 
-        def stop_from_elsewhere() -> None:
-            try:
-                loop.call_soon_threadsafe(self._owner_stop)
-            except RuntimeError:
-                pass  # the loop is closed: serving is over already
-
+        with self._stop_lock:
+            self._serving_loop = loop
+            if self._stop_asked:
+                stop.set()
         try:
-            self._arm_stop(stop_from_elsewhere)
             if handled:
                 for signum in SERVER_SIGNALS:
                     loop.add_signal_handler(signum, on_signal, signum)
@@ -367,7 +353,8 @@ class ServerBase(SyncLifecycle):
             await stop.wait()
             log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
         finally:
-            self._disarm_stop()
+            with self._stop_lock:
+                self._serving_loop = None
             if handled:
                 for signum in SERVER_SIGNALS:
                     loop.remove_signal_handler(signum)
