@@ -28,6 +28,7 @@ from ._pb import (
     encode_join,
     fields,
     integer,
+    join_arms,
     key,
     number,
     packed_varints,
@@ -55,9 +56,9 @@ _STEP_FIELDS = _numbers(env_pb.StepRequest, "action", *_COMMON)
 _RESET_FIELDS = _numbers(env_pb.ResetRequest, "seeds", "options", *_COMMON)
 
 
-def _varints(value: int | bytes) -> list[int]:
+def _varints(value: int | bytes) -> list[int] | tuple[int]:
     """A ``repeated`` varint field's values: packed or one value per field."""
-    return packed_varints(value) if isinstance(value, bytes) else [value]
+    return packed_varints(value) if isinstance(value, bytes) else (value,)
 
 
 def _request_fields(data: bytes, names: dict[int, str]) -> dict[str, Any]:
@@ -67,24 +68,26 @@ def _request_fields(data: bytes, names: dict[int, str]) -> dict[str, Any]:
         Fallback: an unknown field, a singular field twice or of the wrong wire
             type, an index beyond ``uint32`` (truncation is betterproto2's business).
     """
-    out: dict[str, Any] = {"env_indices": [], "episode_ids": []}
+    indices: list[int] = []
+    episode_ids: list[str] = []
+    out: dict[str, Any] = {"env_indices": indices, "episode_ids": episode_ids}
     for field, wire, value in fields(data):
         name = names.get(field)
         if name == "env_indices":
-            indices = _varints(value)
-            if any(index > _U32 for index in indices):
-                raise Fallback
-            out[name] += indices
+            for index in _varints(value):
+                if index > _U32:
+                    raise Fallback
+                indices.append(index)
         elif name == "episode_ids" and wire == LEN:
-            out[name].append(text(value))
+            episode_ids.append(text(value))
         elif name == "seeds":
-            out.setdefault(name, []).extend(signed64(seed) for seed in _varints(value))
+            out.setdefault(name, []).extend([signed64(seed) for seed in _varints(value)])
         elif name is None or name in out:
             raise Fallback
-        elif name == "timeout_ms":
-            out[name] = integer(value)
         elif name == "action":
             out[name] = decode_space_value(blob(value))
+        elif name == "timeout_ms":
+            out[name] = integer(value)
         else:  # options: usually absent or empty; only a non-empty map needs the parser
             options = blob(value)
             out[name] = spaces_pb.MetaMap.parse(options) if options else spaces_pb.MetaMap()
@@ -99,10 +102,7 @@ def _reset(data: bytes) -> env_pb.ResetRequest:
     return env_pb.ResetRequest(**_request_fields(data, _RESET_FIELDS))
 
 
-_REQUEST_ARMS = {
-    number(env_pb.JoinRequest, "step"): ("step", _step),
-    number(env_pb.JoinRequest, "reset"): ("reset", _reset),
-}
+_REQUEST_ARMS = join_arms(env_pb.JoinRequest, {"step": _step, "reset": _reset})
 
 
 def decode_join_request(data: bytes) -> env_pb.JoinRequest:

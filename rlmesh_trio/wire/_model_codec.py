@@ -23,6 +23,7 @@ from ._pb import (
     encode_join,
     fields,
     integer,
+    join_arms,
     key,
     number,
     put_len,
@@ -86,7 +87,7 @@ def _predict(data: bytes) -> model_pb.PredictRequest:
     return model_pb.PredictRequest(context=context, observation=observation, episode_info=infos)
 
 
-_REQUEST_ARMS = {number(model_pb.JoinRequest, "predict"): ("predict", _predict)}
+_REQUEST_ARMS = join_arms(model_pb.JoinRequest, {"predict": _predict})
 
 
 def decode_join_request(data: bytes) -> model_pb.JoinRequest:

@@ -37,6 +37,7 @@ __all__ = [
     "encode_join",
     "fields",
     "integer",
+    "join_arms",
     "key",
     "number",
     "packed_varints",
@@ -264,8 +265,17 @@ def put_key(out: bytearray, tag: bytes | int) -> None:
 
 def put_len(out: bytearray, tag: bytes | int, payload: bytes | bytearray) -> None:
     """Append a length-delimited field with key ``tag``."""
-    put_key(out, tag)
-    put_varint(out, len(payload))
+    # put_key and put_varint inlined for the common one-byte length: this runs
+    # several times per served message.
+    if isinstance(tag, int):
+        out.append(tag)
+    else:
+        out += tag
+    size = len(payload)
+    if size < 0x80:
+        out.append(size)
+    else:
+        put_varint(out, size)
     out += payload
 
 
@@ -355,32 +365,33 @@ def encode_join(response: Any, arms: Mapping[str, ArmEncoder], tail: TailKeys) -
     return bytes(response)
 
 
-def decode_join(
-    message: type[M], data: bytes, arms: Mapping[int, tuple[str, Callable[[bytes], Any]]]
-) -> M:
-    """Parse a ``JoinRequest`` of class ``message``: by hand when it holds only
-    ``request_id`` and one arm in ``arms`` (field number -> (name, body decoder)),
-    betterproto2 otherwise.
+def join_arms(message: type, arms: Mapping[str, Callable[[bytes], Any]]) -> dict[int, Any]:
+    """What :func:`decode_join` reads of a ``JoinRequest`` class: field number ->
+    (name, body decoder), ``request_id`` (decoder ``None``) included."""
+    table: dict[int, Any] = {number(message, "request_id"): ("request_id", None)}
+    table.update((number(message, name), (name, decode)) for name, decode in arms.items())
+    return table
+
+
+def decode_join(message: type[M], data: bytes, arms: Mapping[int, Any]) -> M:
+    """Parse a ``JoinRequest`` of class ``message``: by hand when it holds one arm of
+    ``arms`` (from :func:`join_arms`) and at most a ``request_id``, betterproto2 otherwise.
 
     Raises:
         Exception: whatever betterproto2 raises for bytes it cannot parse.
     """
     try:
-        request_id: str | None = None
-        arm: tuple[str, Any] | None = None
-        rid = number(message, "request_id")
+        found: dict[str, Any] = {}
         for field, _wire, value in fields(data):
-            if field == rid and request_id is None:
-                request_id = text(value)
-            elif arm is None and field in arms:
-                name, decode = arms[field]
-                arm = (name, decode(blob(value)))
-            else:
+            entry = arms.get(field)
+            if entry is None or entry[0] in found:
                 raise Fallback
-        if arm is not None:
+            name, decode = entry
+            found[name] = text(value) if decode is None else decode(blob(value))
+        if len(found) - ("request_id" in found) == 1:
             server_counts["decode"] += 1
             build: Any = message
-            return build(request_id=request_id or "", **{arm[0]: arm[1]})  # type: ignore[no-any-return]
+            return build(**found)  # type: ignore[no-any-return]
     except (Fallback, struct.error):
         pass
     server_counts["fallback"] += 1
