@@ -35,6 +35,28 @@ async def _stop_and_wait(serving: ServingThread, finished: trio.Event) -> None:
         serving.left_behind(bound)
 
 
+def _thread_for_trio(server: ServerBase) -> tuple[ServingThread, trio.Event, trio.Event]:
+    """The serving thread, and two events it sets in the calling Trio run: listening
+    or ended, and ended."""
+    token = trio.lowlevel.current_trio_token()
+    settled, finished = trio.Event(), trio.Event()
+
+    def tell(fn: Callable[[], None]) -> None:
+        try:
+            token.run_sync_soon(fn)
+        except trio.RunFinishedError:
+            pass  # the caller's run is over: it stopped waiting long ago
+
+    def ended() -> None:
+        finished.set()
+        settled.set()
+
+    serving = ServingThread(
+        server, on_listening=lambda: tell(settled.set), on_ended=lambda: tell(ended)
+    )
+    return serving, settled, finished
+
+
 @asynccontextmanager
 async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
     """Run ``server.serve_blocking`` on a dedicated thread for the ``async with`` block.
@@ -59,22 +81,7 @@ async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
         Whatever the server raised while serving or stopping, on leaving the
         block, unless the body raised first (then it is logged).
     """
-    token = trio.lowlevel.current_trio_token()
-    settled, finished = trio.Event(), trio.Event()  # listening or ended; ended
-
-    def tell(fn: Callable[[], None]) -> None:
-        try:
-            token.run_sync_soon(fn)
-        except trio.RunFinishedError:
-            pass  # the caller's run is over: it stopped waiting long ago
-
-    def ended() -> None:
-        finished.set()
-        settled.set()
-
-    serving = ServingThread(
-        server, on_listening=lambda: tell(settled.set), on_ended=lambda: tell(ended)
-    )
+    serving, settled, finished = _thread_for_trio(server)
     server._reset_stop()
     serving.thread.start()
     try:
