@@ -86,9 +86,10 @@ class ModelService(model_pb.ModelServiceBase):
     async def _join_inline(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         host = self._host
         invoke = self._server.asyncio_invoke()
-        async for data in stream:
+        recv, send = stream.recv_message, stream.send_message  # not async for: one frame less
+        while (data := await recv()) is not None:
             response = await host.handle(decode_or_refuse(decode_join_request, data), invoke)
-            await stream.send_message(encode_join_response(response))
+            await send(encode_join_response(response))
             if response.close is not None:
                 return  # Close ends the stream with status OK, as 0.1.0 does
 
