@@ -12,8 +12,9 @@ keeps its own Join semantics; only this plumbing lives here.
 Every other way to run a server wraps the blocking serve on a thread:
 ``serve_env``/``serve_model`` and ``server.run`` for Trio programs
 (:mod:`._server_trio`), ``start``/``wait``/``shutdown`` and ``with`` for code
-that is not Trio (:class:`~._server_sync.SyncLifecycle`). They stop it
-through a thread-safe hook (:meth:`ServerBase.stop_threadsafe`).
+that is not Trio (:class:`~._server_sync.SyncLifecycle`), both through
+:class:`~._server_sync.ServingThread`. They stop it with
+:meth:`ServerBase.stop_threadsafe`.
 """
 
 from __future__ import annotations
@@ -184,7 +185,7 @@ class ServerBase(SyncLifecycle):
         # The thread-safe stop hand-off (see stop_threadsafe): the serving loop, while
         # it runs, and whether a stop was asked before it ran.
         self._stop_lock = threading.Lock()
-        self._serving_loop: Any = None
+        self._serving_loop: aio.AsyncioLoop | None = None
         self._stop_asked = False
 
     # -- facts -----------------------------------------------------------------------------

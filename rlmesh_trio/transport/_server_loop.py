@@ -25,6 +25,7 @@ __all__ = [
     "AsyncioEvent",
     "AsyncioFuture",
     "AsyncioLock",
+    "AsyncioLoop",
     "AsyncioSemaphore",
     "AsyncioTask",
     "TrioGuest",
@@ -44,6 +45,7 @@ AsyncioCancelledError = asyncio.CancelledError
 AsyncioEvent = asyncio.Event
 AsyncioFuture = asyncio.Future
 AsyncioLock = asyncio.Lock
+AsyncioLoop = asyncio.AbstractEventLoop
 AsyncioSemaphore = asyncio.Semaphore
 AsyncioTask = asyncio.Task
 asyncio_shield = asyncio.shield
