@@ -52,7 +52,6 @@ __all__ = [
     "signed64",
     "tail_keys",
     "text",
-    "varint_bytes",
 ]
 
 M = TypeVar("M", bound=betterproto2.Message)
@@ -82,17 +81,12 @@ def number(message: type, name: str) -> int:
     raise KeyError(f"{message.__name__} has no field {name!r}")
 
 
-def varint_bytes(value: int) -> bytes:
-    """``value`` as a varint, as bytes."""
-    out = bytearray()
-    put_varint(out, value)
-    return bytes(out)
-
-
 @functools.cache
 def key(message: type, name: str, wire: int = LEN) -> bytes:
     """The encoded key (field number and wire type) of ``message.name``."""
-    return varint_bytes(number(message, name) << 3 | wire)
+    out = bytearray()
+    put_varint(out, number(message, name) << 3 | wire)
+    return bytes(out)
 
 
 # ---------------------------------------------------------------------- reading
@@ -265,7 +259,7 @@ def put_key(out: bytearray, tag: bytes | int) -> None:
 
 def put_len(out: bytearray, tag: bytes | int, payload: bytes | bytearray) -> None:
     """Append a length-delimited field with key ``tag``."""
-    # put_key and put_varint inlined for the common one-byte length: this runs
+    # The key and the common one-byte length are written inline: this runs
     # several times per served message.
     if isinstance(tag, int):
         out.append(tag)
