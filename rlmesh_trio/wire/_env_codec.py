@@ -14,6 +14,7 @@ checks both directions against betterproto2 over generated messages.
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 from typing import Any
 
@@ -117,21 +118,13 @@ def decode_join_request(data: bytes) -> env_pb.JoinRequest:
 # ---------------------------------------------------------------------- encoding
 
 
-def _keys(message: type, *names: str) -> dict[str, bytes]:
-    return {name: key(message, name) for name in names}
+def _keys(message: type) -> dict[str, bytes]:
+    """Every field's length-delimited key (the ones encoded here are all LEN)."""
+    return {item.name: key(message, item.name) for item in dataclasses.fields(message)}  # type: ignore[arg-type]
 
 
-_SR = _keys(
-    env_pb.StepResponse,
-    "observation",
-    "rewards",
-    "terminated_mask",
-    "truncated_mask",
-    "infos",
-    "completed_episodes",
-    "env_indices",
-)
-_RR = _keys(env_pb.ResetResponse, "observation", "infos")
+_SR = _keys(env_pb.StepResponse)
+_RR = _keys(env_pb.ResetResponse)
 
 
 def _put_infos(out: bytearray, tag: bytes, infos: spaces_pb.MetaMap | None) -> None:
