@@ -30,7 +30,7 @@ from .._wire import env_pb
 from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._handshake import ENV_COMPONENT
-from ._server_base import decode_or_refuse, handshake_reply, raw_join, shutdown_reply
+from ._server_base import decode_or_refuse, handshake_reply, raw_join
 
 if TYPE_CHECKING:
     from ._env_server import EnvServer
@@ -69,15 +69,8 @@ class EnvService(env_pb.EnvServiceBase):
         )
 
     async def shutdown(self, message: env_pb.ShutdownRequest) -> env_pb.ShutdownResponse:
-        server = self._server
-        return env_pb.ShutdownResponse(
-            base=shutdown_reply(
-                message.base,
-                allowed=server.allow_remote_shutdown,
-                refusal=SHUTDOWN_DISABLED,
-                stop=server.request_shutdown,
-            )
-        )
+        reply = self._server.shutdown_reply(message.base, refusal=SHUTDOWN_DISABLED)
+        return env_pb.ShutdownResponse(base=reply)
 
     async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         server = self._server

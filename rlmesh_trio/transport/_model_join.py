@@ -23,7 +23,7 @@ from .._wire import CAP_CONCURRENT_PREDICT, model_pb
 from ..wire._model_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._handshake import MODEL_COMPONENT
-from ._server_base import decode_or_refuse, handshake_reply, raw_join, shutdown_reply
+from ._server_base import decode_or_refuse, handshake_reply, raw_join
 
 if TYPE_CHECKING:
     from ._model_server import ModelServer
@@ -65,15 +65,10 @@ class ModelService(model_pb.ModelServiceBase):
         )
 
     async def shutdown(self, message: model_pb.ShutdownRequest) -> model_pb.ShutdownResponse:
-        server = self._server
-        return model_pb.ShutdownResponse(
-            base=shutdown_reply(
-                message.base,
-                allowed=server.allow_remote_shutdown,
-                refusal=SHUTDOWN_DISABLED,
-                stop=lambda reason: server.request_shutdown(reason or "remote shutdown"),
-            )
+        reply = self._server.shutdown_reply(
+            message.base, refusal=SHUTDOWN_DISABLED, blank_reason="remote shutdown"
         )
+        return model_pb.ShutdownResponse(base=reply)
 
     async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         # Pitfall 1: 0.1.0 clients wait for the response headers before sending anything.

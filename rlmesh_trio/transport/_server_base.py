@@ -50,7 +50,6 @@ __all__ = [
     "decode_or_refuse",
     "handshake_reply",
     "raw_join",
-    "shutdown_reply",
     "write_ready",
 ]
 
@@ -91,29 +90,6 @@ def handshake_reply(
             f"{PROTOCOL_GENERATION}"
         ),
     )
-
-
-def shutdown_reply(
-    base: core_pb.ShutdownRequest | None,
-    *,
-    allowed: bool,
-    refusal: str,
-    stop: Callable[[str], None],
-) -> core_pb.ShutdownResponse:
-    """Answer a Shutdown (asyncio side): refused with ``refusal`` unless ``allowed``;
-    otherwise ``stop(reason)`` runs shortly after, once the reply is on its way.
-
-    Raises:
-        GRPCError: INVALID_ARGUMENT when the request has no base.
-    """
-    if base is None:
-        raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
-    if not allowed:
-        return core_pb.ShutdownResponse(accepted=False, message=refusal)
-    reason = base.reason
-    aio.running_loop().call_later(SHUTDOWN_GRACE, stop, reason)
-    text = f"shutdown accepted: {reason}" if reason else "shutdown accepted"
-    return core_pb.ShutdownResponse(accepted=True, message=text)
 
 
 def raw_join(
@@ -225,6 +201,25 @@ class ServerBase(SyncLifecycle):
         SIGINT/SIGTERM.
         """
         raise NotImplementedError
+
+    def shutdown_reply(
+        self, base: core_pb.ShutdownRequest | None, *, refusal: str, blank_reason: str = ""
+    ) -> core_pb.ShutdownResponse:
+        """Answer a remote Shutdown (asyncio side): refused with ``refusal`` unless
+        ``allow_remote_shutdown``; otherwise :meth:`request_shutdown` runs shortly after,
+        once the reply is on its way, with the request's reason (or ``blank_reason``).
+
+        Raises:
+            GRPCError: INVALID_ARGUMENT when the request has no base.
+        """
+        if base is None:
+            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
+        if not self.allow_remote_shutdown:
+            return core_pb.ShutdownResponse(accepted=False, message=refusal)
+        reason = base.reason
+        aio.running_loop().call_later(SHUTDOWN_GRACE, self.request_shutdown, reason or blank_reason)
+        text = f"shutdown accepted: {reason}" if reason else "shutdown accepted"
+        return core_pb.ShutdownResponse(accepted=True, message=text)
 
     def refuse_thread(self, what: str) -> None:
         """Raise when this server cannot be served from a thread of its own (``what``
