@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import grpclib.const
@@ -26,13 +25,12 @@ import grpclib.server
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply
+from .._envhost import SUPPORTED_EDITIONS, HostReply
 from .._wire import env_pb
 from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
-from ._env_workers import EnvWorkers
 from ._handshake import ENV_COMPONENT
-from ._server_base import handshake_reply, shutdown_reply
+from ._server_base import decode_or_refuse, handshake_reply, raw_join
 
 if TYPE_CHECKING:
     from ._env_server import EnvServer
@@ -56,16 +54,7 @@ class EnvService(env_pb.EnvServiceBase):
         self._server = server
 
     def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        mapping = super().__mapping__()
-        mapping[_JOIN] = grpclib.const.Handler(
-            self._join,
-            grpclib.const.Cardinality.STREAM_STREAM,
-            # Raw bytes: the session parses and serialises Join messages itself
-            # (wire._env_codec: Step/Reset by hand, betterproto2 for the rest).
-            bytes,
-            bytes,
-        )
-        return mapping
+        return raw_join(super().__mapping__(), _JOIN, self._join)
 
     async def handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
         host = self._server.host
@@ -80,55 +69,33 @@ class EnvService(env_pb.EnvServiceBase):
         )
 
     async def shutdown(self, message: env_pb.ShutdownRequest) -> env_pb.ShutdownResponse:
-        server = self._server
-        return env_pb.ShutdownResponse(
-            base=shutdown_reply(
-                message.base,
-                allowed=server.allow_remote_shutdown,
-                refusal=SHUTDOWN_DISABLED,
-                stop=server.request_shutdown,
-            )
-        )
+        reply = self._server.shutdown_reply(message.base, refusal=SHUTDOWN_DISABLED)
+        return env_pb.ShutdownResponse(base=reply)
 
     async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         server = self._server
-        if not server._claim_session():
+        if server._session is not None:
             raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
-        session = JoinSession(server.host, stream, server._workers, server._is_stopping)
-        server._sessions.add(session)
+        session = server._session = JoinSession(server, stream)
         try:
             # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
             await stream.send_initial_metadata()
             await session.run()
         finally:
-            server._sessions.discard(session)
-            server._release_session()
-
-
-def _decode(data: bytes) -> env_pb.JoinRequest:
-    try:
-        return decode_join_request(data)
-    except Exception as exc:
-        # No request id can be read, so no typed reply is possible: the stream ends
-        # with a status saying why once the requests in flight are answered.
-        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
+            server._session = None
+            session.released.set()
 
 
 class JoinSession:
     """One Join stream: read requests, run them through the host, answer by request id."""
 
-    def __init__(
-        self,
-        host: EnvHost,
-        stream: grpclib.server.Stream[Any, Any],
-        workers: EnvWorkers | None,
-        stopping: Callable[[], bool] = lambda: False,
-    ) -> None:
-        self._stopping = stopping
-        self._host = host
+    def __init__(self, server: EnvServer, stream: grpclib.server.Stream[Any, Any]) -> None:
+        self._stopping = server._is_stopping
+        self._host = server.host
         self._stream = stream
-        self._workers = workers
+        self._workers = server._workers
         self._loop = aio.running_loop()
+        self.released = aio.AsyncioEvent()  # the session's slot is free again
         self._inflight: set[aio.AsyncioTask[None]] = set()
         self._send_lock = aio.AsyncioLock()
         self._finished = aio.AsyncioEvent()
@@ -191,7 +158,7 @@ class JoinSession:
                 if data is None:
                     break  # half-close: answer what is in flight, then end
                 received = time.perf_counter_ns()
-                request = _decode(data)
+                request = decode_or_refuse(decode_join_request, data)
                 if self._workers is None:
                     # Inline (serve(env_thread="loop")): one request at a time, in order.
                     await self._answer(request, self._host.handle(request), received)

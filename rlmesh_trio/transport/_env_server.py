@@ -29,7 +29,6 @@ from collections.abc import Callable
 from typing import Any
 
 import grpclib.config
-import trio
 
 from .._envhost import EnvHost, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
@@ -38,8 +37,6 @@ from . import _server_loop as aio
 from ._env_join import BUSY_MESSAGE, EnvService, JoinSession
 from ._env_workers import EnvWorkers
 from ._server_base import ServerBase
-from ._server_net import Listener, open_listener
-from ._server_trio import run_until_stopped
 
 __all__ = ["BUSY_MESSAGE", "EnvServer"]
 
@@ -106,15 +103,8 @@ class EnvServer(ServerBase):
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
         self.env_thread = env_thread
-        self._stop: aio.AsyncioEvent | None = None
-        # Set by request_shutdown (remote Shutdown, signals): stopping then waits longer
-        # for an open session to end by itself than an owner's stop does.
-        self._stop_requested = False
-        self._session_active = False
-        self._sessions_idle: aio.AsyncioEvent | None = None
-        self._sessions: set[JoinSession] = set()  # open Join streams (asyncio side)
+        self._session: JoinSession | None = None  # the one open Join stream (asyncio side)
         self._workers: EnvWorkers | None = None  # None while serving inline
-        self._listener: Listener | None = None
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -128,24 +118,9 @@ class EnvServer(ServerBase):
 
     # -- ways to run -----------------------------------------------------------------------
 
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen, report ``task_status.started(self)``, serve until cancelled or shut down.
-
-        For ``await nursery.start(server.run)`` in a Trio program: the server
-        runs on a thread of its own (as under ``serve_env``), env calls where
-        ``env_thread`` says (``"caller"`` is refused: it is for :meth:`serve`).
-
-        Cancellation: stops listening, ends open streams, waits (bounded) for
-        in-flight env calls, then closes the env if it owns it; all shielded and
-        bounded, so it cannot hang the caller.
-
-        Raises:
-            ValueError: ``env_thread="caller"``.
-            OSError: the address cannot be bound.
-        """
+    def refuse_thread(self, what: str) -> None:
         if self.env_thread == "caller":
-            raise ValueError('EnvServer.run cannot use env_thread="caller"; use serve()')
-        await run_until_stopped(self, task_status, name="rlmesh-trio-env-server")
+            raise ValueError(f'{what} cannot use env_thread="caller"; use EnvServer.serve()')
 
     def serve(
         self,
@@ -234,8 +209,7 @@ class EnvServer(ServerBase):
                 pool.wake()
 
         def on_signal(signum: int) -> None:
-            self._note_signal(signum)
-            self._stop_requested = True
+            self._note_signal(signum)  # a reason: stopping waits for an open session
             self.stop_threadsafe()  # a signal before the loop's start stops it once up
 
         server_thread = threading.Thread(target=run_server, name="rlmesh-trio-env-server")
@@ -256,108 +230,51 @@ class EnvServer(ServerBase):
         if workers is not None:
             workers.bind_loop(aio.running_loop())
         self._workers = workers
-
-        async def close() -> None:
-            await self._close_listener()
-            if workers is None:
-                self.host.close()
-                return
-            await aio.asyncio_wait_for(workers.submit(self.host.close), CLOSE_TIMEOUT)
-
+        # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
+        window = 16 * 1024 * 1024
         await self._serve_plain_asyncio(
             announce,
-            start=self._start_asyncio,
-            stopped=self._stopped,
-            close=close,
-            request_stop=self.request_shutdown,
-            owner_stop=self._owner_stop,
+            config=grpclib.config.Configuration(
+                http2_connection_window_size=window, http2_stream_window_size=window
+            ),
             close_timeout=DRAIN_TIMEOUT + CLOSE_TIMEOUT,
         )
 
-    async def _start_asyncio(self) -> None:
-        self._stop = aio.AsyncioEvent()
-        self._sessions_idle = aio.AsyncioEvent()
-        self._sessions_idle.set()
-        self._listener = await open_listener(
-            self._bind,
-            [EnvService(self)],
-            kind=self.kind,
-            token=self._token,
-            ssl=self._ssl,
-            config=grpclib.config.Configuration(
-                # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
-                http2_connection_window_size=16 * 1024 * 1024,
-                http2_stream_window_size=16 * 1024 * 1024,
-            ),
-        )
-        self._address = self._listener.address
+    def _services(self) -> list[Any]:
+        return [EnvService(self)]
 
-    async def _stopped(self) -> None:
-        if self._stop is not None:
-            await self._stop.wait()
-
-    def request_shutdown(self, reason: str = "") -> None:
-        """Ask the serve to stop (on the serving loop's thread; never blocks)."""
-        self._shutdown_reason = reason
-        self._stop_requested = True
-        if self._stop is not None:
-            self._stop.set()
-
-    def _owner_stop(self) -> None:
-        # stop_threadsafe's hook, on the loop: stop without a reason.
-        if self._stop is not None:
-            self._stop.set()
-
-    async def _close_listener(self) -> None:
+    async def _close(self) -> None:
         """Stop serving: let an open session end by itself for a moment (after a remote
-        Shutdown, until it is idle; otherwise briefly, so a client that has just
-        half-closed sees its stream end normally), then end what is left with
-        UNAVAILABLE, stop listening and shut the connections down."""
-        listener = self._listener
-        self._listener = None
-        if listener is None:
-            return
-        loop = aio.running_loop()
-        deadline = loop.time() + DRAIN_TIMEOUT
-        grace = 0.8 * DRAIN_TIMEOUT if self._stop_requested else _CLOSE_GRACE
-        if not await self._sessions_end_within(grace):
-            for session in list(self._sessions):
+        Shutdown or a signal, until it is idle; otherwise briefly, so a client that has
+        just half-closed sees its stream end normally), then end what is left with
+        UNAVAILABLE, stop listening, shut the connections down and close the env."""
+        listener, self._listener = self._listener, None
+        if listener is not None:
+            loop = aio.running_loop()
+            deadline = loop.time() + DRAIN_TIMEOUT
+            asked = self._shutdown_reason is not None
+            session = self._session
+            if session is not None and not await _within(
+                session.released, 0.8 * DRAIN_TIMEOUT if asked else _CLOSE_GRACE
+            ):
                 session.end_for_shutdown()
-            # Ended sessions still wait for their in-flight env calls (bounded).
-            if not await self._sessions_end_within(max(0.05, deadline - loop.time())):
-                for session in list(self._sessions):
+                # An ended session still waits for its in-flight env calls (bounded).
+                if not await _within(session.released, max(0.05, deadline - loop.time())):
                     session.abandon()
-        listener.stop_accepting()
-        await aio.asyncio_sleep(0)  # let the last trailers reach the sockets
-        listener.drop_connections()
-        try:
-            await aio.asyncio_wait_for(listener.grpc.wait_closed(), 1.0)
-        except TimeoutError:
-            log.debug("env server %s: handlers still closing", self._address)
-        listener.unlink()
-
-    async def _sessions_end_within(self, seconds: float) -> bool:
-        idle = self._sessions_idle
-        if idle is None or idle.is_set():
-            return True
-        try:
-            await aio.asyncio_wait_for(idle.wait(), seconds)
-        except TimeoutError:
-            return False
-        return True
+            await listener.close(1.0)
+        if self._workers is None:
+            self.host.close()
+        else:
+            await aio.asyncio_wait_for(self._workers.submit(self.host.close), CLOSE_TIMEOUT)
 
     def _is_stopping(self) -> bool:
         return self._listener is None or (self._stop is not None and self._stop.is_set())
 
-    def _claim_session(self) -> bool:
-        if self._session_active:
-            return False
-        self._session_active = True
-        if self._sessions_idle is not None:
-            self._sessions_idle.clear()
-        return True
 
-    def _release_session(self) -> None:
-        self._session_active = False
-        if self._sessions_idle is not None:
-            self._sessions_idle.set()
+async def _within(event: aio.AsyncioEvent, seconds: float) -> bool:
+    """Whether ``event`` is set within ``seconds``."""
+    try:
+        await aio.asyncio_wait_for(event.wait(), seconds)
+    except TimeoutError:
+        return False
+    return True

@@ -17,6 +17,7 @@ later one that waits for it).
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 from collections.abc import Callable
@@ -103,17 +104,10 @@ class EnvWorkers:
     def _run(self, job: Any) -> None:
         fn, args, settle = job
         try:
-            result = fn(*args)
+            result, error = fn(*args), None
         except BaseException as exc:
-            self._report(settle, None, exc)
-        else:
-            self._report(settle, result, None)
-
-    def _report(self, settle: Any, result: Any, error: BaseException | None) -> None:
+            result, error = None, exc
         schedule = self._schedule
-        if schedule is None:
-            return
-        try:
-            schedule(settle, result, error)
-        except RuntimeError:
-            pass  # the event loop is closed; nobody is waiting any more
+        if schedule is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed; nobody waits any more
+                schedule(settle, result, error)

@@ -18,14 +18,12 @@ from typing import TYPE_CHECKING, Any, cast
 import betterproto2
 import grpclib.const
 import grpclib.server
-from grpclib import GRPCError
-from grpclib.const import Status
 
 from .._wire import CAP_CONCURRENT_PREDICT, model_pb
 from ..wire._model_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._handshake import MODEL_COMPONENT
-from ._server_base import handshake_reply, shutdown_reply
+from ._server_base import decode_or_refuse, handshake_reply, raw_join
 
 if TYPE_CHECKING:
     from ._model_server import ModelServer
@@ -46,15 +44,6 @@ def _ordering_keys(request: model_pb.JoinRequest) -> list[str]:
     return [context.env_id] if context is not None and context.env_id else []
 
 
-def _decode(data: bytes) -> model_pb.JoinRequest:
-    try:
-        return decode_join_request(data)
-    except Exception as exc:
-        # No request id can be read, so no typed reply is possible: end the stream with a
-        # status saying why, rather than letting grpclib report an application error.
-        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
-
-
 class ModelService(model_pb.ModelServiceBase):
     """The generated service base, with Join served from the raw stream (asyncio side)."""
 
@@ -63,13 +52,7 @@ class ModelService(model_pb.ModelServiceBase):
         self._host = server.host
 
     def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        mapping = super().__mapping__()
-        # Join carries raw bytes: the loops below parse and serialise the hot Predict
-        # shapes by hand (betterproto2 costs 100+ µs per message each way).
-        mapping[_JOIN] = grpclib.const.Handler(
-            self._join, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
-        )
-        return mapping
+        return raw_join(super().__mapping__(), _JOIN, self._join)
 
     async def handshake(self, message: model_pb.HandshakeRequest) -> model_pb.HandshakeResponse:
         return model_pb.HandshakeResponse(
@@ -82,15 +65,10 @@ class ModelService(model_pb.ModelServiceBase):
         )
 
     async def shutdown(self, message: model_pb.ShutdownRequest) -> model_pb.ShutdownResponse:
-        server = self._server
-        return model_pb.ShutdownResponse(
-            base=shutdown_reply(
-                message.base,
-                allowed=server.allow_remote_shutdown,
-                refusal=SHUTDOWN_DISABLED,
-                stop=lambda reason: server.request_shutdown(reason or "remote shutdown"),
-            )
+        reply = self._server.shutdown_reply(
+            message.base, refusal=SHUTDOWN_DISABLED, blank_reason="remote shutdown"
         )
+        return model_pb.ShutdownResponse(base=reply)
 
     async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         # Pitfall 1: 0.1.0 clients wait for the response headers before sending anything.
@@ -103,9 +81,10 @@ class ModelService(model_pb.ModelServiceBase):
     async def _join_inline(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         host = self._host
         invoke = self._server.asyncio_invoke()
-        async for data in stream:
-            response = await host.handle(_decode(data), invoke)
-            await stream.send_message(encode_join_response(response))
+        recv, send = stream.recv_message, stream.send_message  # not async for: one frame less
+        while (data := await recv()) is not None:
+            response = await host.handle(decode_or_refuse(decode_join_request, data), invoke)
+            await send(encode_join_response(response))
             if response.close is not None:
                 return  # Close ends the stream with status OK, as 0.1.0 does
 
@@ -126,7 +105,7 @@ class _ConcurrentJoin:
     async def run(self) -> None:
         try:
             async for data in self._stream:
-                request = _decode(data)
+                request = decode_or_refuse(decode_join_request, data)
                 if self._failure is not None:
                     raise self._failure
                 if request.close is not None:

@@ -7,29 +7,24 @@ on a plain asyncio loop of the serving thread (the caller's for
 ``server.run`` and ``start()``). A sync policy (not ``threaded``) is called
 inline on that loop. Policy calls that must happen in Trio (async policies,
 worker threads) go to a Trio guest run hosted by the same loop
-(:func:`._server_loop.trio_guest`): handed over with the guest's token, their
-results come back through an asyncio future; both share one thread, so
-neither hand-off blocks. The gRPC health service (``""`` is SERVING), 256 MiB
-message limits, an optional bearer token and an optional TLS context.
+(:func:`._server_loop.trio_guest`), whose results come back through an
+asyncio future; both share one thread, so neither hand-off blocks. The gRPC
+health service (``""`` is SERVING), 256 MiB message limits, an optional bearer
+token and an optional TLS context.
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import ssl as ssl_module
 from collections.abc import Callable, Iterable
 from typing import Any
-
-import trio
 
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
 from .._wire import WORKFLOW_EDITION
 from . import _server_loop as aio
 from ._model_join import ModelService
 from ._server_base import ServerBase
-from ._server_net import Listener, open_listener
-from ._server_trio import run_until_stopped
 
 __all__ = ["ModelServer"]
 
@@ -82,9 +77,7 @@ class ModelServer(ServerBase):
         self._invoke_in_trio: Invoke = inline_invoke
         if threaded:
             self._invoke_in_trio = ThreadedInvoker()
-        self._runner: _TrioRunner | None = None
-        self._shutdown: aio.AsyncioEvent | None = None
-        self._listener: Listener | None = None
+        self._guest: aio.TrioGuest | None = None  # async and threaded policies run here
 
     @property
     def inline(self) -> bool:
@@ -96,18 +89,6 @@ class ModelServer(ServerBase):
         return DRAIN_TIMEOUT
 
     # -- ways to run -----------------------------------------------------------------------
-
-    async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen, report ``task_status.started(self)``, and serve until cancelled or a
-        remote Shutdown is accepted (the server runs on a thread of its own).
-
-        Cancellation: stops accepting, cancels in-flight requests and closes
-        connections, bounded by a few seconds even while cancelled.
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
-        await run_until_stopped(self, task_status, name="rlmesh-trio-model-server")
 
     def serve(self, ready_fd: int | None = None, *, announce_as: str | None = None) -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
@@ -137,63 +118,17 @@ class ModelServer(ServerBase):
 
     async def _serve_plain(self, announce: Callable[[], None]) -> None:
         if self.inline:
-            await self._serve_loop(announce)
+            await self._serve_plain_asyncio(announce, close_timeout=DRAIN_TIMEOUT)
             return
-        runner = _TrioRunner(self._invoke_in_trio)
-        async with aio.trio_guest(runner.run) as token:
-            runner.token = token
-            self._runner = runner
+        async with aio.trio_guest() as guest:
+            self._guest = guest
             try:
-                await self._serve_loop(announce)
+                await self._serve_plain_asyncio(announce, close_timeout=DRAIN_TIMEOUT)
             finally:
-                self._runner = None
+                self._guest = None
 
-    async def _serve_loop(self, announce: Callable[[], None]) -> None:
-        await self._serve_plain_asyncio(
-            announce,
-            start=self._start_asyncio,
-            stopped=self._stopped,
-            close=self._close_asyncio,
-            request_stop=self.request_shutdown,
-            owner_stop=self._owner_stop,
-            close_timeout=DRAIN_TIMEOUT,
-        )
-
-    async def _start_asyncio(self) -> None:
-        self._shutdown = aio.AsyncioEvent()
-        self._listener = await open_listener(
-            self._bind, [ModelService(self)], kind=self.kind, token=self._token, ssl=self._ssl
-        )
-        self._address = self._listener.address
-
-    async def _stopped(self) -> None:
-        if self._shutdown is not None:
-            await self._shutdown.wait()
-
-    async def _close_asyncio(self) -> None:
-        listener = self._listener
-        self._listener = None
-        if listener is None:
-            return
-        listener.stop_accepting()  # cancels in-flight requests
-        await aio.asyncio_sleep(0)  # let the cancelled handlers send what they send
-        listener.drop_connections()
-        try:
-            await aio.asyncio_wait_for(listener.grpc.wait_closed(), DRAIN_TIMEOUT / 2)
-        except TimeoutError:
-            log.debug("model server %s: handlers still closing", self._address)
-        listener.unlink()
-
-    def request_shutdown(self, reason: str) -> None:
-        """Ask the serve to stop (on the serving loop's thread; never blocks)."""
-        self._shutdown_reason = reason
-        if self._shutdown is not None:
-            self._shutdown.set()
-
-    def _owner_stop(self) -> None:
-        # stop_threadsafe's hook, on the loop: stop without recording a reason.
-        if self._shutdown is not None:
-            self._shutdown.set()
+    def _services(self) -> list[Any]:
+        return [ModelService(self)]
 
     def asyncio_invoke(self) -> Invoke:
         """How asyncio-side code runs a policy function: inline when it is a plain sync
@@ -203,67 +138,9 @@ class ModelServer(ServerBase):
         async def invoke(fn: PolicyFn, arg: Any) -> Any:
             if not fn.is_async and not threaded:
                 return fn.fn(arg)
-            runner = self._runner
-            if runner is None:
+            guest = self._guest
+            if guest is None:
                 raise RuntimeError("the model server's Trio run is not up")
-            return await runner.submit(fn, arg)
+            return await guest.call(self._invoke_in_trio, fn, arg)
 
         return invoke
-
-
-def _cancel_if_cancelled(
-    future: aio.AsyncioFuture[Any], token: trio.lowlevel.TrioToken, scope: trio.CancelScope
-) -> None:
-    if future.cancelled():
-        try:
-            token.run_sync_soon(scope.cancel)
-        except trio.RunFinishedError:
-            pass  # the guest run is over: nothing left to cancel
-
-
-class _TrioRunner:
-    """Runs policy calls in the Trio guest run on behalf of asyncio-side code."""
-
-    def __init__(self, invoke: Invoke) -> None:
-        self._invoke = invoke
-        self.token: trio.lowlevel.TrioToken | None = None
-        self._send, self._recv = trio.open_memory_channel[tuple[PolicyFn, Any, Any]](math.inf)
-
-    async def run(self) -> None:
-        """The guest's main task: run each submitted call as a task of its own."""
-        async with trio.open_nursery() as nursery:
-            async for fn, arg, future in self._recv:
-                nursery.start_soon(self._one, fn, arg, future)
-
-    async def _one(self, fn: PolicyFn, arg: Any, future: aio.AsyncioFuture[Any]) -> None:
-        token = trio.lowlevel.current_trio_token()
-        with trio.CancelScope() as scope:
-            # The asyncio caller gave up (its stream was cancelled): stop the call too.
-            # Done callbacks run outside Trio, so the cancel goes through the token.
-            future.add_done_callback(lambda f: _cancel_if_cancelled(f, token, scope))
-            try:
-                result = await self._invoke(fn, arg)
-            except Exception as exc:
-                if not future.done():
-                    future.set_exception(exc)
-                return
-            except BaseException:
-                if not future.done():
-                    future.cancel()
-                raise
-            if not future.done():
-                future.set_result(result)
-        if scope.cancelled_caught and not future.done():
-            future.cancel()
-
-    async def submit(self, fn: PolicyFn, arg: Any) -> Any:
-        """Asyncio side: run ``fn(arg)`` in the Trio guest and await its result.
-
-        Raises:
-            Whatever the policy call raised.
-        """
-        future: aio.AsyncioFuture[Any] = aio.running_loop().create_future()
-        if self.token is None:
-            raise RuntimeError("the model server's Trio run is not up")
-        self.token.run_sync_soon(self._send.send_nowait, (fn, arg, future))
-        return await future

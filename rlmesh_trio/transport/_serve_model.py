@@ -37,5 +37,5 @@ async def serve_model(
     shielded and bounded for its thread, so it cannot hang.
     """
     server = ModelServer(policy, address, **options)
-    async with serving_in_thread(server, name="rlmesh-trio-model-server"):
+    async with serving_in_thread(server):
         yield server

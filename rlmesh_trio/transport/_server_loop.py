@@ -13,6 +13,7 @@ Nothing here runs at import: no loop, no policy change, no threads.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
 from typing import Any, TypeVar
@@ -24,8 +25,10 @@ __all__ = [
     "AsyncioEvent",
     "AsyncioFuture",
     "AsyncioLock",
+    "AsyncioLoop",
     "AsyncioSemaphore",
     "AsyncioTask",
+    "TrioGuest",
     "asyncio_shield",
     "asyncio_sleep",
     "asyncio_wait",
@@ -42,6 +45,7 @@ AsyncioCancelledError = asyncio.CancelledError
 AsyncioEvent = asyncio.Event
 AsyncioFuture = asyncio.Future
 AsyncioLock = asyncio.Lock
+AsyncioLoop = asyncio.AbstractEventLoop
 AsyncioSemaphore = asyncio.Semaphore
 AsyncioTask = asyncio.Task
 asyncio_shield = asyncio.shield
@@ -78,34 +82,83 @@ def spawn(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
     return asyncio.get_running_loop().create_task(coro)
 
 
-@asynccontextmanager
-async def trio_guest(
-    main: Callable[[], Awaitable[None]],
-) -> AsyncIterator[trio.lowlevel.TrioToken]:
-    """Run ``main()`` as a Trio guest run on the running asyncio loop for the block.
+class TrioGuest:
+    """A Trio guest run on the running asyncio loop; asyncio side code hands it calls."""
 
-    Yields the guest's :class:`trio.lowlevel.TrioToken` once it runs (hand work
-    to it with ``token.run_sync_soon``, from any thread). Leaving the block
-    cancels the guest's main task and waits for the run to end. The host loop
-    owns signals (``host_uses_signal_set_wakeup_fd``): handlers the loop
-    installs with ``add_signal_handler`` replace Trio's SIGINT handler.
+    def __init__(
+        self, loop: asyncio.AbstractEventLoop, token: trio.lowlevel.TrioToken, nursery: Any
+    ) -> None:
+        self._loop = loop
+        self.token = token
+        self.nursery: trio.Nursery = nursery
+
+    async def call(self, afn: Callable[..., Awaitable[T]], *args: Any) -> T:
+        """Asyncio side: run ``await afn(*args)`` as a task of the guest; its result.
+
+        Cancellation: cancelling the caller cancels the guest's task too.
+
+        Raises:
+            Whatever ``afn`` raised.
+        """
+        future: asyncio.Future[T] = self._loop.create_future()
+        self.token.run_sync_soon(self.nursery.start_soon, self._one, afn, args, future)
+        return await future
+
+    async def _one(
+        self, afn: Callable[..., Awaitable[T]], args: tuple[Any, ...], future: asyncio.Future[T]
+    ) -> None:
+        token = self.token
+
+        def on_done(done: asyncio.Future[T]) -> None:
+            # The asyncio caller gave up: stop the call too. Done callbacks run outside
+            # Trio, so the cancel goes through the token.
+            if done.cancelled():
+                with contextlib.suppress(trio.RunFinishedError):
+                    token.run_sync_soon(scope.cancel)
+
+        with trio.CancelScope() as scope:
+            future.add_done_callback(on_done)
+            try:
+                result = await afn(*args)
+            except Exception as exc:
+                if not future.done():
+                    future.set_exception(exc)
+                return
+            except BaseException:
+                if not future.done():
+                    future.cancel()
+                raise
+            if not future.done():
+                future.set_result(result)
+        if not future.done():
+            future.cancel()
+
+
+@asynccontextmanager
+async def trio_guest() -> AsyncIterator[TrioGuest]:
+    """Run a Trio guest run on the running asyncio loop for the block; yields it once it
+    runs (hand it calls with :meth:`TrioGuest.call`).
+
+    Leaving the block cancels the guest's tasks and waits for the run to end.
+    The host loop owns signals (``host_uses_signal_set_wakeup_fd``): handlers
+    the loop installs with ``add_signal_handler`` replace Trio's SIGINT handler.
 
     Cancellation: cancelling the block's task still cancels the guest and
     waits for it (shielded), so no Trio run outlives its host loop.
 
     Raises:
-        Whatever the guest's ``main`` raised (after the block).
+        Whatever the guest run raised (after the block).
     """
     loop = asyncio.get_running_loop()
-    started: asyncio.Future[trio.lowlevel.TrioToken] = loop.create_future()
+    started: asyncio.Future[TrioGuest] = loop.create_future()
     ended: asyncio.Future[None] = loop.create_future()
-    scope_box: list[trio.CancelScope] = []
+    errors: list[BaseException] = []
 
-    async def guest() -> None:
-        with trio.CancelScope() as scope:
-            scope_box.append(scope)
-            loop.call_soon(started.set_result, trio.lowlevel.current_trio_token())
-            await main()
+    async def main() -> None:
+        async with trio.open_nursery() as nursery:
+            guest = TrioGuest(loop, trio.lowlevel.current_trio_token(), nursery)
+            loop.call_soon(started.set_result, guest)
+            await trio.sleep_forever()
 
     def done(outcome: Any) -> None:
         if not ended.done():
@@ -115,9 +168,8 @@ async def trio_guest(
         except BaseException as exc:  # reported after the block
             errors.append(exc)
 
-    errors: list[BaseException] = []
     trio.lowlevel.start_guest_run(
-        guest,
+        main,
         run_sync_soon_threadsafe=loop.call_soon_threadsafe,
         run_sync_soon_not_threadsafe=loop.call_soon,
         done_callback=done,
@@ -130,12 +182,10 @@ async def trio_guest(
             raise errors[0] if errors else RuntimeError("the Trio guest run ended at once")
         yield started.result()
     finally:
-        guest_token = started.result() if started.done() else None
-        if guest_token is not None and scope_box:
-            try:
-                guest_token.run_sync_soon(scope_box[0].cancel)
-            except trio.RunFinishedError:
-                pass  # over already
+        if started.done():
+            guest = started.result()
+            with contextlib.suppress(trio.RunFinishedError):  # over already
+                guest.token.run_sync_soon(guest.nursery.cancel_scope.cancel)
         await asyncio.shield(ended)
     if errors:
         raise errors[0]

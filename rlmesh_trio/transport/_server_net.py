@@ -31,6 +31,7 @@ from grpclib.exceptions import GRPCError
 from grpclib.health.service import Health
 
 from .._wire import MAX_MESSAGE_BYTES
+from . import _server_loop as aio
 from ._address import Address
 
 __all__ = ["Listener", "SizeLimitedCodec", "open_listener"]
@@ -143,19 +144,21 @@ class Listener:
         self.sock = sock
         self._path = path
 
-    def stop_accepting(self) -> None:
-        """Stop listening and cancel the running handlers (grpclib's ``close``)."""
+    async def close(self, wait: float) -> None:
+        """Stop listening and cancel the running handlers (grpclib's ``close``), let the
+        cancelled handlers send their last trailers, then end our half of every accepted
+        connection still open (a FIN after what was sent, never a reset that could lose
+        those trailers: the peer sees the end now), wait up to ``wait`` seconds for the
+        handlers, and remove a unix socket's file."""
         self.grpc.close()
-
-    def drop_connections(self) -> None:
-        """End our half of every accepted connection still open (FIN after what was sent,
-        never a reset that could lose the last trailers): its peer sees the end now."""
+        await aio.asyncio_sleep(0)
         for conn in list(self.sock.accepted):
             with contextlib.suppress(OSError):
                 conn.shutdown(socket.SHUT_WR)
-
-    def unlink(self) -> None:
-        """Remove a unix socket's file (TCP: nothing to do)."""
+        try:
+            await aio.asyncio_wait_for(self.grpc.wait_closed(), wait)
+        except TimeoutError:
+            log.debug("server %s: handlers still closing", self.address)
         if self._path:
             with contextlib.suppress(OSError):
                 os.unlink(self._path)

@@ -9,69 +9,56 @@ the caller's run needs no asyncio at all.
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 import trio
 
-from ._server_base import ServerBase
+from ._server_sync import ServingThread
+
+if TYPE_CHECKING:
+    from ._server_base import ServerBase
 
 __all__ = ["run_until_stopped", "serving_in_thread"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
 
-S = TypeVar("S", bound=ServerBase)
+
+async def _stop_and_wait(serving: ServingThread, finished: trio.Event) -> None:
+    """Ask the server to stop and wait for its thread: shielded, bounded."""
+    serving.server.stop_threadsafe()
+    bound = serving.bound()
+    with trio.CancelScope(shield=True), trio.move_on_after(bound):
+        await finished.wait()
+    if not finished.is_set():
+        serving.left_behind(bound)
 
 
-class _Thread:
-    """The serving thread as the Trio side sees it: two events and what it raised."""
+def _thread_for_trio(server: ServerBase) -> tuple[ServingThread, trio.Event, trio.Event]:
+    """The serving thread, and two events it sets in the calling Trio run: listening
+    or ended, and ended."""
+    token = trio.lowlevel.current_trio_token()
+    settled, finished = trio.Event(), trio.Event()
 
-    def __init__(self, server: ServerBase, name: str) -> None:
-        self.server = server
-        self.token = trio.lowlevel.current_trio_token()
-        self.settled = trio.Event()  # listening, or the thread has ended
-        self.finished = trio.Event()  # the thread has ended
-        self.failure: list[BaseException] = []
-        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
-
-    def _tell(self, fn: Callable[[], None]) -> None:
+    def tell(fn: Callable[[], None]) -> None:
         try:
-            self.token.run_sync_soon(fn)
+            token.run_sync_soon(fn)
         except trio.RunFinishedError:
             pass  # the caller's run is over: it stopped waiting long ago
 
-    def _finish(self) -> None:
-        self.finished.set()
-        self.settled.set()
+    def ended() -> None:
+        finished.set()
+        settled.set()
 
-    def _main(self) -> None:
-        try:
-            self.server.serve_blocking(lambda: self._tell(self.settled.set))
-        except BaseException as exc:
-            self.failure.append(exc)
-        finally:
-            self._tell(self._finish)
-
-    async def stop_and_wait(self) -> None:
-        """Ask the server to stop and wait for its thread: shielded, bounded."""
-        server = self.server
-        server.stop_threadsafe()
-        bound = server.close_bound() + 1.0
-        with trio.CancelScope(shield=True), trio.move_on_after(bound):
-            await self.finished.wait()
-        if not self.finished.is_set():
-            log.warning(
-                "%s server %s did not stop within %ss; leaving its thread behind",
-                server.kind,
-                server._address,
-                bound,
-            )
+    serving = ServingThread(
+        server, on_listening=lambda: tell(settled.set), on_ended=lambda: tell(ended)
+    )
+    return serving, settled, finished
 
 
 @asynccontextmanager
-async def serving_in_thread(server: S, *, name: str) -> AsyncIterator[trio.Event]:
+async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
     """Run ``server.serve_blocking`` on a dedicated thread for the ``async with`` block.
 
     Yields, once the server is listening (``server.address`` is set), an event
@@ -94,35 +81,35 @@ async def serving_in_thread(server: S, *, name: str) -> AsyncIterator[trio.Event
         Whatever the server raised while serving or stopping, on leaving the
         block, unless the body raised first (then it is logged).
     """
-    serving = _Thread(server, name)
+    serving, settled, finished = _thread_for_trio(server)
     server._reset_stop()
     serving.thread.start()
     try:
-        await serving.settled.wait()
+        await settled.wait()
         # A caller cancelled while we started never enters the block, whatever
         # the checkpoints above did with the cancellation.
         await trio.lowlevel.checkpoint_if_cancelled()
     except BaseException:
-        await serving.stop_and_wait()  # cancelled while starting
+        await _stop_and_wait(serving, finished)  # cancelled while starting
         raise
-    if serving.finished.is_set():
-        if serving.failure:
-            raise serving.failure[0]
+    if finished.is_set():
+        if serving.failure is not None:
+            raise serving.failure
         raise RuntimeError(f"the {server.kind} server stopped before it was listening")
     body_failed = True
     try:
-        yield serving.finished
+        yield finished
         body_failed = False
     finally:
-        await serving.stop_and_wait()
-        if serving.failure and serving.finished.is_set():
+        await _stop_and_wait(serving, finished)
+        if serving.failure is not None and finished.is_set():
             if body_failed:
-                log.error("%s server failed", server.kind, exc_info=serving.failure[0])
+                log.error("%s server failed", server.kind, exc_info=serving.failure)
             else:
-                raise serving.failure[0]
+                raise serving.failure
 
 
-async def run_until_stopped(server: ServerBase, task_status: Any, *, name: str) -> None:
+async def run_until_stopped(server: ServerBase, task_status: Any) -> None:
     """``server.run``: serve on a thread, ``task_status.started(server)`` once listening,
     return when the server stops by itself (a remote Shutdown).
 
@@ -132,6 +119,6 @@ async def run_until_stopped(server: ServerBase, task_status: Any, *, name: str) 
     Raises:
         What :func:`serving_in_thread` raises.
     """
-    async with serving_in_thread(server, name=name) as stopped:
+    async with serving_in_thread(server) as stopped:
         task_status.started(server)
         await stopped.wait()

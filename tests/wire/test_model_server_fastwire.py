@@ -132,3 +132,22 @@ def test_other_responses_fall_back_to_betterproto2() -> None:
 def test_undecodable_bytes_raise() -> None:
     with pytest.raises(Exception):  # noqa: B017 - whatever betterproto2 raises
         decode_join_request(b"\x12\x06\x0a\x04\x0a\x02\xff\xfe")  # bad UTF-8 session_id
+
+
+def test_the_server_hot_paths_take_the_hand_codecs() -> None:
+    from rlmesh_trio._wire import env_pb
+    from rlmesh_trio.wire import _env_codec
+    from rlmesh_trio.wire._pb import server_counts
+
+    before = dict(server_counts)
+    predict = model_pb.JoinRequest(request_id="p", predict=model_pb.PredictRequest())
+    decode_join_request(bytes(predict))
+    step = env_pb.JoinRequest(request_id="s", step=env_pb.StepRequest(timeout_ms=3))
+    _env_codec.decode_join_request(bytes(step))
+    encode_join_response(model_pb.JoinResponse(request_id="p", predict=model_pb.PredictResponse()))
+    _env_codec.encode_join_response(env_pb.JoinResponse(reset=env_pb.ResetResponse()))
+    assert server_counts["decode"] == before["decode"] + 2
+    assert server_counts["encode"] == before["encode"] + 2
+    assert server_counts["fallback"] == before["fallback"]
+    decode_join_request(bytes(model_pb.JoinRequest(close=model_pb.CloseParticipantRequest())))
+    assert server_counts["fallback"] == before["fallback"] + 1
