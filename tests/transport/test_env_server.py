@@ -21,6 +21,9 @@ from rlmesh_trio.transport._serve import serve_env
 from .. import _asyncio_bridge as bridge
 from .._env_raw_client import RawJoin, handshake, unary
 from .._envhost_envs import CountingEnv, Gate
+from .._waits import threads_ended
+
+SERVER_THREAD = "rlmesh-trio-env-server"
 
 Code = env_pb.EnvErrorCode
 
@@ -405,7 +408,7 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
     env.gate = gate = Gate()
 
     def server_thread_alive() -> bool:
-        return any(t.name == "rlmesh-trio-env-server" for t in threading.enumerate())
+        return any(t.name == SERVER_THREAD for t in threading.enumerate())
 
     try:
         with trio.fail_after(5):
@@ -420,14 +423,11 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
         if env_thread == "loop":
             assert server_thread_alive()
         else:
-            with trio.fail_after(1):  # it has signalled "finished"; it is exiting
-                while server_thread_alive():
-                    await trio.sleep(0.01)
+            # It has signalled "finished"; it is exiting.
+            assert await threads_ended({SERVER_THREAD}, 1.0)
     finally:
         env.gate.set()  # let the stuck thread finish
-    with trio.fail_after(5):
-        while server_thread_alive():
-            await trio.sleep(0.01)
+    assert await threads_ended({SERVER_THREAD}, 5.0)
 
 
 async def test_remote_shutdown_with_an_open_session_is_bounded(monkeypatch) -> None:
