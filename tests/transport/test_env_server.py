@@ -372,6 +372,8 @@ async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
         await first.send(step=env_pb.StepRequest(action=act(1)))
         assert await trio.to_thread.run_sync(gate.reached.wait, 5)  # the step is in the env
         await first.close()  # drop the connection with the step still running
+        # Not a synchronisation: the refusal below holds whether or not the server has
+        # seen the drop; the pause lets it see it, so the check is of a noticed drop.
         await trio.sleep(0.05)
         blocked = RawJoin(server.address)
         await blocked.open()

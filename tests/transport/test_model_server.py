@@ -517,7 +517,7 @@ async def test_blocking_serve_reports_readiness_and_stops_cleanly(mode: str, sto
 
 async def test_close_waits_for_outstanding_requests_in_concurrent_mode() -> None:
     async def slow(obs: Any) -> int:
-        await trio.sleep(0.1)
+        await trio.sleep(0.1)  # outstanding for a while: what close must wait for
         return cartpole_policy(obs)
 
     async with served(slow) as server:
