@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
 
 CLI = [sys.executable, "-m", "rlmesh_trio.cli"]
 
@@ -15,6 +18,14 @@ def run_cli(*args: str, timeout: float = 120) -> subprocess.CompletedProcess[str
     return subprocess.run(
         [*CLI, *args], capture_output=True, text=True, timeout=timeout, check=False
     )
+
+
+def run_to_json(out: Path, *args: str) -> dict[str, Any]:
+    """``rlmesh-trio run ARGS --json OUT --no-progress``, which must exit 0; the report."""
+    result = run_cli("run", *args, "--json", str(out), "--no-progress")
+    assert result.returncode == 0, result.stderr
+    report: dict[str, Any] = json.loads(out.read_text())
+    return report
 
 
 @contextmanager
