@@ -19,7 +19,7 @@ from rlmesh_trio.transport._env_server import BUSY_MESSAGE, EnvServer
 from rlmesh_trio.transport._serve import serve_env
 
 from .. import _asyncio_bridge as bridge
-from .._env_raw_client import RawJoin, handshake, unary
+from .._env_raw_client import RawJoin, handshake, rpc_once_free, unary
 from .._envhost_envs import CountingEnv, Gate
 from .._waits import threads_ended
 
@@ -114,16 +114,8 @@ async def test_second_join_is_refused_until_the_first_ends() -> None:
         await first.half_close()
         assert await first.recv() is None
         await first.close()
-        with trio.fail_after(5):
-            while True:  # the slot frees once the first stream's handler has returned
-                third = RawJoin(server.address)
-                await third.open()
-                try:
-                    response = await third.rpc(reset=env_pb.ResetRequest())
-                    break
-                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
-                    await third.close()
-                    await trio.sleep(0.01)
+        # The slot frees once the first stream's handler has returned.
+        third, response = await rpc_once_free(server.address, reset=env_pb.ResetRequest())
         assert kind(response) == "reset"
         await third.close()
 
@@ -198,16 +190,7 @@ async def test_half_close_drops_leftovers_and_frees_the_slot() -> None:
         await join.half_close()
         assert await join.recv() is None
         await join.close()
-        with trio.fail_after(5):
-            while True:
-                again = RawJoin(server.address)
-                await again.open()
-                try:
-                    close = await again.rpc(close=env_pb.CloseEnvsRequest())
-                    break
-                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
-                    await again.close()
-                    await trio.sleep(0.01)
+        again, close = await rpc_once_free(server.address, close=env_pb.CloseEnvsRequest())
         assert close.close.final_episodes == []
         await again.close()
 
@@ -382,16 +365,7 @@ async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
         assert busy.value.status is Status.FAILED_PRECONDITION
         await blocked.close()
         env.gate.set()
-        with trio.fail_after(5):
-            while True:
-                again = RawJoin(server.address)
-                await again.open()
-                try:
-                    reply = await again.rpc(step=env_pb.StepRequest(action=act(1)))
-                    break
-                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
-                    await again.close()
-                    await trio.sleep(0.01)
+        again, reply = await rpc_once_free(server.address, step=env_pb.StepRequest(action=act(1)))
         assert (
             env.t == 2 and reply.step.completed_episodes == []
         )  # the dropped session's episode is gone
