@@ -73,9 +73,15 @@ def check_report_schema(data: dict) -> None:
 
 
 def test_every_command_has_help() -> None:
+    # In process, through click's own test runner: one interpreter for all six (the
+    # subprocess CLI is exercised by every other test here).
+    from click.testing import CliRunner
+
+    from rlmesh_trio.cli._main import cli
+
     for command in ([], ["demo"], ["serve-env"], ["serve-model"], ["run"], ["check"]):
-        result = run_cli(*command, "--help")
-        assert result.returncode == 0, result.stderr
+        result = CliRunner().invoke(cli, [*command, "--help"])
+        assert result.exit_code == 0, result.output
         assert "Usage:" in result.stdout
 
 
