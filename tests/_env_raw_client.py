@@ -11,7 +11,8 @@ from typing import Any
 
 import grpclib.client
 import grpclib.const
-from grpclib.exceptions import GRPCError
+import trio
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 from rlmesh_trio._wire import core_pb, env_pb
 from rlmesh_trio.transport._address import parse_address
@@ -84,6 +85,29 @@ class RawJoin:
 
     async def close(self) -> None:
         await self._raw.close()
+
+
+async def rpc_once_free(
+    address: str, timeout: float = 5.0, **kind: Any
+) -> tuple[RawJoin, env_pb.JoinResponse]:
+    """Open a Join and send one request, again while the single slot is still held by a
+    session that is ending (refused or reset); the open Join and its reply.
+
+    The slot frees once the old stream's handler has returned, which the server does
+    not announce: so this retries (every 10 ms, for at most ``timeout`` seconds).
+
+    Raises:
+        trio.TooSlowError: still refused after ``timeout`` seconds.
+    """
+    with trio.fail_after(timeout):
+        while True:
+            join = RawJoin(address)
+            await join.open()
+            try:
+                return join, await join.rpc(**kind)
+            except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
+                await join.close()
+                await trio.sleep(0.01)
 
 
 def _error(ended: StreamEnd) -> GRPCError:

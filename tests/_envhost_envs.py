@@ -43,14 +43,14 @@ class CountingEnv(gym.Env[np.ndarray, int]):
         super().reset(seed=seed)
         self.t = 0
         if options and options.get("sleep"):
-            time.sleep(float(options["sleep"]))
+            time.sleep(float(options["sleep"]))  # a slow reset, asked for by the test
         return np.array([0.0], np.float32), {"seed": seed, "options": options}
 
     def step(self, action: Any) -> Any:
         if self.gate is not None:
             self.gate.wait(10)
         if self.step_delay:
-            time.sleep(self.step_delay)
+            time.sleep(self.step_delay)  # a slow step is what the test measures
         if self.fail_with is not None:
             raise self.fail_with
         self.t += 1

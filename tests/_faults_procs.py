@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import contextlib
 import os
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-from rlmesh_trio.testing import spawn_server
+from rlmesh_trio.testing import ServerProcess, spawn_server
 
 __all__ = ["REPO", "STARTUP_TIMEOUT", "ServerProc", "faulty_server", "our_env", "our_model"]
 
@@ -25,32 +24,15 @@ STARTUP_TIMEOUT = 30.0
 _FAULTY = Path(__file__).with_name("_faults_server.py")
 
 
-class ServerProc:
-    """A running server process and the address it reported."""
+class ServerProc(ServerProcess):
+    """A running server process, the address it reported, and the log a misbehaving
+    server writes (``kill`` SIGKILLs it: no goodbye on the wire)."""
 
     def __init__(
         self, process: subprocess.Popen[bytes], address: str, what: str, log: Path | None
     ) -> None:
-        self.process = process
-        self.address = address
-        self.what = what
+        super().__init__(process, address, what)
         self.log = log
-
-    def __repr__(self) -> str:
-        return f"ServerProc({self.what!r}, {self.address!r}, pid={self.process.pid})"
-
-    @property
-    def pid(self) -> int:
-        return self.process.pid
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self) -> None:
-        """SIGKILL the process (no goodbye on the wire) and reap it."""
-        if self.alive():
-            os.kill(self.process.pid, signal.SIGKILL)
-            self.process.wait(timeout=10)
 
     def events(self) -> list[str]:
         """What the misbehaving server logged (one word per RPC or Join message)."""

@@ -93,20 +93,31 @@ def _observation() -> Any:
     return spaces.encode_batch(OBS_SPEC, [value])
 
 
+def _unsupported(join_response: Any, error: Any, code: Any) -> Any:
+    """A recoverable UNSUPPORTED error reply (the env and model services alike)."""
+    return join_response(error=error(code=code, message="unsupported", is_recoverable=True))
+
+
+async def _answer(stream: Any, request: Any, response: Any) -> None:
+    """Send ``response`` to ``request``: its request id, a token endpoint time."""
+    response.request_id = request.request_id
+    response.endpoint_total_ns = 1
+    await stream.send_message(response)
+
+
 class FaultyEnv(env_pb.EnvServiceBase):
     def __init__(self, mode: str, log: Log) -> None:
         self.mode = mode
         self.log = log
 
     def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        mapping = super().__mapping__()
-        mapping["/rlmesh.env.v1.EnvService/Join"] = grpclib.const.Handler(
+        join = grpclib.const.Handler(
             self._join,
             grpclib.const.Cardinality.STREAM_STREAM,
             env_pb.JoinRequest,
             env_pb.JoinResponse,
         )
-        return mapping
+        return {**super().__mapping__(), "/rlmesh.env.v1.EnvService/Join": join}
 
     async def handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
         self.log("handshake")
@@ -181,16 +192,10 @@ class FaultyEnv(env_pb.EnvServiceBase):
             elif kind == "close":
                 response = env_pb.JoinResponse(close=env_pb.CloseEnvsResponse())
             else:
-                response = env_pb.JoinResponse(
-                    error=env_pb.EnvError(
-                        code=env_pb.EnvErrorCode.UNSUPPORTED,
-                        message="unsupported",
-                        is_recoverable=True,
-                    )
+                response = _unsupported(
+                    env_pb.JoinResponse, env_pb.EnvError, env_pb.EnvErrorCode.UNSUPPORTED
                 )
-            response.request_id = request.request_id
-            response.endpoint_total_ns = 1
-            await stream.send_message(response)
+            await _answer(stream, request, response)
             if kind == "close":
                 return
 
@@ -203,14 +208,13 @@ class FaultyModel(model_pb.ModelServiceBase):
         self.contexts: dict[str, model_pb.AdapterContext] = {}
 
     def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        mapping = super().__mapping__()
-        mapping["/rlmesh.model.v1.ModelService/Join"] = grpclib.const.Handler(
+        join = grpclib.const.Handler(
             self._join,
             grpclib.const.Cardinality.STREAM_STREAM,
             model_pb.JoinRequest,
             model_pb.JoinResponse,
         )
-        return mapping
+        return {**super().__mapping__(), "/rlmesh.model.v1.ModelService/Join": join}
 
     async def handshake(self, message: model_pb.HandshakeRequest) -> model_pb.HandshakeResponse:
         self.log("handshake")
@@ -264,16 +268,10 @@ class FaultyModel(model_pb.ModelServiceBase):
             elif kind == "close":
                 response = model_pb.JoinResponse(close=model_pb.CloseParticipantResponse())
             else:
-                response = model_pb.JoinResponse(
-                    error=model_pb.ModelError(
-                        code=model_pb.ModelErrorCode.UNSUPPORTED,
-                        message="unsupported",
-                        is_recoverable=True,
-                    )
+                response = _unsupported(
+                    model_pb.JoinResponse, model_pb.ModelError, model_pb.ModelErrorCode.UNSUPPORTED
                 )
-            response.request_id = request.request_id
-            response.endpoint_total_ns = 1
-            await stream.send_message(response)
+            await _answer(stream, request, response)
             if kind == "close":
                 return
         self.log("half-close")

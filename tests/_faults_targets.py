@@ -49,7 +49,8 @@ class _StallingStep(gymnasium.Wrapper[Any, Any, Any, Any]):
         self.calls += 1
         if self.calls == self.stall_at:
             _mark_stall()
-            time.sleep(STALL_SECONDS)  # runs in the server's worker thread
+            # The stall is the fault under test (in the server's worker thread).
+            time.sleep(STALL_SECONDS)
         return self.env.step(action)
 
 
@@ -66,7 +67,7 @@ class _StallingPolicy:
         self.calls += 1
         if self.calls == _stall_at():
             _mark_stall()
-            await trio.sleep(STALL_SECONDS)
+            await trio.sleep(STALL_SECONDS)  # the stall is the fault under test
         return cartpole_policy(obs)
 
 

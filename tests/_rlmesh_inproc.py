@@ -3,16 +3,21 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from typing import Any
 
 import trio
 
 
-@contextmanager
-def rlmesh_server(env: Any) -> Iterator[str]:
-    """rlmesh 0.1.0's own EnvServer on a background thread; yields its address."""
+@asynccontextmanager
+async def rlmesh_server(env: Any) -> AsyncIterator[str]:
+    """rlmesh 0.1.0's own EnvServer on a background thread; yields its address.
+
+    Its shutdown waits off the Trio thread: a Trio-native client the test just closed
+    sends its GOAWAY and closes its socket from this loop, and a shutdown blocking the
+    loop would sit through rlmesh's 5 s grace for that still-open connection.
+    """
     import rlmesh
 
     with warnings.catch_warnings():
@@ -22,8 +27,8 @@ def rlmesh_server(env: Any) -> Iterator[str]:
     try:
         yield server.address
     finally:
-        server.shutdown()
-        server.wait(10)
+        await trio.to_thread.run_sync(server.shutdown)
+        await trio.to_thread.run_sync(server.wait, 10)
 
 
 async def in_thread(fn: Callable[[], Any]) -> Any:

@@ -27,14 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import os
-import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from rlmesh_trio.testing import spawn_server
+from rlmesh_trio.testing import ServerProcess, spawn_server
 
 __all__ = [
     "STARTUP_TIMEOUT",
@@ -56,38 +55,13 @@ def _require_rlmesh() -> None:
         pytest.skip("rlmesh 0.1.0 is not installed (interop extra)")
 
 
-class RlmeshProc:
-    """A running rlmesh server process and the address it bound."""
-
-    def __init__(self, process: subprocess.Popen[bytes], address: str, what: str) -> None:
-        self.process = process
-        self.address = address
-        self.what = what
-
-    def __repr__(self) -> str:
-        return f"RlmeshProc({self.what!r}, {self.address!r}, pid={self.process.pid})"
+class RlmeshProc(ServerProcess):
+    """A running rlmesh server process and the address it bound (``kill`` for
+    connection-loss tests, ``stop`` to terminate it)."""
 
     @property
     def port(self) -> int:
         return int(self.address.rsplit(":", 1)[1])
-
-    def alive(self) -> bool:
-        return self.process.poll() is None
-
-    def kill(self) -> None:
-        """Hard-kill the server (SIGKILL): for connection-loss tests."""
-        if self.alive():
-            self.process.kill()
-            self.process.wait(timeout=10)
-
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait(timeout=5)
 
 
 def _start(argv: list[str], what: str) -> RlmeshProc:

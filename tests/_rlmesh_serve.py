@@ -168,7 +168,7 @@ def main() -> None:
             if ports:
                 _announce(args.ready_fd, f"tcp://127.0.0.1:{ports[0]}")
                 return
-            time.sleep(0.02)
+            time.sleep(0.02)  # rlmesh's Model.serve announces nothing: poll /proc
         os._exit(3)
 
     threading.Thread(target=watch, daemon=True).start()

@@ -1,10 +1,12 @@
-"""What every command shares: exit codes, the one-line error exit, client and server TLS options."""
+"""What every command shares: exit codes, the one-line error exit, client and server TLS options,
+and the helpers that build a command's options."""
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TypeVar
 
 import click
 
@@ -16,9 +18,13 @@ __all__ = [
     "EXIT_USAGE",
     "client_options",
     "client_tls",
+    "count_option",
     "fail",
     "server_tls",
+    "stack_options",
 ]
+
+F = TypeVar("F", bound=Callable[..., Any])
 
 EXIT_FAILED = 1
 EXIT_USAGE = 2
@@ -54,3 +60,20 @@ def client_options(token: str | None, ca: Path | None, use_tls: bool) -> dict[st
     if tls is not None:
         options["ssl"] = tls
     return options or None
+
+
+def stack_options(*options: Callable[[Any], Any]) -> Callable[[F], F]:
+    """One decorator made of several click options; ``--help`` lists them in the order given
+    (as the same options written as stacked decorators would be)."""
+
+    def decorate(command: F) -> F:
+        for option in reversed(options):
+            command = option(command)
+        return command
+
+    return decorate
+
+
+def count_option(name: str, help: str) -> Callable[[Any], Any]:
+    """A whole-number option counting from 0, default 0 (shown in ``--help``)."""
+    return click.option(name, type=click.IntRange(0), default=0, show_default=True, help=help)

@@ -3,58 +3,48 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from ..orchestrator._retry import DEFAULT_BACKOFF
+from ._common import count_option, stack_options
 
 __all__ = ["durable_kwargs", "durable_options"]
 
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def durable_options(fn: F) -> F:
-    """Add the long-run options to a click command (they arrive as keyword arguments)."""
-    options = [
-        click.option(
-            "--dealing",
-            type=click.Choice(["static", "dynamic"]),
-            default="static",
-            show_default=True,
-            help="static: seeds dealt round-robin up front; dynamic: each --env takes the "
-            "next seeds as it comes free (identical env servers).",
-        ),
-        click.option(
-            "--ledger",
-            type=click.Path(dir_okay=False, path_type=Path),
-            help="Append every finished episode to this JSON Lines ledger (never overwritten).",
-        ),
-        click.option(
-            "--resume",
-            is_flag=True,
-            help="Continue the run recorded in --ledger: run only the episodes it lacks.",
-        ),
-        click.option(
-            "--retries",
-            type=click.IntRange(0),
-            default=0,
-            show_default=True,
-            help="Reruns per route after a broken or unreachable env/model connection.",
-        ),
-        click.option(
-            "--retry-backoff",
-            type=click.FloatRange(min=0),
-            default=DEFAULT_BACKOFF,
-            show_default=True,
-            help="Seconds before the first retry (doubling, jittered, capped at 30 s).",
-        ),
-    ]
-    for option in reversed(options):
-        fn = option(fn)
-    return fn
+#: Adds the long-run options to a click command (they arrive as keyword arguments).
+durable_options = stack_options(
+    click.option(
+        "--dealing",
+        type=click.Choice(["static", "dynamic"]),
+        default="static",
+        show_default=True,
+        help="static: seeds dealt round-robin up front; dynamic: each --env takes the "
+        "next seeds as it comes free (identical env servers).",
+    ),
+    click.option(
+        "--ledger",
+        type=click.Path(dir_okay=False, path_type=Path),
+        help="Append every finished episode to this JSON Lines ledger (never overwritten).",
+    ),
+    click.option(
+        "--resume",
+        is_flag=True,
+        help="Continue the run recorded in --ledger: run only the episodes it lacks.",
+    ),
+    count_option(
+        "--retries", "Reruns per route after a broken or unreachable env/model connection."
+    ),
+    click.option(
+        "--retry-backoff",
+        type=click.FloatRange(min=0),
+        default=DEFAULT_BACKOFF,
+        show_default=True,
+        help="Seconds before the first retry (doubling, jittered, capped at 30 s).",
+    ),
+)
 
 
 def durable_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:

@@ -16,7 +16,14 @@ import trio
 
 from .._errors import InvalidSpec, RlmeshTrioError
 from ._checks import check_address_option, check_finite, check_report_path, user_message
-from ._common import EXIT_FAILED, EXIT_INTERRUPTED, client_tls, fail, server_tls
+from ._common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    client_tls,
+    fail,
+    server_tls,
+    stack_options,
+)
 from ._compare import compare_cmd
 from ._report import report_cmd
 from ._results import ResultsOptions, results_options
@@ -73,22 +80,29 @@ def demo(
     sys.exit(0 if report.ok and written else EXIT_FAILED)
 
 
-# -- serve-env -----------------------------------------------------------------
-@cli.command("serve-env")
-@click.argument("env")
-@click.option(
+# What serve-env and serve-model share: where to listen (first), how to announce, who may call.
+listen_option = click.option(
     "--address",
     default="127.0.0.1:0",
     show_default=True,
     callback=check_address_option,
     help="Where to listen (host:port, tcp://host:port, unix:///path).",
 )
+serving_options = stack_options(
+    click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd."),
+    click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC."),
+    click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token."),
+    server_tls_options,
+)
+
+
+# -- serve-env -----------------------------------------------------------------
+@cli.command("serve-env")
+@click.argument("env")
+@listen_option
 @click.option("--num-envs", type=click.IntRange(1), help="Serve a gymnasium vector env of N envs.")
 @click.option("--lanes", type=click.IntRange(1), help="Serve N copies as independent lanes.")
-@click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd.")
-@click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC.")
-@click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token.")
-@server_tls_options
+@serving_options
 @click.option(
     "--env-thread",
     type=click.Choice(["auto", "loop", "worker", "caller"]),
@@ -145,17 +159,8 @@ def serve_env_cmd(
 # -- serve-model ---------------------------------------------------------------
 @cli.command("serve-model")
 @click.argument("policy")
-@click.option(
-    "--address",
-    default="127.0.0.1:0",
-    show_default=True,
-    callback=check_address_option,
-    help="Where to listen (host:port, tcp://host:port, unix:///path).",
-)
-@click.option("--ready-fd", type=int, help="Write the bound address as one line to this fd.")
-@click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC.")
-@click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token.")
-@server_tls_options
+@listen_option
+@serving_options
 def serve_model_cmd(
     policy: str,
     address: str,

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from ._common import count_option, stack_options
 from ._targets import is_address, parse_seeds, resolve_env
 
 if TYPE_CHECKING:
@@ -132,7 +133,7 @@ def results_options(command: Callable[..., Any]) -> Callable[..., Any]:
             raise SystemExit(2) from None
         return command(*args, results=results, **kwargs)
 
-    options = (
+    with_results = stack_options(
         click.option(
             "--bundle",
             type=click.Path(path_type=Path),
@@ -143,17 +144,11 @@ def results_options(command: Callable[..., Any]) -> Callable[..., Any]:
             type=click.Path(dir_okay=False, path_type=Path),
             help="Write a self-contained HTML report here (plots, statistics, videos).",
         ),
-        click.option(
-            "--record",
-            type=click.IntRange(0),
-            default=0,
-            show_default=True,
-            help="Film the first N episodes of each route to mp4 (into the bundle/HTML).",
+        count_option(
+            "--record", "Film the first N episodes of each route to mp4 (into the bundle/HTML)."
         ),
         click.option(
             "--record-seeds", help="Also film episodes with these seeds (START:STOP or a list)."
         ),
     )
-    for option in reversed(options):
-        wrapper = option(wrapper)
-    return wrapper
+    return with_results(wrapper)

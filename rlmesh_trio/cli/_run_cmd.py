@@ -12,7 +12,14 @@ import trio
 from .._errors import InvalidSpec, RlmeshTrioError
 from ..orchestrator import Orchestrator, RunFailed, RunInterrupted, RunReport
 from ._checks import check_report_path, spec_mistake, user_message
-from ._common import EXIT_FAILED, EXIT_INTERRUPTED, EXIT_USAGE, client_options, fail
+from ._common import (
+    EXIT_FAILED,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    client_options,
+    count_option,
+    fail,
+)
 from ._distributed import backend_options, check_backend_options, run_distributed_cli
 from ._durable import durable_kwargs, durable_options
 from ._results import ResultsOptions, results_options
@@ -63,12 +70,9 @@ __all__ = ["run_cmd", "write_outputs"]
     type=click.FloatRange(min=0, min_open=True),
     help="Truncate episodes after S seconds.",
 )
-@click.option(
+@count_option(
     "--trial-index-base",
-    type=click.IntRange(0),
-    default=0,
-    show_default=True,
-    help="First trial ordinal; routes get consecutive blocks (reset option trial_index).",
+    "First trial ordinal; routes get consecutive blocks (reset option trial_index).",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 @click.option(

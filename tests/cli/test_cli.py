@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .._cli import CLI, run_cli, serving
+from .._cli import CLI, help_text, run_cli, run_to_json, serving
 from .._episode_marks import FIFO_VARIABLE, open_episode_fifo, wait_for_episode
 
 REPO = Path(__file__).resolve().parents[2]
@@ -74,9 +74,7 @@ def check_report_schema(data: dict) -> None:
 
 def test_every_command_has_help() -> None:
     for command in ([], ["demo"], ["serve-env"], ["serve-model"], ["run"], ["check"]):
-        result = run_cli(*command, "--help")
-        assert result.returncode == 0, result.stderr
-        assert "Usage:" in result.stdout
+        assert "Usage:" in help_text(*command)
 
 
 @pytest.mark.slow
@@ -103,22 +101,7 @@ def test_serve_env_serve_model_and_run(tmp_path: Path) -> None:
         serving("serve-env", "CartPole-v1", "--lanes", "2") as env_b,
         serving("serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY") as model,
     ):
-        result = run_cli(
-            "run",
-            "--env",
-            env_a,
-            "--env",
-            env_b,
-            "--model",
-            model,
-            "--seeds",
-            "0:5",
-            "--json",
-            str(out),
-            "--no-progress",
-        )
-    assert result.returncode == 0, result.stderr
-    data = json.loads(out.read_text())
+        data = run_to_json(out, "--env", env_a, "--env", env_b, "--model", model, "--seeds", "0:5")
     check_report_schema(data)
     assert data["total_episodes"] == 5
     seeds = sorted(ep["seed"] for r in data["routes"] for ep in r["episodes"])
@@ -291,8 +274,8 @@ def test_run_and_check_with_a_bearer_token(tmp_path: Path) -> None:
 def test_serve_env_thread_modes_serve_the_same_episodes(mode: str, tmp_path: Path) -> None:
     out = tmp_path / f"{mode}.json"
     with serving("serve-env", "CartPole-v1", "--env-thread", mode) as env:
-        result = run_cli(
-            "run",
+        data = run_to_json(
+            out,
             "--env",
             env,
             "--model",
@@ -301,12 +284,8 @@ def test_serve_env_thread_modes_serve_the_same_episodes(mode: str, tmp_path: Pat
             "3,4",
             "--max-episode-steps",
             "50",
-            "--json",
-            str(out),
-            "--no-progress",
         )
-    assert result.returncode == 0, result.stderr
-    episodes = json.loads(out.read_text())["routes"][0]["episodes"]
+    episodes = data["routes"][0]["episodes"]
     assert [(ep["seed"], ep["steps"]) for ep in episodes] == [(3, 50), (4, 50)]
 
 
@@ -316,8 +295,8 @@ def test_run_deals_trial_blocks_and_reports_episode_timings(tmp_path: Path) -> N
         serving("serve-env", "CartPole-v1") as first,
         serving("serve-env", "CartPole-v1") as second,
     ):
-        result = run_cli(
-            "run",
+        data = run_to_json(
+            out,
             "--env",
             first,
             "--env",
@@ -330,12 +309,7 @@ def test_run_deals_trial_blocks_and_reports_episode_timings(tmp_path: Path) -> N
             "10",
             "--trial-index-base",
             "100",
-            "--json",
-            str(out),
-            "--no-progress",
         )
-    assert result.returncode == 0, result.stderr
-    data = json.loads(out.read_text())
     check_report_schema(data)
     trials = [[ep["trial"] for ep in route["episodes"]] for route in data["routes"]]
     assert trials == [[100, 101, 102], [103, 104]]  # seeds 0,2,4 and 1,3

@@ -19,7 +19,8 @@ import pytest
 
 from .._ray_cluster import ray_environment
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+# One xdist worker runs both Ray files, this one first (collection order; see the docstring).
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
 pytest.importorskip("ray")
 
 SCRIPT = Path(__file__).resolve().parents[1] / "_ray_node_loss.py"

@@ -22,7 +22,8 @@ from rlmesh_trio.distributed import run_distributed
 from .._dist_helpers import episode_keys, gymnasium_episode, inprocess_routes, serve_env_process
 from .._ray_cluster import local_ray
 
-pytestmark = [pytest.mark.ray, pytest.mark.slow]
+# One xdist worker runs both Ray files, the node-loss file first (see its docstring).
+pytestmark = [pytest.mark.ray, pytest.mark.slow, pytest.mark.xdist_group("ray")]
 ray = pytest.importorskip("ray")
 
 

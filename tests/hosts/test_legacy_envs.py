@@ -151,7 +151,7 @@ async def test_rlmesh_run_agrees_with_rlmesh_own_server(
 ) -> None:
     rlmesh = pytest.importorskip("rlmesh")
     rlmesh_numpy = pytest.importorskip("rlmesh.numpy")
-    with rlmesh_server(make()) as address:
+    async with rlmesh_server(make()) as address:
         theirs = await in_thread(lambda: rlmesh.run(rlmesh_numpy.Model(policy), address, **budget))
     async with rt.serve_env(make(), "127.0.0.1:0") as server:
         ours = await in_thread(

@@ -3,7 +3,6 @@ seeded from each episode's seed, on single, lane and NEXT_STEP vector envs."""
 
 from __future__ import annotations
 
-import json
 import pickle
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import trio
 import rlmesh_trio as rt
 from rlmesh_trio.cli._targets import resolve_model
 
-from .._cli import run_cli
+from .._cli import run_to_json
 
 
 class Recording(gym.Wrapper[Any, Any, Any, Any]):
@@ -106,19 +105,6 @@ def test_cli_model_random_is_reproducible(tmp_path: Path) -> None:
     outputs = []
     for name in ("a.json", "b.json"):
         out = tmp_path / name
-        result = run_cli(
-            "run",
-            "--env",
-            "CartPole-v1",
-            "--model",
-            "random",
-            "--seeds",
-            "0:4",
-            "--json",
-            str(out),
-            "--no-progress",
-        )
-        assert result.returncode == 0, result.stderr
-        data = json.loads(out.read_text())
+        data = run_to_json(out, "--env", "CartPole-v1", "--model", "random", "--seeds", "0:4")
         outputs.append([(ep["seed"], ep["steps"]) for r in data["routes"] for ep in r["episodes"]])
     assert outputs[0] == outputs[1] and len(outputs[0]) == 4

@@ -101,7 +101,7 @@ async def test_remote_env_dict_and_text_spaces() -> None:
 
 
 async def test_native_run_matches_rlmesh_own_server() -> None:
-    with rlmesh_server(gym.make("CartPole-v1")) as address:
+    async with rlmesh_server(gym.make("CartPole-v1")) as address:
         theirs = rlmesh.run(rlmesh_numpy.Model(lean_policy), address, seeds=SEEDS)
     async with serve_env(gym.make("CartPole-v1"), "127.0.0.1:0") as server:
         ours = await in_thread(
@@ -130,7 +130,7 @@ async def test_native_run_max_episode_steps_interrupts_cleanly() -> None:
 
 async def test_lanes_endpoint_matches_rlmesh_own_lanes() -> None:
     seeds = [5, 6, 7, 8, 9, 10]
-    with rlmesh_server([gym.make("CartPole-v1") for _ in range(3)]) as address:
+    async with rlmesh_server([gym.make("CartPole-v1") for _ in range(3)]) as address:
         theirs = rlmesh.run(rlmesh_numpy.Model(lean_policy), address, seeds=seeds)
     async with serve_env([gym.make("CartPole-v1") for _ in range(3)], "127.0.0.1:0") as server:
         ours = await in_thread(
@@ -150,7 +150,7 @@ def _seeded_vector() -> SyncVectorEnv:
 
 
 async def test_vector_next_step_matches_rlmesh_own_vector_server() -> None:
-    with rlmesh_server(_seeded_vector()) as address:
+    async with rlmesh_server(_seeded_vector()) as address:
         theirs = rlmesh.run(rlmesh_numpy.Model(batch_lean_policy), address, episodes=6)
     async with serve_env(_seeded_vector(), "127.0.0.1:0") as server:
         ours = await in_thread(
@@ -504,7 +504,7 @@ async def test_same_requests_same_responses_as_rlmesh(make: Any, script: Any) ->
     from .. import _asyncio_bridge as bridge
 
     async with bridge.asyncio_loop():
-        with rlmesh_server(make()) as address:
+        async with rlmesh_server(make()) as address:
             theirs = await _play(address, script)
         async with serve_env(make(), "127.0.0.1:0") as server:
             ours = await _play(server.address, script)

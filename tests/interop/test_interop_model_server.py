@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from typing import Any
 
 import gymnasium as gym
@@ -15,7 +14,7 @@ from rlmesh_trio._demo_policy import CARTPOLE_POLICY
 from rlmesh_trio.transport._serve import serve_env
 from rlmesh_trio.transport._serve_model import serve_model
 
-from .._rlmesh_inproc import in_thread
+from .._rlmesh_inproc import in_thread, rlmesh_server
 from .._rlmesh_procs import rlmesh_model
 from .._rlmesh_serve import angle_policy
 
@@ -30,20 +29,6 @@ def episodes_of(result: Any) -> list[tuple[Any, int, float, bool, bool]]:
     return [(e.seed, e.steps, e.reward, e.terminated, e.truncated) for e in result.episodes]
 
 
-@contextmanager
-def rlmesh_env_server(env: Any) -> Iterator[str]:
-    """rlmesh 0.1.0's own EnvServer on a background thread."""
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        server = rlmesh.EnvServer(env, "127.0.0.1:0")
-        server.start()
-    try:
-        yield server.address
-    finally:
-        server.shutdown()
-        server.wait(10)
-
-
 def remote_run(model_address: str, env: Any, seeds: list[int] = SEEDS) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -52,13 +37,11 @@ def remote_run(model_address: str, env: Any, seeds: list[int] = SEEDS) -> Any:
 
 async def test_rlmesh_run_with_our_model_matches_rlmesh_served_model() -> None:
     """Same env server, same policy, same seeds: our model server vs rlmesh's."""
-    with (
-        rlmesh_model("angle") as theirs,
-        rlmesh_env_server(gym.make("CartPole-v1")) as env_address,
-    ):
-        async with serve_model(angle_policy, "127.0.0.1:0") as ours:
-            mine = await in_thread(lambda: remote_run(ours.address, env_address))
-        reference = await in_thread(lambda: remote_run(theirs.address, env_address))
+    with rlmesh_model("angle") as theirs:
+        async with rlmesh_server(gym.make("CartPole-v1")) as env_address:
+            async with serve_model(angle_policy, "127.0.0.1:0") as ours:
+                mine = await in_thread(lambda: remote_run(ours.address, env_address))
+            reference = await in_thread(lambda: remote_run(theirs.address, env_address))
     assert episodes_of(mine) == episodes_of(reference)
     assert len({e.steps for e in mine.episodes}) > 1  # the angle rule gives varied lengths
     assert [e.seed for e in mine.episodes] == SEEDS
@@ -166,7 +149,7 @@ async def test_rlmesh_remote_model_against_our_server_with_dict_and_text_spaces(
     make: Callable[[], gym.Env[Any, Any]], policy: Any
 ) -> None:
     seeds = [0, 1, 2, 3]
-    with rlmesh_env_server(make()) as env_address:
+    async with rlmesh_server(make()) as env_address:
         async with serve_model(policy, "127.0.0.1:0") as ours:
             result = await in_thread(lambda: remote_run(ours.address, env_address, seeds))
     mine = episodes_of(result)

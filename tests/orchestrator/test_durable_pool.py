@@ -30,7 +30,7 @@ class SlowCartPole(gym.Wrapper):  # type: ignore[type-arg]
         self.delay = delay
 
     def step(self, action: Any) -> Any:
-        time.sleep(self.delay)
+        time.sleep(self.delay)  # the slowness is the subject, not a wait
         return self.env.step(action)
 
 

@@ -47,7 +47,8 @@ from rlmesh_trio.transport._env_server import BUSY_MESSAGE
 from .._cli import CLI
 from .._faults_procs import REPO, ServerProc, faulty_server, our_env, our_model
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+# One xdist worker runs the whole module, so the fault matrix table collects every row.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60), pytest.mark.xdist_group("faults")]
 
 CLOSE = 1.0  # service close timeout of every route here
 LIMITS = rt.Limits(
@@ -192,16 +193,23 @@ def cartpole() -> gymnasium.Env[Any, Any]:
     return gymnasium.make("CartPole-v1")
 
 
-def sibling(episodes: int = 100_000) -> rt.Route:
-    """A healthy in-process route that runs until cancelled (or ``episodes`` short episodes)."""
+def cartpole_route(
+    route_id: str, model: Any, episodes: int, max_episode_steps: int = 20
+) -> rt.Route:
+    """A route over an in-process CartPole, with this module's limits."""
     return rt.Route(
         env=cartpole,
-        model=cartpole_policy,
+        model=model,
         episodes=episodes,
-        max_episode_steps=20,
-        route_id=SIBLING,
+        max_episode_steps=max_episode_steps,
+        route_id=route_id,
         limits=LIMITS,
     )
+
+
+def sibling(episodes: int = 100_000) -> rt.Route:
+    """A healthy in-process route that runs until cancelled (or ``episodes`` short episodes)."""
+    return cartpole_route(SIBLING, cartpole_policy, episodes)
 
 
 def faulty(env: Any, model: Any = cartpole_policy, **kw: Any) -> rt.Route:
@@ -259,6 +267,26 @@ def record(
     MATRIX.append(
         Row(fault, expected, observed, surfaced, outcome.ended - fault_at, kept, siblings)
     )
+
+
+def check_cancelled_run(
+    outcome: Outcome,
+    watch: Watch,
+    fault: str,
+    expected: str,
+    *,
+    since: float | None = None,
+    bound: float = 2 * CLOSE,
+    fault_at: float | None = None,
+) -> None:
+    """The common end of a cancel_siblings fault: every finished episode kept, the sibling
+    cancelled, the run ended within ``bound`` of ``since`` (default: the run's start), and
+    the row recorded with its fault at ``fault_at`` (default: ``since``)."""
+    since = outcome.started if since is None else since
+    kept = check_kept(outcome, watch)
+    siblings = check_siblings_cancelled(outcome)
+    check_ended(outcome, since, bound)
+    record(fault, expected, outcome, watch, since if fault_at is None else fault_at, kept, siblings)
 
 
 def free_port() -> int:
@@ -361,21 +389,16 @@ async def test_model_stalls_past_predict_timeout() -> None:
         f"model.predict timed out on route {FAULTY} component model "
         f"at runtime step {error.step} after 1s"
     )
-    kept = check_kept(outcome, watch)
-    siblings = check_siblings_cancelled(outcome)
-    fault_at = watch.last_event[FAULTY]  # the stalled predict was sent right after this
-    # predict timeout, then the failed route's release (queued behind the stalled predict on
-    # the server, so it runs out its CLOSE), the sibling's cancel and release, and the shared
-    # model client's close grace.
-    check_ended(outcome, fault_at, LIMITS.model_predict_timeout + 2 * CLOSE + CLIENT_CLOSE_GRACE)
-    record(
-        "model server stalls past model_predict_timeout",
-        "OperationTimeout (model.predict, route, step)",
+    # Bound: predict timeout, then the failed route's release (queued behind the stalled
+    # predict on the server, so it runs out its CLOSE), the sibling's cancel and release, and
+    # the shared model client's close grace.
+    check_cancelled_run(
         outcome,
         watch,
-        fault_at,
-        kept,
-        siblings,
+        "model server stalls past model_predict_timeout",
+        "OperationTimeout (model.predict, route, step)",
+        since=watch.last_event[FAULTY],  # the stalled predict was sent right after this
+        bound=LIMITS.model_predict_timeout + 2 * CLOSE + CLIENT_CLOSE_GRACE,
     )
 
 
@@ -390,19 +413,14 @@ async def test_env_stalls_past_step_timeout() -> None:
     assert error.component_id == "env"
     assert error.step == 30  # the step the stalled action would have produced
     assert error.timeout == LIMITS.env_step_timeout
-    kept = check_kept(outcome, watch)
     assert outcome.report.outcome(FAULTY).total_steps == 29
-    siblings = check_siblings_cancelled(outcome)
-    fault_at = watch.last_event[FAULTY]
-    check_ended(outcome, fault_at, LIMITS.env_step_timeout + 2 * CLOSE)
-    record(
-        "env stalls past env_step_timeout",
-        "OperationTimeout (env.step)",
+    check_cancelled_run(
         outcome,
         watch,
-        fault_at,
-        kept,
-        siblings,
+        "env stalls past env_step_timeout",
+        "OperationTimeout (env.step)",
+        since=watch.last_event[FAULTY],
+        bound=LIMITS.env_step_timeout + 2 * CLOSE,
     )
 
 
@@ -424,18 +442,13 @@ async def test_env_malformed_observation_names_the_leaf(tmp_path: Path) -> None:
     assert isinstance(error, rt.ProtocolError)
     assert "$.vel: environment endpoint" in str(error)
     assert "length mismatch: slab: got 4 bytes, expected 1 lanes * 8" in str(error)
-    kept = check_kept(outcome, watch)
     assert outcome.report.outcome(FAULTY).total_episodes == 2  # GOOD_EPISODES
-    siblings = check_siblings_cancelled(outcome)
-    check_ended(outcome, outcome.started, 2 * CLOSE)
-    record(
-        "env replies with a malformed observation (vel slab 4 bytes short)",
-        "ProtocolError naming $.vel",
+    check_cancelled_run(
         outcome,
         watch,
-        watch.last_event[FAULTY],
-        kept,
-        siblings,
+        "env replies with a malformed observation (vel slab 4 bytes short)",
+        "ProtocolError naming $.vel",
+        fault_at=watch.last_event[FAULTY],
     )
 
 
@@ -450,14 +463,7 @@ async def test_model_replies_with_another_routes_context(tmp_path: Path) -> None
         watch = Watch()
         routes = [
             faulty(cartpole, model.address, max_episode_steps=5),
-            rt.Route(
-                env=cartpole,
-                model=model.address,
-                episodes=100_000,
-                max_episode_steps=5,
-                route_id=SIBLING,
-                limits=LIMITS,
-            ),
+            cartpole_route(SIBLING, model.address, 100_000, max_episode_steps=5),
         ]
         started = time.monotonic()
         outcome = await run(routes, watch, failing=None)
@@ -502,17 +508,11 @@ async def test_handshake_wrong_protocol_generation(tmp_path: Path) -> None:
     assert error.address == env.address
     assert env.address in str(error)
     assert "rlmesh-wire-v1" in error.detail and "rlmesh-wire-v2" in error.detail
-    kept = check_kept(outcome, watch)
-    siblings = check_siblings_cancelled(outcome)
-    check_ended(outcome, outcome.started, 2 * CLOSE)
-    record(
-        "handshake: wrong protocol generation",
-        "HandshakeError before Join, naming address and both generations",
+    check_cancelled_run(
         outcome,
         watch,
-        outcome.started,
-        kept,
-        siblings,
+        "handshake: wrong protocol generation",
+        "HandshakeError before Join, naming address and both generations",
     )
 
 
@@ -529,17 +529,11 @@ async def test_handshake_no_mutual_edition(tmp_path: Path) -> None:
     assert 'env declares no edition and can ["2099.01"]' in error.detail
     assert 'runtime wants "2026.06" and can ["2026.06"]' in error.detail
     assert 'model declares no edition and can ["2026.06"]' in error.detail
-    kept = check_kept(outcome, watch)
-    siblings = check_siblings_cancelled(outcome)
-    check_ended(outcome, outcome.started, 2 * CLOSE)
-    record(
-        "handshake: no mutual workflow edition",
-        "HandshakeError before Join, naming address and every offer",
+    check_cancelled_run(
         outcome,
         watch,
-        outcome.started,
-        kept,
-        siblings,
+        "handshake: no mutual workflow edition",
+        "HandshakeError before Join, naming address and every offer",
     )
 
 
@@ -557,17 +551,11 @@ async def test_env_endpoint_already_in_use() -> None:
     assert error.address == env.address
     assert "in use by another client" in error.detail
     assert BUSY_MESSAGE in error.detail
-    kept = check_kept(outcome, watch)
-    siblings = check_siblings_cancelled(outcome)
-    check_ended(outcome, outcome.started, 2 * CLOSE)
-    record(
-        "env endpoint already in use by another client",
-        "ConnectError naming the address",
+    check_cancelled_run(
         outcome,
         watch,
-        outcome.started,
-        kept,
-        siblings,
+        "env endpoint already in use by another client",
+        "ConnectError naming the address",
     )
 
 
@@ -588,17 +576,11 @@ async def test_unreachable_address_refused(side: str) -> None:
     assert error.address == address
     assert error.detail == "connection refused"
     assert str(error) == f"could not connect to {address}: connection refused"
-    kept = check_kept(outcome, watch)
-    siblings = check_siblings_cancelled(outcome)
-    check_ended(outcome, outcome.started, 2 * CLOSE)
-    record(
-        f"unreachable {side} address (connection refused)",
-        "ConnectError naming the address, fast",
+    check_cancelled_run(
         outcome,
         watch,
-        outcome.started,
-        kept,
-        siblings,
+        f"unreachable {side} address (connection refused)",
+        "ConnectError naming the address, fast",
     )
 
 
@@ -622,17 +604,12 @@ async def test_unreachable_address_silent_times_out_at_connect_limit() -> None:
     if isinstance(error, rt.OperationTimeout):
         assert error.operation == "env.connect"
         assert error.timeout == 1.0
-    kept = check_kept(outcome, watch)
-    siblings = check_siblings_cancelled(outcome)
-    check_ended(outcome, outcome.started, 1.0 + 2 * CLOSE)
-    record(
-        "unreachable address (listens, never answers; env_connect_timeout=1s)",
-        "connect-timeout error naming the address",
+    check_cancelled_run(
         outcome,
         watch,
-        outcome.started,
-        kept,
-        siblings,
+        "unreachable address (listens, never answers; env_connect_timeout=1s)",
+        "connect-timeout error naming the address",
+        bound=1.0 + 2 * CLOSE,
     )
 
 
@@ -649,14 +626,7 @@ async def test_model_release_never_answers(mode: str, tmp_path: Path) -> None:
     with faulty_server(mode, tmp_path / "model.log") as model:
         watch = Watch()
         routes = [
-            rt.Route(
-                env=cartpole,
-                model=model.address,
-                episodes=3,
-                max_episode_steps=5,
-                route_id=route_id,
-                limits=LIMITS,
-            )
+            cartpole_route(route_id, model.address, 3, max_episode_steps=5)
             for route_id in (FAULTY, SIBLING)
         ]
         outcome = await run(routes, watch)

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "rlmesh_trio"
+from .._package_scan import PACKAGE, package_modules, sites_in
+
 SERVER_LOOP = Path("transport/_server_loop.py")
 ALLOWED = {SERVER_LOOP}
 FORBIDDEN = ("asyncio", "trio_asyncio")
@@ -38,23 +39,14 @@ def forbidden_imports(source: str) -> list[tuple[int, str]]:
     return found
 
 
-def _package_modules() -> list[Path]:
-    return [
-        path.relative_to(PACKAGE)
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if "_proto" not in path.relative_to(PACKAGE).parts
-    ]
+def _import_sites(source: str) -> list[tuple[int, str]]:
+    return [(line, f"imports {module}") for line, module in forbidden_imports(source)]
 
 
 def test_only_the_servers_loop_imports_asyncio() -> None:
-    modules = _package_modules()
+    modules = package_modules()
     assert Path("transport/_env_server.py") in modules  # the scan sees the servers
-    offenders = [
-        f"rlmesh_trio/{path}:{line}: imports {module}"
-        for path in modules
-        if path not in ALLOWED
-        for line, module in forbidden_imports((PACKAGE / path).read_text(encoding="utf-8"))
-    ]
+    offenders = sites_in([path for path in modules if path not in ALLOWED], _import_sites)
     assert offenders == [], "asyncio outside the servers' loop module:\n" + "\n".join(offenders)
 
 

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-PACKAGE = Path(__file__).resolve().parents[2] / "rlmesh_trio"
+from .._package_scan import PACKAGE, package_modules, sites_in
 
 #: Underscore names that are documented public API: namedtuple's methods and fields
 #: (underscored so they cannot clash with field names).
@@ -152,14 +152,6 @@ def _literal_getattr(node: ast.Call, own: set[str]) -> str | None:
     return None
 
 
-def _modules() -> list[Path]:
-    return [
-        path.relative_to(PACKAGE)
-        for path in sorted(PACKAGE.rglob("*.py"))
-        if "_proto" not in path.relative_to(PACKAGE).parts
-    ]
-
-
 def _own_names(paths: Iterable[Path]) -> set[str]:
     own: set[str] = set()
     for path in paths:
@@ -169,15 +161,11 @@ def _own_names(paths: Iterable[Path]) -> set[str]:
 
 
 def _sites(paths: Iterable[Path], own: set[str]) -> list[str]:
-    return [
-        f"rlmesh_trio/{path}:{line}: {what}"
-        for path in paths
-        for line, what in foreign_sites((PACKAGE / path).read_text("utf-8"), own)
-    ]
+    return sites_in(paths, lambda source: foreign_sites(source, own))
 
 
 def test_no_module_reads_a_private_name_of_another_library() -> None:
-    modules = _modules()
+    modules = package_modules()
     assert Path("transport/_env_server.py") in modules  # the scan sees the servers
     own = _own_names(modules)
     sites = _sites(modules, own)
@@ -187,7 +175,7 @@ def test_no_module_reads_a_private_name_of_another_library() -> None:
 def test_server_files_have_zero_sites() -> None:
     servers = [Path("transport") / name for name in SERVER_FILES]
     assert all((PACKAGE / path).exists() for path in servers)
-    assert _sites(servers, _own_names(_modules())) == []
+    assert _sites(servers, _own_names(package_modules())) == []
 
 
 @pytest.mark.parametrize(

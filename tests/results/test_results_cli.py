@@ -11,7 +11,7 @@ import pytest
 
 import rlmesh_trio as rt
 
-from .._cli import run_cli
+from .._cli import help_text, run_cli
 from .._results_envs import first_action, lean_policy
 
 
@@ -24,12 +24,12 @@ def _run_json(tmp_path: Path, name: str, policy: object, seeds: range) -> Path:
 
 
 def test_help_lists_the_results_commands_and_options() -> None:
-    assert {"report", "compare"} <= set(run_cli("--help").stdout.split())
+    assert {"report", "compare"} <= set(help_text().split())
     for command in ("run", "demo"):
-        text = run_cli(command, "--help").stdout
+        text = help_text(command)
         for option in ("--bundle", "--html", "--record", "--record-seeds"):
             assert option in text
-    assert "95% bootstrap CI" in run_cli("compare", "--help").stdout
+    assert "95% bootstrap CI" in help_text("compare")
 
 
 def test_compare_two_runs(tmp_path: Path) -> None:

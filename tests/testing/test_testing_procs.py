@@ -39,6 +39,7 @@ def test_a_child_that_exits_first_is_reported_with_its_stderr() -> None:
 
 
 def test_a_silent_child_times_out_and_is_killed() -> None:
+    # The child's sleep is its whole life (it never writes the ready line), not a wait.
     argv = [sys.executable, "-c", "import time; time.sleep(30)", READY_FD]
     with pytest.raises(RuntimeError, match=r"silent did not become ready in 0\.5s"):
         spawn_server(argv, what="silent", startup_timeout=0.5)

@@ -19,8 +19,11 @@ from rlmesh_trio.transport._env_server import BUSY_MESSAGE, EnvServer
 from rlmesh_trio.transport._serve import serve_env
 
 from .. import _asyncio_bridge as bridge
-from .._env_raw_client import RawJoin, handshake, unary
+from .._env_raw_client import RawJoin, handshake, rpc_once_free, unary
 from .._envhost_envs import CountingEnv, Gate
+from .._waits import threads_ended
+
+SERVER_THREAD = "rlmesh-trio-env-server"
 
 Code = env_pb.EnvErrorCode
 
@@ -111,16 +114,8 @@ async def test_second_join_is_refused_until_the_first_ends() -> None:
         await first.half_close()
         assert await first.recv() is None
         await first.close()
-        with trio.fail_after(5):
-            while True:  # the slot frees once the first stream's handler has returned
-                third = RawJoin(server.address)
-                await third.open()
-                try:
-                    response = await third.rpc(reset=env_pb.ResetRequest())
-                    break
-                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
-                    await third.close()
-                    await trio.sleep(0.01)
+        # The slot frees once the first stream's handler has returned.
+        third, response = await rpc_once_free(server.address, reset=env_pb.ResetRequest())
         assert kind(response) == "reset"
         await third.close()
 
@@ -195,16 +190,7 @@ async def test_half_close_drops_leftovers_and_frees_the_slot() -> None:
         await join.half_close()
         assert await join.recv() is None
         await join.close()
-        with trio.fail_after(5):
-            while True:
-                again = RawJoin(server.address)
-                await again.open()
-                try:
-                    close = await again.rpc(close=env_pb.CloseEnvsRequest())
-                    break
-                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
-                    await again.close()
-                    await trio.sleep(0.01)
+        again, close = await rpc_once_free(server.address, close=env_pb.CloseEnvsRequest())
         assert close.close.final_episodes == []
         await again.close()
 
@@ -369,6 +355,8 @@ async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
         await first.send(step=env_pb.StepRequest(action=act(1)))
         assert await trio.to_thread.run_sync(gate.reached.wait, 5)  # the step is in the env
         await first.close()  # drop the connection with the step still running
+        # Not a synchronisation: the refusal below holds whether or not the server has
+        # seen the drop; the pause lets it see it, so the check is of a noticed drop.
         await trio.sleep(0.05)
         blocked = RawJoin(server.address)
         await blocked.open()
@@ -377,16 +365,7 @@ async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
         assert busy.value.status is Status.FAILED_PRECONDITION
         await blocked.close()
         env.gate.set()
-        with trio.fail_after(5):
-            while True:
-                again = RawJoin(server.address)
-                await again.open()
-                try:
-                    reply = await again.rpc(step=env_pb.StepRequest(action=act(1)))
-                    break
-                except (GRPCError, StreamTerminatedError):  # refused while the slot is busy
-                    await again.close()
-                    await trio.sleep(0.01)
+        again, reply = await rpc_once_free(server.address, step=env_pb.StepRequest(action=act(1)))
         assert (
             env.t == 2 and reply.step.completed_episodes == []
         )  # the dropped session's episode is gone
@@ -405,7 +384,7 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
     env.gate = gate = Gate()
 
     def server_thread_alive() -> bool:
-        return any(t.name == "rlmesh-trio-env-server" for t in threading.enumerate())
+        return any(t.name == SERVER_THREAD for t in threading.enumerate())
 
     try:
         with trio.fail_after(5):
@@ -420,14 +399,11 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
         if env_thread == "loop":
             assert server_thread_alive()
         else:
-            with trio.fail_after(1):  # it has signalled "finished"; it is exiting
-                while server_thread_alive():
-                    await trio.sleep(0.01)
+            # It has signalled "finished"; it is exiting.
+            assert await threads_ended({SERVER_THREAD}, 1.0)
     finally:
         env.gate.set()  # let the stuck thread finish
-    with trio.fail_after(5):
-        while server_thread_alive():
-            await trio.sleep(0.01)
+    assert await threads_ended({SERVER_THREAD}, 5.0)
 
 
 async def test_remote_shutdown_with_an_open_session_is_bounded(monkeypatch) -> None:

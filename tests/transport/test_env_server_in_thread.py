@@ -22,6 +22,7 @@ from rlmesh_trio.transport._serve_model import serve_model
 from .._asyncio_bridge import asyncio_loop
 from .._env_raw_client import RawJoin, handshake, unary
 from .._envhost_envs import CountingEnv
+from .._waits import threads_ended
 
 SERVER_THREADS = ("rlmesh-trio-env-server", "rlmesh-trio-model-server")
 
@@ -31,12 +32,8 @@ def server_threads() -> list[str]:
 
 
 async def no_server_thread_left() -> bool:
-    # The thread signals "finished" as its last statement; give it a moment to exit.
-    for _ in range(100):
-        if not server_threads():
-            return True
-        await trio.sleep(0.01)
-    return False
+    # The thread signals "finished" as its last statement; join it (up to a second).
+    return await threads_ended(SERVER_THREADS, 1.0)
 
 
 class ThreadRecorder(gym.Wrapper[Any, Any, Any, Any]):

@@ -28,6 +28,7 @@ from rlmesh_trio.transport._model_server import ModelServer
 from rlmesh_trio.transport._serve_model import serve_model
 
 from .. import _asyncio_bridge as _bridge
+from .._waits import threads_ended
 
 ENV = gym.make("CartPole-v1")
 SPEC = core_pb.EnvSpec(
@@ -221,9 +222,8 @@ async def test_remote_shutdown_under_serve_model_ends_its_thread_while_the_body_
         assert alive()
         reply = await shutdown(server.address, core_pb.ShutdownRequest(reason="owner"))
         assert reply.base.accepted
-        with trio.fail_after(5):
-            while alive():  # the server stops by itself; the body carries on
-                await trio.sleep(0.01)
+        # The server stops by itself; the body carries on.
+        assert await threads_ended({"rlmesh-trio-model-server"}, 5.0)
         assert server.shutdown_reason == "owner"
 
 
@@ -517,7 +517,7 @@ async def test_blocking_serve_reports_readiness_and_stops_cleanly(mode: str, sto
 
 async def test_close_waits_for_outstanding_requests_in_concurrent_mode() -> None:
     async def slow(obs: Any) -> int:
-        await trio.sleep(0.1)
+        await trio.sleep(0.1)  # outstanding for a while: what close must wait for
         return cartpole_policy(obs)
 
     async with served(slow) as server:
