@@ -31,6 +31,7 @@ from .. import spaces
 from .._errors import ProtocolError
 from .._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
 from ._faults import Code, ModelFault
+from ._one_row import RowPlan, plan_rows, predict_row
 from ._phases import Invoke, PhaseTimes, describe, timed_call, timed_decode, timed_encode
 from ._policy import Policy, PolicyFn, as_policy
 from ._tree import concat_rows, leading_len, split_rows
@@ -63,6 +64,8 @@ class Adapter:
     execution_horizon: int
     #: Groups whose adapters share this key (the observation spec's bytes) can be fused.
     fuse_key: bytes
+    #: The codec calls of one-row predicts, planned from the two specs (None: general path).
+    row_plan: RowPlan | None = attrs.field(default=None, eq=False, repr=False)
 
 
 class ModelHost:
@@ -168,6 +171,7 @@ class ModelHost:
             action_space=env_spec.action_space,
             execution_horizon=request.execution_horizon,
             fuse_key=bytes(obs) if obs is not None else b"",
+            row_plan=plan_rows(obs, env_spec.action_space),
         )
         return model_pb.ResolveAdapterResponse()
 
@@ -237,22 +241,42 @@ class ModelHost:
     ) -> model_pb.PredictResponse:
         """Predict R rows; one action frame, batched over the same R rows.
 
-        ``times``, when given, accumulates the decode/policy/encode durations.
+        ``times``, when given, accumulates the decode/policy/encode durations
+        (without it a one-row predict reads no clock).
+
+        Cancellation: only ``invoke`` can be interrupted; the cancellation propagates.
+
+        Raises:
+            ModelFault: a refused request or a policy error (0.1.0's code and message).
         """
         adapter = self.check_predict(request)
-        return await self._predict_checked(
-            request, adapter, invoke, PhaseTimes() if times is None else times
-        )
+        return await self._predict_checked(request, adapter, invoke, times)
 
     async def _predict_checked(
         self,
         request: model_pb.PredictRequest,
         adapter: Adapter,
         invoke: Invoke,
-        times: PhaseTimes,
+        times: PhaseTimes | None,
     ) -> model_pb.PredictResponse:
         rows = len(request.episode_info)
         policy = self.policy
+        plan = adapter.row_plan
+        if (
+            rows == 1
+            and plan is not None
+            and policy.predict is not None
+            and (adapter.execution_horizon <= 1 or not self._chunked(adapter))
+        ):
+            # The common case (one row, single actions): codec calls planned at resolve.
+            observation = request.observation
+            if observation is None:
+                observation = spaces_pb.SpaceValue()
+            frame = await predict_row(plan, invoke, policy.predict, observation, times)
+            # The context goes back untouched: 0.1.0 and our driver compare it field by field.
+            return model_pb.PredictResponse(context=request.context, actions=[frame])
+        if times is None:
+            times = PhaseTimes()
         obs_space = _observation_space(adapter)
         observation = request.observation
         if observation is None:  # not ``or``: a message's truth test walks all its fields
