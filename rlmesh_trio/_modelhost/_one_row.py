@@ -18,7 +18,9 @@ for byte on either path.
 
 from __future__ import annotations
 
+import struct
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -26,8 +28,9 @@ import numpy as np
 from .._errors import ProtocolError
 from .._wire import spaces_pb
 from ..spaces._codec import compile_spec, decode_batch
-from ..spaces._fixed import BoxLeaf
+from ..spaces._fixed import BoxLeaf, DiscreteLeaf
 from ..spaces._node import Node
+from ..spaces._values import struct_for
 from ._faults import ModelFault
 from ._phases import ENCODE_ERRORS, Invoke, PhaseTimes, decode_fault, encode_fault
 from ._policy import PolicyFn
@@ -41,21 +44,42 @@ class RowPlan:
     Every method is synchronous CPU work with no checkpoint: nothing to cancel.
     """
 
-    __slots__ = ("_action_root", "_box", "_obs_spec", "_observation_leaves", "_observation_root")
+    __slots__ = (
+        "_action_root",
+        "_box_native",
+        "_box_shape",
+        "_box_stride",
+        "_box_wire",
+        "_obs_spec",
+        "_observation_leaves",
+        "_observation_root",
+        "_pack_action",
+    )
 
     def __init__(self, observation_spec: spaces_pb.SpaceSpec, action_spec: spaces_pb.SpaceSpec):
         observed = compile_spec(observation_spec)
         self._obs_spec = observation_spec
         self._observation_root: Node = observed.root
         self._observation_leaves = observed.n_leaves
-        self._action_root: Node = compile_spec(action_spec).root
         root = observed.root
-        # (wire dtype, native dtype, stride, shape) of a numeric Box observation; bool Boxes
-        # decode any non-zero byte as True, which the general decoder already does well.
-        self._box: tuple[np.dtype, np.dtype, int, tuple[int, ...]] | None = None
-        # A scalar Box (shape ()) decodes to a numpy scalar, not an array: general path.
+        # A numeric Box observation of at least one axis decodes straight from its slab
+        # (a bool Box reads bytes, a scalar Box becomes a numpy scalar: general decoder).
+        # ``_box_stride`` -1 means: not such a Box.
+        self._box_stride = -1
+        self._box_wire = self._box_native = np.dtype(np.float64)
+        self._box_shape: tuple[int, ...] | None = None
         if isinstance(root, BoxLeaf) and root.wire.kind != "b" and root.shape:
-            self._box = (root.wire, root.native, root.stride, root.shape)
+            self._box_stride = root.stride
+            self._box_wire = root.wire
+            self._box_native = root.native
+            # ``frombuffer`` already has the one axis of a flat Box.
+            self._box_shape = root.shape if len(root.shape) > 1 else None
+        action_root = compile_spec(action_spec).root
+        self._action_root: Node = action_root
+        # A Discrete action packs with one prebuilt struct, as the leaf itself would.
+        self._pack_action: Callable[[Any], bytes] | None = None
+        if isinstance(action_root, DiscreteLeaf):
+            self._pack_action = struct_for(action_root.wire, 1).pack
 
     def decode(self, observation: spaces_pb.SpaceValue) -> Any:
         """The one row's observation, as ``spaces.decode_batch(spec, observation, 1)[0]``.
@@ -67,13 +91,14 @@ class RowPlan:
             isinstance(observation, spaces_pb.SpaceValue)
             and len(leaves := observation.leaves) == self._observation_leaves
         ):
-            box = self._box
-            if box is None:
+            if self._box_stride < 0:
                 return self._observation_root.decode_lanes(leaves, 1, True)[0]
             raw = leaves[0]
-            wire, native, stride, shape = box
-            if len(raw) == stride:
-                return np.frombuffer(raw, dtype=wire).reshape(shape).astype(native)
+            if len(raw) == self._box_stride:
+                # A fresh, writable copy in the native byte order, as the general decoder gives.
+                flat = np.frombuffer(raw, dtype=self._box_wire).astype(self._box_native)
+                shape = self._box_shape
+                return flat if shape is None else flat.reshape(shape)
         # Off the planned path: the general decoder says exactly what is wrong.
         return decode_batch(self._obs_spec, observation, 1)[0]
 
@@ -84,6 +109,12 @@ class RowPlan:
             ProtocolError, TypeError, ValueError, OverflowError: the action does not fit
             the action space (what the general encoder raises).
         """
+        pack = self._pack_action
+        if pack is not None:
+            try:
+                return spaces_pb.SpaceValue(leaves=[pack(action)])
+            except (struct.error, TypeError):
+                pass  # floats, out-of-range values, arrays: the leaf's checked path says why
         out: list[bytes] = []
         self._action_root.encode_lanes([action], 1, out)
         return spaces_pb.SpaceValue(leaves=out)
