@@ -250,7 +250,27 @@ class ModelHost:
             ModelFault: a refused request or a policy error (0.1.0's code and message).
         """
         adapter = self.check_predict(request)
+        planned = self._row_plan(adapter, request)
+        if planned is not None:
+            # Straight to the planned one-row call: this is every in-process route's step.
+            return await predict_row(*planned, invoke, request, times)
         return await self._predict_checked(request, adapter, invoke, times)
+
+    def _row_plan(
+        self, adapter: Adapter, request: model_pb.PredictRequest
+    ) -> tuple[RowPlan, PolicyFn] | None:
+        """The adapter's one-row plan and the policy's ``predict`` if this request takes
+        the planned path (one row, a per-observation ``predict``, single actions)."""
+        plan = adapter.row_plan
+        predict = self.policy.predict
+        if (
+            plan is None
+            or predict is None
+            or len(request.episode_info) != 1
+            or (adapter.execution_horizon > 1 and self._chunked(adapter))
+        ):
+            return None
+        return plan, predict
 
     async def _predict_checked(
         self,
@@ -259,22 +279,11 @@ class ModelHost:
         invoke: Invoke,
         times: PhaseTimes | None,
     ) -> model_pb.PredictResponse:
+        planned = self._row_plan(adapter, request)
+        if planned is not None:
+            return await predict_row(*planned, invoke, request, times)
         rows = len(request.episode_info)
         policy = self.policy
-        plan = adapter.row_plan
-        if (
-            rows == 1
-            and plan is not None
-            and policy.predict is not None
-            and (adapter.execution_horizon <= 1 or not self._chunked(adapter))
-        ):
-            # The common case (one row, single actions): codec calls planned at resolve.
-            observation = request.observation
-            if observation is None:
-                observation = spaces_pb.SpaceValue()
-            frame = await predict_row(plan, invoke, policy.predict, observation, times)
-            # The context goes back untouched: 0.1.0 and our driver compare it field by field.
-            return model_pb.PredictResponse(context=request.context, actions=[frame])
         if times is None:
             times = PhaseTimes()
         obs_space = _observation_space(adapter)

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ProtocolError
-from .._wire import spaces_pb
+from .._wire import model_pb, spaces_pb
 from ..spaces._codec import compile_spec, decode_batch
 from ..spaces._fixed import BoxLeaf, DiscreteLeaf
 from ..spaces._node import Node
@@ -138,12 +138,13 @@ def plan_rows(
 
 async def predict_row(
     plan: RowPlan,
-    invoke: Invoke,
     predict: PolicyFn,
-    observation: spaces_pb.SpaceValue,
+    invoke: Invoke,
+    request: model_pb.PredictRequest,
     times: PhaseTimes | None,
-) -> spaces_pb.SpaceValue:
-    """Decode one row, call ``predict`` on it through ``invoke``, encode its action frame.
+) -> model_pb.PredictResponse:
+    """Decode the request's one row, call ``predict`` on it through ``invoke``, encode
+    its action frame.
 
     With ``times`` the three phases are timed into it, as the general path does;
     without, no clock is read.
@@ -154,20 +155,26 @@ async def predict_row(
         ModelFault: the observation or the action does not fit its space, or the
             policy raised (0.1.0's messages, as on the general path).
     """
+    observation = request.observation
+    if observation is None:  # not ``or``: a message's truth test walks all its fields
+        observation = spaces_pb.SpaceValue()
     if times is not None:
-        return await _timed_row(plan, invoke, predict, observation, times)
-    try:
-        value = plan.decode(observation)
-    except ProtocolError as exc:
-        raise decode_fault(exc) from None
-    try:
-        action = await invoke(predict, value)
-    except Exception as exc:  # the user's policy failed: a ModelError naming the exception
-        raise ModelFault.from_exception(exc) from exc
-    try:
-        return plan.encode(action)
-    except ENCODE_ERRORS as exc:
-        raise encode_fault(exc) from None
+        frame = await _timed_row(plan, invoke, predict, observation, times)
+    else:
+        try:
+            value = plan.decode(observation)
+        except ProtocolError as exc:
+            raise decode_fault(exc) from None
+        try:
+            action = await invoke(predict, value)
+        except Exception as exc:  # the user's policy failed: a ModelError naming the exception
+            raise ModelFault.from_exception(exc) from exc
+        try:
+            frame = plan.encode(action)
+        except ENCODE_ERRORS as exc:
+            raise encode_fault(exc) from None
+    # The context goes back untouched: 0.1.0 and our driver compare it field by field.
+    return model_pb.PredictResponse(context=request.context, actions=[frame])
 
 
 async def _timed_row(
