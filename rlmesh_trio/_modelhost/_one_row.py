@@ -45,6 +45,7 @@ class RowPlan:
     """
 
     __slots__ = (
+        "_action_box",
         "_action_root",
         "_box_native",
         "_box_shape",
@@ -80,6 +81,10 @@ class RowPlan:
         self._pack_action: Callable[[Any], bytes] | None = None
         if isinstance(action_root, DiscreteLeaf):
             self._pack_action = struct_for(action_root.wire, 1).pack
+        # (dtype, shape) of a Box action: an array of exactly these is its own wire bytes.
+        self._action_box: tuple[np.dtype, tuple[int, ...]] | None = None
+        if isinstance(action_root, BoxLeaf):
+            self._action_box = (action_root.wire, action_root.shape)
 
     def decode(self, observation: spaces_pb.SpaceValue) -> Any:
         """The one row's observation, as ``spaces.decode_batch(spec, observation, 1)[0]``.
@@ -115,6 +120,12 @@ class RowPlan:
                 return spaces_pb.SpaceValue(leaves=[pack(action)])
             except (struct.error, TypeError):
                 pass  # floats, out-of-range values, arrays: the leaf's checked path says why
+        box = self._action_box
+        if box is not None and type(action) is np.ndarray:
+            dtype, shape = box
+            if action.dtype == dtype and action.shape == shape:
+                # What the leaf does with one such lane: no cast, C-order bytes.
+                return spaces_pb.SpaceValue(leaves=[action.tobytes()])
         out: list[bytes] = []
         self._action_root.encode_lanes([action], 1, out)
         return spaces_pb.SpaceValue(leaves=out)

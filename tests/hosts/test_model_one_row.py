@@ -43,6 +43,20 @@ ACTIONS: list[tuple[str, gym.Space[Any], list[Any]]] = [
     ("box", Box(-1.0, 1.0, (2,), np.float32), [
         np.zeros(2, np.float32), np.ones(2), [0.5, 0.25], [1.0], "ab", np.zeros((2, 2)), 1e300,
     ]),
+    ("box-2d", Box(-1.0, 1.0, (2, 3), np.float32), [
+        np.zeros((3, 2), np.float32).T,  # not C-contiguous: bytes in C order all the same
+        np.arange(6, dtype=np.float32).reshape(2, 3),
+        np.full((2, 3), np.nan, np.float32),
+        np.zeros((2, 3)),
+        np.zeros((3, 2), np.float32),
+        np.zeros(6, np.float32),
+    ]),
+    ("box-bool", Box(0, 1, (2,), np.bool_), [
+        np.array([True, False]), np.array([1, 0]), np.array([2, 0]), [True, True],
+    ]),
+    ("box-int8", Box(-3, 3, (2,), np.int8), [
+        np.array([1, -1], np.int8), np.array([1, 300]), np.array([0.5, 1.0]),
+    ]),
     ("multi-discrete", gym.spaces.MultiDiscrete([3, 4]), [np.array([1, 2]), [0, 3], [1.5, 2]]),
     ("text", gym.spaces.Text(4), ["ab", 3, "toolong"]),
 ]  # fmt: skip
