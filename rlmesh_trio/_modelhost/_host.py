@@ -13,6 +13,11 @@ in-process model) and on asyncio (the grpclib server).
 
 Adapters live in one map keyed by ``env_id`` for the whole host, shared by
 all streams, as in 0.1.0: a Close on one stream releases every adapter.
+
+A one-row predict with single actions (every route's step) takes the
+planned path of ``_one_row``: codec calls chosen once at ResolveAdapter, no
+clock read unless the caller asks for the phase times; its answers and
+messages are those of the general path.
 """
 
 from __future__ import annotations
