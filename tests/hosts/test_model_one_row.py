@@ -281,3 +281,17 @@ def test_chunks_and_batch_only_policies_still_take_their_own_paths() -> None:
     chunked = policy(lambda obs: 0, chunk=lambda obs: np.array([1, 0, 1]))
     frames = predict(host_for(spec, chunked, horizon=2), request(observation)).actions
     assert frames == [spaces.encode_batch(spec.action_space, [a]) for a in (1, 0)]
+
+
+def test_the_plan_is_made_at_resolve_and_absent_without_an_observation_space() -> None:
+    spec = spec_of(Box(-1.0, 1.0, (4,), np.float32), gym.spaces.Discrete(2))
+    host = host_for(spec, lambda obs: 0)
+    assert host.adapters["e1"].row_plan is not None
+    blind = core_pb.EnvSpec(id="X", action_space=spec.action_space)
+    host = host_for(blind, lambda obs: 0)
+    assert host.adapters["e1"].row_plan is None
+    observation = spaces_pb.SpaceValue(leaves=[b"\x00" * 16])
+    error = handle(host, request(observation)).error
+    assert error is not None
+    assert error.code == Code.INTERNAL
+    assert error.message == "internal error: model error: env EnvSpec has no observation_space"
