@@ -13,6 +13,11 @@ in-process model) and on asyncio (the grpclib server).
 
 Adapters live in one map keyed by ``env_id`` for the whole host, shared by
 all streams, as in 0.1.0: a Close on one stream releases every adapter.
+
+A one-row predict with single actions (every route's step) takes the
+planned path of ``_one_row``: codec calls chosen once at ResolveAdapter, no
+clock read unless the caller asks for the phase times; its answers and
+messages are those of the general path.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from .. import spaces
 from .._errors import ProtocolError
 from .._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
 from ._faults import Code, ModelFault
+from ._one_row import RowPlan, plan_rows, predict_row
 from ._phases import Invoke, PhaseTimes, describe, timed_call, timed_decode, timed_encode
 from ._policy import Policy, PolicyFn, as_policy
 from ._tree import concat_rows, leading_len, split_rows
@@ -63,6 +69,8 @@ class Adapter:
     execution_horizon: int
     #: Groups whose adapters share this key (the observation spec's bytes) can be fused.
     fuse_key: bytes
+    #: The codec calls of one-row predicts, planned from the two specs (None: general path).
+    row_plan: RowPlan | None = attrs.field(default=None, eq=False, repr=False)
 
 
 class ModelHost:
@@ -168,6 +176,7 @@ class ModelHost:
             action_space=env_spec.action_space,
             execution_horizon=request.execution_horizon,
             fuse_key=bytes(obs) if obs is not None else b"",
+            row_plan=plan_rows(obs, env_spec.action_space),
         )
         return model_pb.ResolveAdapterResponse()
 
@@ -237,22 +246,51 @@ class ModelHost:
     ) -> model_pb.PredictResponse:
         """Predict R rows; one action frame, batched over the same R rows.
 
-        ``times``, when given, accumulates the decode/policy/encode durations.
+        ``times``, when given, accumulates the decode/policy/encode durations
+        (without it a one-row predict reads no clock).
+
+        Cancellation: only ``invoke`` can be interrupted; the cancellation propagates.
+
+        Raises:
+            ModelFault: a refused request or a policy error (0.1.0's code and message).
         """
         adapter = self.check_predict(request)
-        return await self._predict_checked(
-            request, adapter, invoke, PhaseTimes() if times is None else times
-        )
+        planned = self._row_plan(adapter, request)
+        if planned is not None:
+            # Straight to the planned one-row call: this is every in-process route's step.
+            return await predict_row(*planned, invoke, request, times)
+        return await self._predict_checked(request, adapter, invoke, times)
+
+    def _row_plan(
+        self, adapter: Adapter, request: model_pb.PredictRequest
+    ) -> tuple[RowPlan, PolicyFn] | None:
+        """The adapter's one-row plan and the policy's ``predict`` if this request takes
+        the planned path (one row, a per-observation ``predict``, single actions)."""
+        plan = adapter.row_plan
+        predict = self.policy.predict
+        if (
+            plan is None
+            or predict is None
+            or len(request.episode_info) != 1
+            or (adapter.execution_horizon > 1 and self._chunked(adapter))
+        ):
+            return None
+        return plan, predict
 
     async def _predict_checked(
         self,
         request: model_pb.PredictRequest,
         adapter: Adapter,
         invoke: Invoke,
-        times: PhaseTimes,
+        times: PhaseTimes | None,
     ) -> model_pb.PredictResponse:
+        planned = self._row_plan(adapter, request)
+        if planned is not None:
+            return await predict_row(*planned, invoke, request, times)
         rows = len(request.episode_info)
         policy = self.policy
+        if times is None:
+            times = PhaseTimes()
         obs_space = _observation_space(adapter)
         observation = request.observation
         if observation is None:  # not ``or``: a message's truth test walks all its fields

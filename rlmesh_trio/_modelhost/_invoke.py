@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
+from typing import Any, cast
 
 import trio
 
@@ -49,7 +50,9 @@ class PlacedInvoker:
     def __init__(self, placement: CallPlacement) -> None:
         self.placement = placement
 
-    async def __call__(self, fn: PolicyFn, arg: Any) -> Any:
+    def __call__(self, fn: PolicyFn, arg: Any) -> Awaitable[Any]:
+        # A plain function handing back the awaitable: one coroutine frame less per
+        # predict (the in-process hot path); awaiting it is the same as awaiting a wrapper.
         if fn.is_async:
-            return await fn.fn(arg)
-        return await self.placement.run(fn.fn, arg)
+            return cast(Awaitable[Any], fn.fn(arg))
+        return self.placement.run(fn.fn, arg)

@@ -16,7 +16,17 @@ from .._wire import spaces_pb
 from ._faults import ModelFault
 from ._policy import PolicyFn
 
-__all__ = ["Invoke", "PhaseTimes", "describe", "timed_call", "timed_decode", "timed_encode"]
+__all__ = [
+    "ENCODE_ERRORS",
+    "Invoke",
+    "PhaseTimes",
+    "decode_fault",
+    "describe",
+    "encode_fault",
+    "timed_call",
+    "timed_decode",
+    "timed_encode",
+]
 
 #: Runs one user function on one argument in the caller's world and returns its result.
 Invoke = Callable[[PolicyFn, Any], Awaitable[Any]]
@@ -37,6 +47,25 @@ class PhaseTimes:
 def describe(exc: ProtocolError) -> str:
     """A codec error as one line: ``path: detail`` (just the detail at the top level)."""
     return f"{exc.path}: {exc.detail}" if exc.path else exc.detail
+
+
+#: What an encoder raises for an action that does not fit the action space.
+ENCODE_ERRORS = (ProtocolError, TypeError, ValueError, OverflowError)
+
+
+def decode_fault(exc: ProtocolError) -> ModelFault:
+    """The fault for an observation that does not fit the observation space."""
+    return ModelFault.internal(f"internal error: model error: {describe(exc)}")
+
+
+def encode_fault(exc: Exception) -> ModelFault:
+    """The fault for a policy action that does not fit the action space (one of
+    :data:`ENCODE_ERRORS`)."""
+    detail = describe(exc) if isinstance(exc, ProtocolError) else f"{type(exc).__name__}: {exc}"
+    return ModelFault.internal(
+        "internal error: model error: the policy returned an action that does not fit "
+        f"the action space: {detail}"
+    )
 
 
 async def timed_call(invoke: Invoke, fn: PolicyFn, arg: Any, times: PhaseTimes) -> Any:
@@ -72,7 +101,7 @@ def timed_decode(
     try:
         return decoder(spec, value, rows)
     except ProtocolError as exc:
-        raise ModelFault.internal(f"internal error: model error: {describe(exc)}") from None
+        raise decode_fault(exc) from None
     finally:
         times.decode_ns += time.perf_counter_ns() - started
 
@@ -88,15 +117,7 @@ def timed_encode(
     started = time.perf_counter_ns()
     try:
         return encoder(spec, *args)
-    except ProtocolError as exc:
-        raise ModelFault.internal(
-            f"internal error: model error: the policy returned an action that does not fit "
-            f"the action space: {describe(exc)}"
-        ) from None
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise ModelFault.internal(
-            f"internal error: model error: the policy returned an action that does not fit "
-            f"the action space: {type(exc).__name__}: {exc}"
-        ) from None
+    except ENCODE_ERRORS as exc:
+        raise encode_fault(exc) from None
     finally:
         times.encode_ns += time.perf_counter_ns() - started
