@@ -159,18 +159,17 @@ def encode_model_grouped_predict(request_id: str, groups: list[model_pb.PredictR
 # ---- decoding ----------------------------------------------------------------
 
 _STEP = env_pb.StepResponse
-_F_STEP = {
-    name: number(_STEP, name)
-    for name in (
-        "observation",
-        "rewards",
-        "terminated_mask",
-        "truncated_mask",
-        "infos",
-        "completed_episodes",
-        "env_indices",
-    )
-}
+_F_STEP_OBS = number(_STEP, "observation")
+_F_STEP_REWARDS = number(_STEP, "rewards")
+_F_STEP_TERMINATED = number(_STEP, "terminated_mask")
+_F_STEP_TRUNCATED = number(_STEP, "truncated_mask")
+_F_STEP_INFOS = number(_STEP, "infos")
+_F_STEP_COMPLETED = number(_STEP, "completed_episodes")
+_F_STEP_INDICES = number(_STEP, "env_indices")
+_ONE_DOUBLE = struct.Struct("<d")
+_LEN = _pb.LEN
+_VARINT = _pb.VARINT
+_read_varint = _pb.read_varint
 
 
 def _meta_map(data: bytes) -> spaces_pb.MetaMap:
@@ -179,36 +178,62 @@ def _meta_map(data: bytes) -> spaces_pb.MetaMap:
 
 
 def _decode_step(data: bytes) -> env_pb.StepResponse:
-    f = _F_STEP
-    found: dict[str, Any] = {}
+    # Walked inline (one per env step): keys, sizes and most values are one byte.
+    observation = infos = terminated = truncated = None
     rewards: list[float] = []
     completed: list[env_pb.EpisodeMetadata] = []
     env_indices: list[int] = []
-    for field, _wire, value in _pb.fields(data):
-        if field == f["env_indices"]:
-            if isinstance(value, int):
-                env_indices.append(value)
-            else:
-                env_indices.extend(_pb.packed_varints(value))
-            continue
-        raw = _pb.blob(value)
-        if field == f["rewards"]:
-            if len(raw) % 8:
+    pos, end = 0, len(data)
+    while pos < end:
+        tag = data[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _read_varint(data, pos - 1)
+        field = tag >> 3
+        if tag & 7 != _LEN:
+            if tag & 7 != _VARINT or field != _F_STEP_INDICES:
                 raise Fallback
-            rewards.extend(struct.unpack(f"<{len(raw) // 8}d", raw))
-        elif field == f["completed_episodes"]:
-            completed.append(env_pb.EpisodeMetadata.parse(raw))
-        elif field == f["observation"] and "observation" not in found:
-            found["observation"] = _pb.decode_space_value(raw)
-        elif field == f["infos"] and "infos" not in found:
-            found["infos"] = _meta_map(raw)
-        elif field == f["terminated_mask"]:
-            found["terminated_mask"] = raw
-        elif field == f["truncated_mask"]:
-            found["truncated_mask"] = raw
+            value, pos = _read_varint(data, pos)
+            env_indices.append(value)
+            continue
+        size = data[pos]
+        pos += 1
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
+            raise Fallback
+        if field == _F_STEP_OBS and observation is None:
+            observation = _pb.decode_space_value(data[pos:stop])
+        elif field == _F_STEP_REWARDS:
+            if size == 8:
+                rewards.append(_ONE_DOUBLE.unpack_from(data, pos)[0])
+            elif size % 8:
+                raise Fallback
+            else:
+                rewards.extend(struct.unpack_from(f"<{size // 8}d", data, pos))
+        elif field == _F_STEP_TERMINATED:
+            terminated = data[pos:stop]
+        elif field == _F_STEP_TRUNCATED:
+            truncated = data[pos:stop]
+        elif field == _F_STEP_INFOS and infos is None:
+            infos = _meta_map(data[pos:stop])
+        elif field == _F_STEP_COMPLETED:
+            completed.append(env_pb.EpisodeMetadata.parse(data[pos:stop]))
+        elif field == _F_STEP_INDICES:
+            env_indices.extend(_pb.packed_varints(data[pos:stop]))
         else:
             raise Fallback  # a repeated singular message merges: leave it to betterproto2
-    return _STEP(rewards=rewards, completed_episodes=completed, env_indices=env_indices, **found)
+        pos = stop
+    return _STEP(
+        observation=observation,
+        rewards=rewards,
+        terminated_mask=b"" if terminated is None else terminated,
+        truncated_mask=b"" if truncated is None else truncated,
+        infos=infos,
+        completed_episodes=completed,
+        env_indices=env_indices,
+    )
 
 
 _F_RESET_OBS = number(env_pb.ResetResponse, "observation")
@@ -232,33 +257,52 @@ _F_CTX = {
     number(_CONTEXT, name): index
     for index, name in enumerate(("session_id", "env_id", "request_id"))
 }
+_F_PREDICT_CONTEXT = number(model_pb.PredictResponse, "context")
+_F_PREDICT_ACTIONS = number(model_pb.PredictResponse, "actions")
 
 
 def _decode_context(data: bytes) -> model_pb.AdapterContext:
     texts = ["", "", ""]
-    for field, _wire, value in _pb.fields(data):
-        index = _F_CTX.get(field)
-        if index is None:
+    pos, end = 0, len(data)
+    while pos < end:
+        index = _F_CTX.get(data[pos] >> 3)
+        if index is None or data[pos] & 7 != _LEN:
+            raise Fallback  # includes multi-byte keys: no such field in the schema
+        size = data[pos + 1]
+        pos += 2
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
             raise Fallback
-        texts[index] = _pb.text(value)
+        texts[index] = data[pos:stop].decode()
+        pos = stop
     return _CONTEXT(session_id=texts[0], env_id=texts[1], request_id=texts[2])
-
-
-_F_PREDICT_CONTEXT = number(model_pb.PredictResponse, "context")
-_F_PREDICT_ACTIONS = number(model_pb.PredictResponse, "actions")
 
 
 def _decode_predict(data: bytes) -> model_pb.PredictResponse:
     context = None
     actions = []
-    for field, _wire, value in _pb.fields(data):
-        raw = _pb.blob(value)
+    pos, end = 0, len(data)
+    while pos < end:
+        tag = data[pos]
+        if tag & 7 != _LEN:
+            raise Fallback  # also multi-byte keys: no such field in the schema
+        size = data[pos + 1]
+        pos += 2
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
+            raise Fallback
+        field = tag >> 3
         if field == _F_PREDICT_ACTIONS:
-            actions.append(_pb.decode_space_value(raw))
+            actions.append(_pb.decode_space_value(data[pos:stop]))
         elif field == _F_PREDICT_CONTEXT and context is None:
-            context = _decode_context(raw)
+            context = _decode_context(data[pos:stop])
         else:
             raise Fallback
+        pos = stop
     return model_pb.PredictResponse(context=context, actions=actions)
 
 
@@ -355,8 +399,19 @@ def _decode_envelope(
         elif wire == _pb.VARINT:
             value = data[pos]
             pos += 1
-            if value >= 0x80:
-                value, pos = read_varint(data, pos - 1)
+            if value >= 0x80:  # timings take 2-4 bytes: read here, not in a call
+                value &= 0x7F
+                shift = 7
+                while True:
+                    byte = data[pos]
+                    pos += 1
+                    value |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift > 63:
+                        raise Fallback
+                value &= _pb.U64
             counter = counters.get(field)
             if counter is None:
                 raise Fallback

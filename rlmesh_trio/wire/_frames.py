@@ -50,6 +50,11 @@ class FrameSplitter:
     def __init__(self) -> None:
         self._buffer = b""
 
+    @property
+    def partial(self) -> bool:
+        """Whether part of a frame is waiting for the rest."""
+        return bool(self._buffer)
+
     def feed(self, data: bytes) -> tuple[bytes, list[tuple[int, int, int, int, int]]]:
         """``(buffer, frames)``: each frame as (type, flags, stream id, start, end) in ``buffer``.
 
