@@ -18,7 +18,7 @@ from typing import Any
 
 from .._wire import env_pb, model_pb, spaces_pb
 from . import _pb
-from ._pb import Fallback, key, number, put_len, put_space_value, put_varint
+from ._pb import Fallback, key, number, put_len, put_varint
 
 __all__ = [
     "decode_env_response",
@@ -57,32 +57,48 @@ _K_CTX_ENV = key(_CONTEXT, "env_id")
 _K_CTX_REQUEST = key(_CONTEXT, "request_id")
 _K_INFO_EPISODE = key(_INFO, "episode_id")
 _K_INFO_SEED = key(_INFO, "seed", _pb.VARINT)
+_LEAF = key(spaces_pb.SpaceValue, "leaves")
 
 # ---- encoding ----------------------------------------------------------------
 
 
+_SIZES = [bytes((size,)) for size in range(0x80)]
+
+
+def _ld(tag: bytes, payload: bytes | bytearray) -> bytes:
+    """A length-delimited field (short payloads, the usual case, take no varint loop)."""
+    size = len(payload)
+    return tag + (_SIZES[size] if size < 0x80 else _pb.varint_bytes(size)) + payload
+
+
 def _put_text(out: bytearray, tag: bytes, value: str) -> None:
     if value:
-        put_len(out, tag, value.encode())
+        out += _ld(tag, value.encode())
+
+
+def _space_value(tag: bytes, value: spaces_pb.SpaceValue) -> bytes:
+    leaves = value.leaves
+    if len(leaves) == 1:  # the usual observation or action: one leaf
+        return _ld(tag, _ld(_LEAF, leaves[0]))
+    return _ld(tag, b"".join([_ld(_LEAF, leaf) for leaf in leaves]))
 
 
 def encode_env_step(request_id: str, step: env_pb.StepRequest) -> bytes:
     """``JoinRequest{step, request_id}`` as betterproto2 encodes it."""
     body = bytearray()
     if step.action is not None:
-        put_space_value(body, _K_STEP_ACTION, step.action)
+        body += _space_value(_K_STEP_ACTION, step.action)
     if step.timeout_ms:
         body += _K_STEP_TIMEOUT
         put_varint(body, step.timeout_ms)
     if step.env_indices:
         _pb.put_packed(body, _K_STEP_INDICES, step.env_indices)
     for episode_id in step.episode_ids:
-        put_len(body, _K_STEP_EPISODES, episode_id.encode())
-    out = bytearray()
-    put_len(out, _K_ENV_STEP, body)
-    _put_text(out, _K_ENV_RID, request_id)
+        body += _ld(_K_STEP_EPISODES, episode_id.encode())
     fast_path_counts["encode"] += 1
-    return bytes(out)
+    if request_id:
+        return _ld(_K_ENV_STEP, body) + _ld(_K_ENV_RID, request_id.encode())
+    return _ld(_K_ENV_STEP, body)
 
 
 # A route's session and env ids, and an episode's id and seed, repeat on every step:
@@ -102,9 +118,10 @@ def _put_context(out: bytearray, context: model_pb.AdapterContext) -> None:
         _put_text(built, _K_CTX_SESSION, route[0])
         _put_text(built, _K_CTX_ENV, route[1])
         prefix = _route_prefix[route] = bytes(built)
-    body = bytearray(prefix)
-    _put_text(body, _K_CTX_REQUEST, context.request_id)
-    put_len(out, _K_PREDICT_CONTEXT, body)
+    if context.request_id:
+        out += _ld(_K_PREDICT_CONTEXT, prefix + _ld(_K_CTX_REQUEST, context.request_id.encode()))
+    else:
+        out += _ld(_K_PREDICT_CONTEXT, prefix)
 
 
 def _put_info(out: bytearray, info: model_pb.EpisodeInfo) -> None:
@@ -118,9 +135,7 @@ def _put_info(out: bytearray, info: model_pb.EpisodeInfo) -> None:
         if episode[1] is not None:
             body += _K_INFO_SEED
             put_varint(body, episode[1])
-        field = bytearray()
-        put_len(field, _K_PREDICT_INFO, body)
-        encoded = _episode_info[episode] = bytes(field)
+        encoded = _episode_info[episode] = _ld(_K_PREDICT_INFO, body)
     out += encoded
 
 
@@ -129,7 +144,7 @@ def _predict_body(predict: model_pb.PredictRequest) -> bytearray:
     if predict.context is not None:
         _put_context(body, predict.context)
     if predict.observation is not None:
-        put_space_value(body, _K_PREDICT_OBSERVATION, predict.observation)
+        body += _space_value(_K_PREDICT_OBSERVATION, predict.observation)
     for info in predict.episode_info:
         _put_info(body, info)
     return body
@@ -137,11 +152,12 @@ def _predict_body(predict: model_pb.PredictRequest) -> bytearray:
 
 def encode_model_predict(request_id: str, predict: model_pb.PredictRequest) -> bytes:
     """``JoinRequest{predict, request_id}`` as betterproto2 encodes it."""
-    out = bytearray()
-    put_len(out, _K_MODEL_PREDICT, _predict_body(predict))
-    _put_text(out, _K_MODEL_RID, request_id)
     fast_path_counts["encode"] += 1
-    return bytes(out)
+    if request_id:
+        return _ld(_K_MODEL_PREDICT, _predict_body(predict)) + _ld(
+            _K_MODEL_RID, request_id.encode()
+        )
+    return _ld(_K_MODEL_PREDICT, _predict_body(predict))
 
 
 def encode_model_grouped_predict(request_id: str, groups: list[model_pb.PredictRequest]) -> bytes:
