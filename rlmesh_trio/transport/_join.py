@@ -239,7 +239,7 @@ class JoinSession(Generic[R]):
         self._finish(SessionClosed(f"transport error: {detail}"))
 
     def replies_owed(self) -> bool:
-        return bool(len(self._demux))
+        return bool(self._demux.waiting)
 
     def _finish(self, ending: SessionClosed) -> None:
         if self._ending is None:
