@@ -347,7 +347,7 @@ def _decode_grouped(data: bytes) -> model_pb.GroupedPredictResponse:
 
 
 def _varint_fields(message: type, names: tuple[str, ...]) -> dict[int, str]:
-    return {number(message, name): name for name in names}
+    return {number(message, name) << 3 | _VARINT: name for name in names}
 
 
 _ENV_COUNTERS = _varint_fields(
@@ -369,50 +369,36 @@ _MODEL_COUNTERS = _varint_fields(
 )
 _Arms = dict[int, tuple[str, Callable[[bytes], Any]]]
 _ENV_ARMS: _Arms = {
-    number(env_pb.JoinResponse, "reset"): ("reset", _decode_reset),
-    number(env_pb.JoinResponse, "step"): ("step", _decode_step),
+    number(env_pb.JoinResponse, "reset") << 3 | _LEN: ("reset", _decode_reset),
+    number(env_pb.JoinResponse, "step") << 3 | _LEN: ("step", _decode_step),
 }
 _MODEL_ARMS: _Arms = {
-    number(model_pb.JoinResponse, "predict"): ("predict", _decode_predict),
-    number(model_pb.JoinResponse, "grouped_predict"): ("grouped_predict", _decode_grouped),
+    number(model_pb.JoinResponse, "predict") << 3 | _LEN: ("predict", _decode_predict),
+    number(model_pb.JoinResponse, "grouped_predict") << 3 | _LEN: (
+        "grouped_predict",
+        _decode_grouped,
+    ),
 }
-_F_ENV_RID = number(env_pb.JoinResponse, "request_id")
-_F_MODEL_RID = number(model_pb.JoinResponse, "request_id")
+_F_ENV_RID = number(env_pb.JoinResponse, "request_id") << 3 | _LEN
+_F_MODEL_RID = number(model_pb.JoinResponse, "request_id") << 3 | _LEN
 
 
 def _decode_envelope(
     data: bytes, arms: _Arms, counters: dict[int, str], rid: int
 ) -> dict[str, Any]:
-    # Walked inline rather than through _pb.fields: one envelope per response,
-    # and most of its fields are one-byte keys and values.
+    # Walked inline rather than through _pb.fields: one envelope per response.
+    # ``arms``, ``counters`` and ``rid`` are keyed by the whole field key (number
+    # and wire type), so one lookup both finds a field and checks its wire type.
     kwargs: dict[str, Any] = {}
     arm_seen = False
     pos, end = 0, len(data)
-    read_varint = _pb.read_varint
     while pos < end:
         key = data[pos]
         pos += 1
         if key >= 0x80:
-            key, pos = read_varint(data, pos - 1)
-        field, wire = key >> 3, key & 7
-        if wire == _pb.LEN:
-            size = data[pos]
-            pos += 1
-            if size >= 0x80:
-                size, pos = read_varint(data, pos - 1)
-            stop = pos + size
-            if stop > end:
-                raise Fallback
-            if field == rid:
-                kwargs["request_id"] = data[pos:stop].decode()
-            elif not arm_seen and field in arms:
-                name, decode = arms[field]
-                kwargs[name] = decode(data[pos:stop])
-                arm_seen = True
-            else:
-                raise Fallback
-            pos = stop
-        elif wire == _pb.VARINT:
+            key, pos = _read_varint(data, pos - 1)
+        counter = counters.get(key)
+        if counter is not None:
             value = data[pos]
             pos += 1
             if value >= 0x80:  # timings take 2-4 bytes: read here, not in a call
@@ -428,12 +414,24 @@ def _decode_envelope(
                     if shift > 63:
                         raise Fallback
                 value &= _pb.U64
-            counter = counters.get(field)
-            if counter is None:
-                raise Fallback
             kwargs[counter] = value
-        else:
+            continue
+        size = data[pos]
+        pos += 1
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
             raise Fallback
+        if key == rid:
+            kwargs["request_id"] = data[pos:stop].decode()
+        else:
+            arm = arms.get(key)
+            if arm is None or arm_seen:
+                raise Fallback  # an unknown field or wire type, or a second arm
+            kwargs[arm[0]] = arm[1](data[pos:stop])
+            arm_seen = True
+        pos = stop
     if not arm_seen:
         raise Fallback
     return kwargs
