@@ -138,7 +138,7 @@ class JoinSession(Generic[R]):
         return not len(self._demux)
 
     def has_pending(self, request_id: str) -> bool:
-        return request_id in self._demux
+        return request_id in self._demux.waiting
 
     async def request(
         self, request_id: str, payload: bytes, *, kill_on_cancel: bool
