@@ -17,6 +17,9 @@ Everything runs on Trio (no asyncio): any Trio task may use the client.
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable
+
 import trio
 
 from .._endpoints import EndpointInfo, Reply
@@ -47,8 +50,8 @@ _SHUTDOWN = f"{_SERVICE}/Shutdown"
 SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (shutting down)"
 
 
-def _request_id_of(response: env_pb.JoinResponse) -> str:
-    return response.request_id
+#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
+_request_id_of: Callable[[env_pb.JoinResponse], str] = operator.attrgetter("request_id")
 
 
 class RemoteEnv(RemoteEndpoint):

@@ -19,6 +19,7 @@ Everything runs on Trio (no asyncio): any Trio task may use the client.
 
 from __future__ import annotations
 
+import operator
 import ssl as _ssl
 from collections.abc import Callable, Sequence
 
@@ -64,8 +65,8 @@ _KINDS = (
 )
 
 
-def _request_id_of(response: model_pb.JoinResponse) -> str:
-    return response.request_id
+#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
+_request_id_of: Callable[[model_pb.JoinResponse], str] = operator.attrgetter("request_id")
 
 
 class RemoteModel(RemoteEndpoint):
