@@ -321,7 +321,15 @@ class ClientCore:
         stream = self._streams.get(stream_id)
         if stream is not None:
             stream.owed += credit
-            if payload:
+            if (
+                # The hot path: the frame is exactly one whole message, nothing buffered.
+                len(payload) >= 5
+                and payload[0] == 0
+                and int.from_bytes(payload[1:5], "big") + 5 == len(payload)
+                and not stream.reader.partial
+            ):
+                out.append(MessageReceived(stream_id, payload[5:]))
+            elif payload:
                 self._feed_stream(stream_id, stream, payload, out)
         if self._owed_total >= self._ack_threshold:
             self._credit_all()

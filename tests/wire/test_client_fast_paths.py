@@ -114,3 +114,21 @@ def test_hand_decoded_predicts_match_betterproto2_including_long_strings() -> No
     )
     data = bytes(model_pb.JoinResponse(request_id="r" * 130, predict=reply, in_flight=2**40))
     assert decode_model_response(data) == model_pb.JoinResponse.parse(data)
+
+
+def test_frames_with_two_messages_an_empty_one_or_a_partial_one_leave_the_fast_path() -> None:
+    core, _, stream_id = _connected()
+    two = wire.frame(b"one") + wire.frame(b"")
+    assert core.receive_data(_data(stream_id, two)) == [
+        wire.MessageReceived(stream_id, b"one"),
+        wire.MessageReceived(stream_id, b""),
+    ]
+    # the rest of a buffered message is not taken for a whole one, even when it
+    # looks like one (here the message's body is itself a framed message)
+    body = wire.frame(b"wxyz")
+    first = wire.frame(body)
+    assert core.receive_data(_data(stream_id, first[:5])) == []
+    assert core.receive_data(_data(stream_id, first[5:])) == [wire.MessageReceived(stream_id, body)]
+    # a compressed flag is refused (the stream is reset), never delivered
+    events = core.receive_data(_data(stream_id, b"\x01" + wire.frame(b"z")[1:]))
+    assert [type(event) for event in events] == [wire.StreamReset]
