@@ -37,14 +37,6 @@ class Address:
             raise ValueError("a TCP address needs a port")
         _check_port(self.port)
 
-    @property
-    def is_unix(self) -> bool:
-        return self.path is not None
-
-    def with_port(self, port: int) -> Address:
-        """The same TCP address with another port (a server reports its bound port this way)."""
-        return attrs.evolve(self, port=port)
-
     def __str__(self) -> str:
         if self.path is not None:
             return f"unix://{self.path}"

@@ -188,10 +188,6 @@ class ClientConnection:
         if conn is not None:
             conn.close()
 
-    def reopen(self) -> None:
-        """Allow connecting again after :meth:`close` (a client reused for another run)."""
-        self._closed = False
-
 
 def describe_os_error(exc: BaseException) -> str:
     """A short reason for a failed connect (trio wraps per-address failures in a group)."""

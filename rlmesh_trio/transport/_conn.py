@@ -22,6 +22,7 @@ import logging
 import os
 import socket
 import ssl as _ssl
+from collections.abc import Awaitable, Callable
 from typing import Protocol
 
 import trio
@@ -122,6 +123,10 @@ class Connection:
         self._quickack = _TCP_QUICKACK if family in (socket.AF_INET, socket.AF_INET6) else None
         self._eager = EAGER_ACK_READS
         self._reading: SharedReader | None = None
+        #: Wait until a waiter is answered (or failed), reading the socket if no one
+        #: is. Cancellation: returns the read role to the connection; the request's
+        #: owner decides what the cancelled wait means. (Bound once: called per reply.)
+        self.wait_reply: Callable[[ReplyWait], Awaitable[None]] = self._wait_woken
         if self._fd >= 0:
             self._reading = SharedReader(
                 self._fd,
@@ -130,6 +135,7 @@ class Connection:
                 lost=lambda: self.lost is not None,
                 owed=self._replies_owed,
             )
+            self.wait_reply = self._reading.wait_reply
 
     @classmethod
     async def open(
@@ -256,7 +262,7 @@ class Connection:
                         except BlockingIOError:
                             sent = 0
                         if sent == len(data):
-                            continue
+                            return  # nothing can have been queued meanwhile: no await
                         data = data[sent:]
                     await self._stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -267,7 +273,7 @@ class Connection:
                     raise
         finally:
             self._writing = False
-            if core.wants_write and self.lost is None:
+            if self.lost is None and core.wants_write:
                 self._write_wanted.set()
 
     # ---- the connection's tasks ----------------------------------------------
@@ -288,15 +294,8 @@ class Connection:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self._stream)
 
-    async def wait_reply(self, waiter: ReplyWait) -> None:
-        """Wait until ``waiter`` is answered (or failed), reading the socket if no one is.
-
-        Cancellation: returns the read role to the connection; the request's
-        owner decides what the cancelled wait means.
-        """
-        if self._reading is not None:
-            await self._reading.wait_reply(waiter)
-            return
+    async def _wait_woken(self, waiter: ReplyWait) -> None:
+        """``wait_reply`` on a TLS stream: its reader task wakes the waiter."""
         while not waiter.done:
             event = waiter.event = trio.Event()
             await event.wait()
@@ -307,7 +306,10 @@ class Connection:
             self._reading.wake_background()
 
     def _replies_owed(self) -> bool:
-        return any(handler.replies_owed() for handler in self._handlers.values())
+        for handler in self._handlers.values():
+            if handler.replies_owed():
+                return True
+        return False
 
     async def _read_loop(self) -> None:
         if self._reading is not None:
@@ -335,8 +337,14 @@ class Connection:
             log.debug("HTTP/2 failure: %s", exc)
             self._lose(CLOSED)
             return
+        handlers = self._handlers
         for event in events:
-            self._dispatch(event)
+            if type(event) is wire.MessageReceived:  # the hot case, dispatched inline
+                handler = handlers.get(event.stream_id)
+                if handler is not None:
+                    handler.on_message(event.data)
+            else:
+                self._dispatch(event)
         if self._quickack is not None:
             self._acknowledge_if_owed()
         if self._core.wants_write:
@@ -349,19 +357,15 @@ class Connection:
         # left replies owed, and for a connection's first reads.
         if self._eager:
             self._eager -= 1
-        else:
-            for handler in self._handlers.values():
-                if handler.replies_owed():
-                    break
-            else:
-                return
+        elif not self._replies_owed():
+            return
         try:
             self._socket.setsockopt(socket.IPPROTO_TCP, self._quickack, 1)  # type: ignore[arg-type]
         except OSError:
             self._quickack = None
 
     def _dispatch(self, event: wire.Event) -> None:
-        if type(event) is wire.MessageReceived:
+        if isinstance(event, wire.MessageReceived):
             handler = self._handlers.get(event.stream_id)
             if handler is not None:
                 handler.on_message(event.data)

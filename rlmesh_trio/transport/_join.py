@@ -138,7 +138,7 @@ class JoinSession(Generic[R]):
         return not len(self._demux)
 
     def has_pending(self, request_id: str) -> bool:
-        return request_id in self._demux
+        return request_id in self._demux.waiting
 
     async def request(
         self, request_id: str, payload: bytes, *, kill_on_cancel: bool
@@ -239,7 +239,7 @@ class JoinSession(Generic[R]):
         self._finish(SessionClosed(f"transport error: {detail}"))
 
     def replies_owed(self) -> bool:
-        return bool(len(self._demux))
+        return bool(self._demux.waiting)
 
     def _finish(self, ending: SessionClosed) -> None:
         if self._ending is None:

@@ -92,41 +92,43 @@ class SharedReader:
             while not waiter.done and not self._lost():
                 if self._reader is None or self._baton is waiter:
                     self._baton = None
-                    await self._read_for(waiter)
-                    continue
-                if self._reader == "bg" and self._bg_scope is not None:
-                    # The background reader leaves the socket and hands it to a parked
-                    # waiter (it may have been woken by data already: it reads that first).
-                    self._bg_scope.cancel()
-                    self._bg_scope = None
-                event = waiter.event = trio.Event()
-                self._parked.append(waiter)
-                try:
-                    await event.wait()
-                finally:
-                    if waiter in self._parked:
-                        self._parked.remove(waiter)
+                    # Read for ourselves (inline, not in a helper coroutine: once per reply).
+                    self._reader = "fg"
+                    try:
+                        while not waiter.done:
+                            try:
+                                await trio.lowlevel.wait_readable(self._fd)
+                            except (trio.ClosedResourceError, OSError):
+                                self._lose("connection closed")
+                                return
+                            if not self._read_once_ready():
+                                return
+                    finally:
+                        self._reader = None
+                        self._fg_last = trio.current_time()
+                        self._hand_over()
+                    return
+                await self._park(waiter)
         finally:
             if self._baton is waiter:  # handed the role but leaving: pass it on
                 self._baton = None
                 self._reader = None
                 self._hand_over()
 
-    async def _read_for(self, waiter: ReplyWait) -> None:
-        self._reader = "fg"
+    async def _park(self, waiter: ReplyWait) -> None:
+        """Wait to be woken: by our answer, or by being handed the read role."""
+        if self._reader == "bg" and self._bg_scope is not None:
+            # The background reader leaves the socket and hands it to a parked
+            # waiter (it may have been woken by data already: it reads that first).
+            self._bg_scope.cancel()
+            self._bg_scope = None
+        event = waiter.event = trio.Event()
+        self._parked.append(waiter)
         try:
-            while not waiter.done:
-                try:
-                    await trio.lowlevel.wait_readable(self._fd)
-                except (trio.ClosedResourceError, OSError):
-                    self._lose("connection closed")
-                    return
-                if not self._read_once_ready():
-                    return
+            await event.wait()
         finally:
-            self._reader = None
-            self._fg_last = trio.current_time()
-            self._hand_over()
+            if waiter in self._parked:
+                self._parked.remove(waiter)
 
     def _hand_over(self) -> None:
         """Give the read role to a parked waiter still unanswered (else maybe to the

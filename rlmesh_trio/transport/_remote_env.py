@@ -17,6 +17,7 @@ Everything runs on Trio (no asyncio): any Trio task may use the client.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable
 
 import trio
@@ -49,8 +50,8 @@ _SHUTDOWN = f"{_SERVICE}/Shutdown"
 SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (shutting down)"
 
 
-def _request_id_of(response: env_pb.JoinResponse) -> str:
-    return response.request_id
+#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
+_request_id_of: Callable[[env_pb.JoinResponse], str] = operator.attrgetter("request_id")
 
 
 class RemoteEnv(RemoteEndpoint):
@@ -123,8 +124,9 @@ class RemoteEnv(RemoteEndpoint):
         envelope = env_pb.JoinRequest(
             configure=env_pb.ConfigureEnvRequest(selected_workflow_edition=edition)
         )
+        _session, request_id, payload = self._prepare(envelope)
         try:
-            response, _req, _resp = await self._roundtrip(envelope)
+            response, _size = await session.request(request_id, payload, kill_on_cancel=True)
         except SessionClosed as exc:
             if exc.status is GrpcStatus.FAILED_PRECONDITION:
                 raise ConnectError(
@@ -156,11 +158,7 @@ class RemoteEnv(RemoteEndpoint):
 
         Cancellation tears the stream down.
         """
-        response, req_bytes, resp_bytes = await self._call(
-            "env.step",
-            lambda: env_pb.JoinRequest(step=request),
-            lambda request_id: encode_env_step(request_id, request),
-        )
+        response, req_bytes, resp_bytes = await self._call("env.step", request)
         reply = response.step
         if reply is None:
             raise self._unexpected("env.step", response)
@@ -240,35 +238,32 @@ class RemoteEnv(RemoteEndpoint):
 
     # ---- internals -------------------------------------------------------
 
-    async def _roundtrip(
-        self,
-        envelope: env_pb.JoinRequest | Callable[[], env_pb.JoinRequest],
-        fast_encode: Callable[[str], bytes | None] | None = None,
-    ) -> tuple[env_pb.JoinResponse, int, int]:
-        """One Join round trip. ``envelope`` may be a factory, for calls that are
-        normally encoded by ``fast_encode`` (it is built only when that declines)."""
+    def _prepare(
+        self, envelope: env_pb.JoinRequest | env_pb.StepRequest
+    ) -> tuple[JoinSession[env_pb.JoinResponse], str, bytes]:
+        """The session, the next request id and the encoded envelope.
+
+        A bare ``StepRequest`` (the hot call) goes into its envelope by the hand codec.
+        """
         session = self._session
         if session is None:
             raise RuntimeError(f"{self!r} is not configured: call configure() first")
         self._last_id += 1
         request_id = f"grpc-req-{self._last_id}"
-        payload = fast_encode(request_id) if fast_encode is not None else None
-        if payload is None:
-            if callable(envelope):
-                envelope = envelope()
-            envelope.request_id = request_id
-            payload = bytes(envelope)
-        response, size = await session.request(request_id, payload, kill_on_cancel=True)
-        return response, len(payload), size
+        if isinstance(envelope, env_pb.StepRequest):
+            return session, request_id, encode_env_step(request_id, envelope)
+        envelope.request_id = request_id
+        return session, request_id, bytes(envelope)
 
     async def _call(
         self,
         operation: str,
-        envelope: env_pb.JoinRequest | Callable[[], env_pb.JoinRequest],
-        fast_encode: Callable[[str], bytes | None] | None = None,
+        envelope: env_pb.JoinRequest | env_pb.StepRequest,
     ) -> tuple[env_pb.JoinResponse, int, int]:
+        """One Join round trip: a failed stream or an ``EnvError`` reply raises ``EnvRpcError``."""
+        session, request_id, payload = self._prepare(envelope)
         try:
-            response, req_bytes, resp_bytes = await self._roundtrip(envelope, fast_encode)
+            response, size = await session.request(request_id, payload, kill_on_cancel=True)
         except SessionClosed as exc:
             raise EnvRpcError(operation, 0, exc.detail) from None
         error = response.error
@@ -280,7 +275,7 @@ class RemoteEnv(RemoteEndpoint):
                 code=int(error.code),
                 recoverable=error.is_recoverable,
             )
-        return response, req_bytes, resp_bytes
+        return response, len(payload), size
 
     def _unexpected(self, operation: str, response: env_pb.JoinResponse) -> ProtocolError:
         kinds = ("reset", "step", "render", "close", "configure")

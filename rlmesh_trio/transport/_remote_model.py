@@ -19,6 +19,7 @@ Everything runs on Trio (no asyncio): any Trio task may use the client.
 
 from __future__ import annotations
 
+import operator
 import ssl as _ssl
 from collections.abc import Callable, Sequence
 
@@ -64,8 +65,8 @@ _KINDS = (
 )
 
 
-def _request_id_of(response: model_pb.JoinResponse) -> str:
-    return response.request_id
+#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
+_request_id_of: Callable[[model_pb.JoinResponse], str] = operator.attrgetter("request_id")
 
 
 class RemoteModel(RemoteEndpoint):
@@ -131,12 +132,7 @@ class RemoteModel(RemoteEndpoint):
         :class:`ProtocolError` (no actions). Cancellation abandons this request
         only (a late reply is dropped); the shared stream stays up.
         """
-        response, req_bytes, resp_bytes = await self._call(
-            "predict",
-            request.context,
-            lambda: model_pb.JoinRequest(predict=request),
-            lambda request_id: encode_model_predict(request_id, request),
-        )
+        response, req_bytes, resp_bytes = await self._call("predict", request.context, request)
         return self._predict_reply(request, response, req_bytes, resp_bytes)
 
     def _predict_reply(
@@ -162,15 +158,7 @@ class RemoteModel(RemoteEndpoint):
         the whole call (transport, or a top-level ``ModelError``) raises.
         """
         groups = list(requests)
-        envelope = model_pb.JoinRequest(
-            grouped_predict=model_pb.GroupedPredictRequest(groups=groups)
-        )
-        response, req_bytes, resp_bytes = await self._call(
-            "grouped_predict",
-            None,
-            envelope,
-            lambda request_id: encode_model_grouped_predict(request_id, groups),
-        )
+        response, req_bytes, resp_bytes = await self._call("grouped_predict", None, groups)
         return self._grouped_replies(groups, response, req_bytes, resp_bytes)
 
     def _grouped_replies(
@@ -378,19 +366,19 @@ class RemoteModel(RemoteEndpoint):
         self,
         kind: str,
         context: model_pb.AdapterContext | None,
-        envelope: model_pb.JoinRequest | Callable[[], model_pb.JoinRequest],
-        fast_encode: Callable[[str], bytes | None] | None = None,
+        envelope: model_pb.JoinRequest | model_pb.PredictRequest | list[model_pb.PredictRequest],
     ) -> tuple[model_pb.JoinResponse, int, int]:
-        """One Join round trip. ``envelope`` may be a factory, for calls that are
-        normally encoded by ``fast_encode`` (it is built only when that declines)."""
+        """One Join round trip. A bare ``PredictRequest`` (or a list of them, a grouped
+        predict) goes into its envelope by the hand codec; a ``ModelError`` reply raises."""
         session = self._session or await self._ensure_session()
         # `is not None`, never truthiness: a message's bool() walks all its fields.
         rid = context.request_id if context is not None else ""
         request_id = self._envelope_id(session, kind, rid)
-        payload = fast_encode(request_id) if fast_encode is not None else None
-        if payload is None:
-            if callable(envelope):
-                envelope = envelope()
+        if isinstance(envelope, model_pb.PredictRequest):
+            payload = encode_model_predict(request_id, envelope)
+        elif isinstance(envelope, list):
+            payload = encode_model_grouped_predict(request_id, envelope)
+        else:
             envelope.request_id = request_id
             payload = bytes(envelope)
         try:

@@ -8,20 +8,6 @@ __all__ = ["code_label", "reply_telemetry"]
 
 _NS_PER_MS = 1_000_000.0
 
-# (response field, metric) for the additive timing fields of 0.1.0 (protocol notes §1.8).
-_ENV_TIMINGS = (
-    ("decode_ns", "endpoint.decode"),
-    ("user_ns", "endpoint.user"),
-    ("encode_ns", "endpoint.encode"),
-    ("queue_ns", "endpoint.queue"),
-)
-_MODEL_TIMINGS = (
-    ("decode_ns", "endpoint.decode"),
-    ("user_ns", "endpoint.user"),
-    ("encode_ns", "endpoint.encode"),
-    ("adapter_ns", "endpoint.adapter"),
-)
-
 
 def reply_telemetry(
     envelope: Any, request_bytes: int, response_bytes: int, *, model: bool = False
@@ -29,20 +15,29 @@ def reply_telemetry(
     """Telemetry for one reply: endpoint timings (ms) and encoded sizes (bytes).
 
     ``endpoint.total`` comes from ``endpoint_total_ns`` when the peer set it;
-    the finer timings appear only when non-zero (a peer that does not time a
-    phase leaves the field unset).
+    the finer timings (the additive timing fields of 0.1.0, protocol notes
+    §1.8) appear only when non-zero (a peer that does not time a phase leaves
+    the field unset). Read field by field: this runs for every reply.
     """
     telemetry: dict[str, float] = {
         "request.bytes": float(request_bytes),
         "response.bytes": float(response_bytes),
     }
-    total = envelope.endpoint_total_ns
-    if total is not None:
-        telemetry["endpoint.total"] = total / _NS_PER_MS
-    for field, metric in _MODEL_TIMINGS if model else _ENV_TIMINGS:
-        value = getattr(envelope, field, 0)
-        if value:
-            telemetry[metric] = value / _NS_PER_MS
+    value = envelope.endpoint_total_ns
+    if value is not None:
+        telemetry["endpoint.total"] = value / _NS_PER_MS
+    value = envelope.decode_ns
+    if value:
+        telemetry["endpoint.decode"] = value / _NS_PER_MS
+    value = envelope.user_ns
+    if value:
+        telemetry["endpoint.user"] = value / _NS_PER_MS
+    value = envelope.encode_ns
+    if value:
+        telemetry["endpoint.encode"] = value / _NS_PER_MS
+    value = envelope.adapter_ns if model else envelope.queue_ns
+    if value:
+        telemetry["endpoint.adapter" if model else "endpoint.queue"] = value / _NS_PER_MS
     return telemetry
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from .._wire import env_pb, model_pb, spaces_pb
 from . import _pb
-from ._pb import Fallback, key, number, put_len, put_space_value, put_varint
+from ._pb import Fallback, key, number, put_len, put_varint
 
 __all__ = [
     "decode_env_response",
@@ -57,32 +57,48 @@ _K_CTX_ENV = key(_CONTEXT, "env_id")
 _K_CTX_REQUEST = key(_CONTEXT, "request_id")
 _K_INFO_EPISODE = key(_INFO, "episode_id")
 _K_INFO_SEED = key(_INFO, "seed", _pb.VARINT)
+_LEAF = key(spaces_pb.SpaceValue, "leaves")
 
 # ---- encoding ----------------------------------------------------------------
 
 
+_SIZES = [bytes((size,)) for size in range(0x80)]
+
+
+def _ld(tag: bytes, payload: bytes | bytearray) -> bytes:
+    """A length-delimited field (short payloads, the usual case, take no varint loop)."""
+    size = len(payload)
+    return tag + (_SIZES[size] if size < 0x80 else _pb.varint_bytes(size)) + payload
+
+
 def _put_text(out: bytearray, tag: bytes, value: str) -> None:
     if value:
-        put_len(out, tag, value.encode())
+        out += _ld(tag, value.encode())
+
+
+def _space_value(tag: bytes, value: spaces_pb.SpaceValue) -> bytes:
+    leaves = value.leaves
+    if len(leaves) == 1:  # the usual observation or action: one leaf
+        return _ld(tag, _ld(_LEAF, leaves[0]))
+    return _ld(tag, b"".join([_ld(_LEAF, leaf) for leaf in leaves]))
 
 
 def encode_env_step(request_id: str, step: env_pb.StepRequest) -> bytes:
     """``JoinRequest{step, request_id}`` as betterproto2 encodes it."""
     body = bytearray()
     if step.action is not None:
-        put_space_value(body, _K_STEP_ACTION, step.action)
+        body += _space_value(_K_STEP_ACTION, step.action)
     if step.timeout_ms:
         body += _K_STEP_TIMEOUT
         put_varint(body, step.timeout_ms)
     if step.env_indices:
         _pb.put_packed(body, _K_STEP_INDICES, step.env_indices)
     for episode_id in step.episode_ids:
-        put_len(body, _K_STEP_EPISODES, episode_id.encode())
-    out = bytearray()
-    put_len(out, _K_ENV_STEP, body)
-    _put_text(out, _K_ENV_RID, request_id)
+        body += _ld(_K_STEP_EPISODES, episode_id.encode())
     fast_path_counts["encode"] += 1
-    return bytes(out)
+    if request_id:
+        return _ld(_K_ENV_STEP, body) + _ld(_K_ENV_RID, request_id.encode())
+    return _ld(_K_ENV_STEP, body)
 
 
 # A route's session and env ids, and an episode's id and seed, repeat on every step:
@@ -102,9 +118,10 @@ def _put_context(out: bytearray, context: model_pb.AdapterContext) -> None:
         _put_text(built, _K_CTX_SESSION, route[0])
         _put_text(built, _K_CTX_ENV, route[1])
         prefix = _route_prefix[route] = bytes(built)
-    body = bytearray(prefix)
-    _put_text(body, _K_CTX_REQUEST, context.request_id)
-    put_len(out, _K_PREDICT_CONTEXT, body)
+    if context.request_id:
+        out += _ld(_K_PREDICT_CONTEXT, prefix + _ld(_K_CTX_REQUEST, context.request_id.encode()))
+    else:
+        out += _ld(_K_PREDICT_CONTEXT, prefix)
 
 
 def _put_info(out: bytearray, info: model_pb.EpisodeInfo) -> None:
@@ -118,9 +135,7 @@ def _put_info(out: bytearray, info: model_pb.EpisodeInfo) -> None:
         if episode[1] is not None:
             body += _K_INFO_SEED
             put_varint(body, episode[1])
-        field = bytearray()
-        put_len(field, _K_PREDICT_INFO, body)
-        encoded = _episode_info[episode] = bytes(field)
+        encoded = _episode_info[episode] = _ld(_K_PREDICT_INFO, body)
     out += encoded
 
 
@@ -129,7 +144,7 @@ def _predict_body(predict: model_pb.PredictRequest) -> bytearray:
     if predict.context is not None:
         _put_context(body, predict.context)
     if predict.observation is not None:
-        put_space_value(body, _K_PREDICT_OBSERVATION, predict.observation)
+        body += _space_value(_K_PREDICT_OBSERVATION, predict.observation)
     for info in predict.episode_info:
         _put_info(body, info)
     return body
@@ -137,11 +152,12 @@ def _predict_body(predict: model_pb.PredictRequest) -> bytearray:
 
 def encode_model_predict(request_id: str, predict: model_pb.PredictRequest) -> bytes:
     """``JoinRequest{predict, request_id}`` as betterproto2 encodes it."""
-    out = bytearray()
-    put_len(out, _K_MODEL_PREDICT, _predict_body(predict))
-    _put_text(out, _K_MODEL_RID, request_id)
     fast_path_counts["encode"] += 1
-    return bytes(out)
+    if request_id:
+        return _ld(_K_MODEL_PREDICT, _predict_body(predict)) + _ld(
+            _K_MODEL_RID, request_id.encode()
+        )
+    return _ld(_K_MODEL_PREDICT, _predict_body(predict))
 
 
 def encode_model_grouped_predict(request_id: str, groups: list[model_pb.PredictRequest]) -> bytes:
@@ -159,18 +175,17 @@ def encode_model_grouped_predict(request_id: str, groups: list[model_pb.PredictR
 # ---- decoding ----------------------------------------------------------------
 
 _STEP = env_pb.StepResponse
-_F_STEP = {
-    name: number(_STEP, name)
-    for name in (
-        "observation",
-        "rewards",
-        "terminated_mask",
-        "truncated_mask",
-        "infos",
-        "completed_episodes",
-        "env_indices",
-    )
-}
+_F_STEP_OBS = number(_STEP, "observation")
+_F_STEP_REWARDS = number(_STEP, "rewards")
+_F_STEP_TERMINATED = number(_STEP, "terminated_mask")
+_F_STEP_TRUNCATED = number(_STEP, "truncated_mask")
+_F_STEP_INFOS = number(_STEP, "infos")
+_F_STEP_COMPLETED = number(_STEP, "completed_episodes")
+_F_STEP_INDICES = number(_STEP, "env_indices")
+_ONE_DOUBLE = struct.Struct("<d")
+_LEN = _pb.LEN
+_VARINT = _pb.VARINT
+_read_varint = _pb.read_varint
 
 
 def _meta_map(data: bytes) -> spaces_pb.MetaMap:
@@ -179,36 +194,62 @@ def _meta_map(data: bytes) -> spaces_pb.MetaMap:
 
 
 def _decode_step(data: bytes) -> env_pb.StepResponse:
-    f = _F_STEP
-    found: dict[str, Any] = {}
+    # Walked inline (one per env step): keys, sizes and most values are one byte.
+    observation = infos = terminated = truncated = None
     rewards: list[float] = []
     completed: list[env_pb.EpisodeMetadata] = []
     env_indices: list[int] = []
-    for field, _wire, value in _pb.fields(data):
-        if field == f["env_indices"]:
-            if isinstance(value, int):
-                env_indices.append(value)
-            else:
-                env_indices.extend(_pb.packed_varints(value))
-            continue
-        raw = _pb.blob(value)
-        if field == f["rewards"]:
-            if len(raw) % 8:
+    pos, end = 0, len(data)
+    while pos < end:
+        tag = data[pos]
+        pos += 1
+        if tag >= 0x80:
+            tag, pos = _read_varint(data, pos - 1)
+        field = tag >> 3
+        if tag & 7 != _LEN:
+            if tag & 7 != _VARINT or field != _F_STEP_INDICES:
                 raise Fallback
-            rewards.extend(struct.unpack(f"<{len(raw) // 8}d", raw))
-        elif field == f["completed_episodes"]:
-            completed.append(env_pb.EpisodeMetadata.parse(raw))
-        elif field == f["observation"] and "observation" not in found:
-            found["observation"] = _pb.decode_space_value(raw)
-        elif field == f["infos"] and "infos" not in found:
-            found["infos"] = _meta_map(raw)
-        elif field == f["terminated_mask"]:
-            found["terminated_mask"] = raw
-        elif field == f["truncated_mask"]:
-            found["truncated_mask"] = raw
+            value, pos = _read_varint(data, pos)
+            env_indices.append(value)
+            continue
+        size = data[pos]
+        pos += 1
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
+            raise Fallback
+        if field == _F_STEP_OBS and observation is None:
+            observation = _pb.decode_space_value(data[pos:stop])
+        elif field == _F_STEP_REWARDS:
+            if size == 8:
+                rewards.append(_ONE_DOUBLE.unpack_from(data, pos)[0])
+            elif size % 8:
+                raise Fallback
+            else:
+                rewards.extend(struct.unpack_from(f"<{size // 8}d", data, pos))
+        elif field == _F_STEP_TERMINATED:
+            terminated = data[pos:stop]
+        elif field == _F_STEP_TRUNCATED:
+            truncated = data[pos:stop]
+        elif field == _F_STEP_INFOS and infos is None:
+            infos = _meta_map(data[pos:stop])
+        elif field == _F_STEP_COMPLETED:
+            completed.append(env_pb.EpisodeMetadata.parse(data[pos:stop]))
+        elif field == _F_STEP_INDICES:
+            env_indices.extend(_pb.packed_varints(data[pos:stop]))
         else:
             raise Fallback  # a repeated singular message merges: leave it to betterproto2
-    return _STEP(rewards=rewards, completed_episodes=completed, env_indices=env_indices, **found)
+        pos = stop
+    return _STEP(
+        observation=observation,
+        rewards=rewards,
+        terminated_mask=b"" if terminated is None else terminated,
+        truncated_mask=b"" if truncated is None else truncated,
+        infos=infos,
+        completed_episodes=completed,
+        env_indices=env_indices,
+    )
 
 
 _F_RESET_OBS = number(env_pb.ResetResponse, "observation")
@@ -232,33 +273,52 @@ _F_CTX = {
     number(_CONTEXT, name): index
     for index, name in enumerate(("session_id", "env_id", "request_id"))
 }
+_F_PREDICT_CONTEXT = number(model_pb.PredictResponse, "context")
+_F_PREDICT_ACTIONS = number(model_pb.PredictResponse, "actions")
 
 
 def _decode_context(data: bytes) -> model_pb.AdapterContext:
     texts = ["", "", ""]
-    for field, _wire, value in _pb.fields(data):
-        index = _F_CTX.get(field)
-        if index is None:
+    pos, end = 0, len(data)
+    while pos < end:
+        index = _F_CTX.get(data[pos] >> 3)
+        if index is None or data[pos] & 7 != _LEN:
+            raise Fallback  # includes multi-byte keys: no such field in the schema
+        size = data[pos + 1]
+        pos += 2
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
             raise Fallback
-        texts[index] = _pb.text(value)
+        texts[index] = data[pos:stop].decode()
+        pos = stop
     return _CONTEXT(session_id=texts[0], env_id=texts[1], request_id=texts[2])
-
-
-_F_PREDICT_CONTEXT = number(model_pb.PredictResponse, "context")
-_F_PREDICT_ACTIONS = number(model_pb.PredictResponse, "actions")
 
 
 def _decode_predict(data: bytes) -> model_pb.PredictResponse:
     context = None
     actions = []
-    for field, _wire, value in _pb.fields(data):
-        raw = _pb.blob(value)
+    pos, end = 0, len(data)
+    while pos < end:
+        tag = data[pos]
+        if tag & 7 != _LEN:
+            raise Fallback  # also multi-byte keys: no such field in the schema
+        size = data[pos + 1]
+        pos += 2
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
+            raise Fallback
+        field = tag >> 3
         if field == _F_PREDICT_ACTIONS:
-            actions.append(_pb.decode_space_value(raw))
+            actions.append(_pb.decode_space_value(data[pos:stop]))
         elif field == _F_PREDICT_CONTEXT and context is None:
-            context = _decode_context(raw)
+            context = _decode_context(data[pos:stop])
         else:
             raise Fallback
+        pos = stop
     return model_pb.PredictResponse(context=context, actions=actions)
 
 
@@ -287,7 +347,7 @@ def _decode_grouped(data: bytes) -> model_pb.GroupedPredictResponse:
 
 
 def _varint_fields(message: type, names: tuple[str, ...]) -> dict[int, str]:
-    return {number(message, name): name for name in names}
+    return {number(message, name) << 3 | _VARINT: name for name in names}
 
 
 _ENV_COUNTERS = _varint_fields(
@@ -309,60 +369,69 @@ _MODEL_COUNTERS = _varint_fields(
 )
 _Arms = dict[int, tuple[str, Callable[[bytes], Any]]]
 _ENV_ARMS: _Arms = {
-    number(env_pb.JoinResponse, "reset"): ("reset", _decode_reset),
-    number(env_pb.JoinResponse, "step"): ("step", _decode_step),
+    number(env_pb.JoinResponse, "reset") << 3 | _LEN: ("reset", _decode_reset),
+    number(env_pb.JoinResponse, "step") << 3 | _LEN: ("step", _decode_step),
 }
 _MODEL_ARMS: _Arms = {
-    number(model_pb.JoinResponse, "predict"): ("predict", _decode_predict),
-    number(model_pb.JoinResponse, "grouped_predict"): ("grouped_predict", _decode_grouped),
+    number(model_pb.JoinResponse, "predict") << 3 | _LEN: ("predict", _decode_predict),
+    number(model_pb.JoinResponse, "grouped_predict") << 3 | _LEN: (
+        "grouped_predict",
+        _decode_grouped,
+    ),
 }
-_F_ENV_RID = number(env_pb.JoinResponse, "request_id")
-_F_MODEL_RID = number(model_pb.JoinResponse, "request_id")
+_F_ENV_RID = number(env_pb.JoinResponse, "request_id") << 3 | _LEN
+_F_MODEL_RID = number(model_pb.JoinResponse, "request_id") << 3 | _LEN
 
 
 def _decode_envelope(
     data: bytes, arms: _Arms, counters: dict[int, str], rid: int
 ) -> dict[str, Any]:
-    # Walked inline rather than through _pb.fields: one envelope per response,
-    # and most of its fields are one-byte keys and values.
+    # Walked inline rather than through _pb.fields: one envelope per response.
+    # ``arms``, ``counters`` and ``rid`` are keyed by the whole field key (number
+    # and wire type), so one lookup both finds a field and checks its wire type.
     kwargs: dict[str, Any] = {}
     arm_seen = False
     pos, end = 0, len(data)
-    read_varint = _pb.read_varint
     while pos < end:
         key = data[pos]
         pos += 1
         if key >= 0x80:
-            key, pos = read_varint(data, pos - 1)
-        field, wire = key >> 3, key & 7
-        if wire == _pb.LEN:
-            size = data[pos]
-            pos += 1
-            if size >= 0x80:
-                size, pos = read_varint(data, pos - 1)
-            stop = pos + size
-            if stop > end:
-                raise Fallback
-            if field == rid:
-                kwargs["request_id"] = data[pos:stop].decode()
-            elif not arm_seen and field in arms:
-                name, decode = arms[field]
-                kwargs[name] = decode(data[pos:stop])
-                arm_seen = True
-            else:
-                raise Fallback
-            pos = stop
-        elif wire == _pb.VARINT:
+            key, pos = _read_varint(data, pos - 1)
+        counter = counters.get(key)
+        if counter is not None:
             value = data[pos]
             pos += 1
-            if value >= 0x80:
-                value, pos = read_varint(data, pos - 1)
-            counter = counters.get(field)
-            if counter is None:
-                raise Fallback
+            if value >= 0x80:  # timings take 2-4 bytes: read here, not in a call
+                value &= 0x7F
+                shift = 7
+                while True:
+                    byte = data[pos]
+                    pos += 1
+                    value |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift > 63:
+                        raise Fallback
+                value &= _pb.U64
             kwargs[counter] = value
-        else:
+            continue
+        size = data[pos]
+        pos += 1
+        if size >= 0x80:
+            size, pos = _read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
             raise Fallback
+        if key == rid:
+            kwargs["request_id"] = data[pos:stop].decode()
+        else:
+            arm = arms.get(key)
+            if arm is None or arm_seen:
+                raise Fallback  # an unknown field or wire type, or a second arm
+            kwargs[arm[0]] = arm[1](data[pos:stop])
+            arm_seen = True
+        pos = stop
     if not arm_seen:
         raise Fallback
     return kwargs

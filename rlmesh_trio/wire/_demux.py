@@ -11,7 +11,7 @@ its waiter. It does no I/O: waiters are any objects with ``resolve`` and
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Generic, Protocol, TypeVar
 
 __all__ = ["JoinDemux", "Undecodable", "Waiter"]
@@ -41,12 +41,15 @@ class JoinDemux(Generic[R]):
     ``request_id_of`` reads its id. A waiter gets ``(response, size in bytes)``.
     """
 
-    __slots__ = ("_parse", "_pending", "_request_id_of")
+    __slots__ = ("_parse", "_pending", "_request_id_of", "waiting")
 
     def __init__(self, parse: Callable[[bytes], R], request_id_of: Callable[[R], str]) -> None:
         self._parse = parse
         self._request_id_of = request_id_of
         self._pending: dict[str, Waiter[tuple[R, int]]] = {}
+        #: The same dict, read-only for callers: its truth says whether anyone waits
+        #: (cheaper than ``len`` on the reader's path, asked after every read).
+        self.waiting: Mapping[str, Waiter[tuple[R, int]]] = self._pending
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -87,6 +90,7 @@ class JoinDemux(Generic[R]):
 
     def fail_all(self, error: BaseException) -> None:
         """Fail every waiter (the stream is gone); the demux is empty afterwards."""
-        pending, self._pending = self._pending, {}
+        pending = dict(self._pending)
+        self._pending.clear()
         for waiter in pending.values():
             waiter.fail(error)

@@ -28,13 +28,9 @@ PADDED = 0x8
 _STREAM_MASK = 0x7FFFFFFF
 
 
-def data_frame_header(stream_id: int, length: int, *, end_stream: bool = False) -> bytes:
-    """The 9-byte header of a DATA frame carrying ``length`` bytes."""
-    return (
-        length.to_bytes(3, "big")
-        + (b"\x00\x01" if end_stream else b"\x00\x00")
-        + stream_id.to_bytes(4, "big")
-    )
+def data_frame_header(stream_id: int, length: int) -> bytes:
+    """The 9-byte header of a DATA frame carrying ``length`` bytes (no flags)."""
+    return length.to_bytes(3, "big") + b"\x00\x00" + stream_id.to_bytes(4, "big")
 
 
 def window_update(stream_id: int, increment: int) -> bytes:
@@ -49,6 +45,11 @@ class FrameSplitter:
 
     def __init__(self) -> None:
         self._buffer = b""
+
+    @property
+    def partial(self) -> bool:
+        """Whether part of a frame is waiting for the rest."""
+        return bool(self._buffer)
 
     def feed(self, data: bytes) -> tuple[bytes, list[tuple[int, int, int, int, int]]]:
         """``(buffer, frames)``: each frame as (type, flags, stream id, start, end) in ``buffer``.

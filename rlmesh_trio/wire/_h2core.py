@@ -62,9 +62,12 @@ class NotHttp2(ProtocolFailure):
 
 
 class _Stream:
-    __slots__ = ("headers", "owed", "pending", "reader", "trailers", "want_end", "window")
+    __slots__ = ("head", "headers", "owed", "pending", "reader", "trailers", "want_end", "window")
 
-    def __init__(self, window: int) -> None:
+    def __init__(self, stream_id: int, window: int) -> None:
+        # What follows the length in a DATA frame of one whole message: type, flags,
+        # stream id, then the gRPC prefix's compressed flag.
+        self.head = _frames.data_frame_header(stream_id, 0)[3:] + b"\x00"
         self.reader = MessageReader()
         self.window = window  # what the peer lets us send on this stream
         self.owed = 0  # received bytes not yet credited back to the peer
@@ -96,6 +99,8 @@ class ClientCore:
         self._out = bytearray()
         self._splitter = _frames.FrameSplitter()
         self._heard_from_peer = False
+        # Our SETTINGS_MAX_FRAME_SIZE: never changed from h2's default, so read once.
+        self._max_frame = self._h2.local_settings.max_frame_size
         self._send_window = _INITIAL_WINDOW  # the peer's connection window for us
         self._stream_initial = _INITIAL_WINDOW  # its SETTINGS_INITIAL_WINDOW_SIZE
         # Received data is credited back in batches; the total owed across streams
@@ -147,7 +152,7 @@ class ClientCore:
             h2c.send_headers(stream_id, headers)
         except h2.exceptions.ProtocolError as exc:
             raise ProtocolFailure(f"cannot open a stream: {exc}") from exc
-        self._streams[stream_id] = _Stream(self._stream_initial)
+        self._streams[stream_id] = _Stream(stream_id, self._stream_initial)
         self._collect()
         return stream_id
 
@@ -165,21 +170,24 @@ class ClientCore:
         stream = self._streams.get(stream_id)
         if stream is None or stream.want_end:
             raise ProtocolFailure(f"stream {stream_id} is not open for sending")
-        data = frame(payload)
-        size = len(data)
+        length = len(payload)
+        size = length + 5
         if (
             not stream.pending
             and size <= stream.window
             and size <= self._send_window
             and size <= self._h2.max_outbound_frame_size
         ):
-            # The hot path: one DATA frame, written here.
+            # The hot path: one DATA frame with the gRPC prefix, written here.
             stream.window -= size
             self._send_window -= size
-            self._out += _frames.data_frame_header(stream_id, size)
-            self._out += data
+            out = self._out
+            out += size.to_bytes(3, "big") + stream.head + length.to_bytes(4, "big")
+            out += payload
+            if not end:
+                return
         else:
-            stream.pending += data
+            stream.pending += frame(payload)
         if end:
             stream.want_end = True
         self._push(stream_id, stream)
@@ -256,8 +264,18 @@ class ClientCore:
             if data[:5] == b"HTTP/" or (data and data[:1] != b"\x00"):
                 raise NotHttp2("the peer answered in HTTP/1, not HTTP/2")
             self._heard_from_peer = True
+        elif (
+            # The hot path: the read is exactly one DATA frame that does not end its
+            # stream (a Join reply), with nothing buffered from an earlier read.
+            data[3:5] == b"\x00\x00"
+            and int.from_bytes(data[:3], "big") + 9 == len(data)
+            and not self._splitter.partial
+        ):
+            out: list[Event] = []
+            self._on_data_frame(int.from_bytes(data[5:9], "big") & 0x7FFFFFFF, 0, data[9:], out)
+            return out
         buffer, frames = self._splitter.feed(data)
-        out: list[Event] = []
+        out = []
         to_h2_from = -1  # start of a run of frames for h2, not yet fed
         for kind, flags, stream_id, start, end in frames:
             if kind == _frames.DATA and not flags & _frames.END_STREAM:
@@ -292,7 +310,7 @@ class ClientCore:
             self._on_h2_event(event, out)
 
     def _on_data_frame(self, stream_id: int, flags: int, payload: bytes, out: list[Event]) -> None:
-        if len(payload) > self._h2.local_settings.max_frame_size:
+        if len(payload) > self._max_frame:
             raise ProtocolFailure(f"a DATA frame of {len(payload)} bytes is over our frame size")
         credit = len(payload)
         if flags & _frames.PADDED:
@@ -303,7 +321,15 @@ class ClientCore:
         stream = self._streams.get(stream_id)
         if stream is not None:
             stream.owed += credit
-            if payload:
+            if (
+                # The hot path: the frame is exactly one whole message, nothing buffered.
+                len(payload) >= 5
+                and payload[0] == 0
+                and int.from_bytes(payload[1:5], "big") + 5 == len(payload)
+                and not stream.reader.partial
+            ):
+                out.append(MessageReceived(stream_id, payload[5:]))
+            elif payload:
                 self._feed_stream(stream_id, stream, payload, out)
         if self._owed_total >= self._ack_threshold:
             self._credit_all()
