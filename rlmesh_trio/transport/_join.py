@@ -119,6 +119,7 @@ class JoinSession(Generic[R]):
         self._stream_id: int | None = None
         self._ending: SessionClosed | None = None
         self._finished = trio.Event()
+        self._end_waits: list[_Slot[None]] = []
         self._half_closed = False
 
     def start(self) -> None:
@@ -206,8 +207,21 @@ class JoinSession(Generic[R]):
             self._conn.end_stream(self._stream_id)
 
     async def wait_finished(self) -> None:
-        """Wait until the stream has ended (after the server ends it, or a kill)."""
-        await self._finished.wait()
+        """Wait until the stream has ended (after the server ends it, or a kill).
+
+        The waiting task reads the connection itself, as a request does: the
+        server's trailers reach it with no wait for the background reader.
+        Cancellation: leaves at once; the stream is left as it is.
+        """
+        if not self._finished.is_set():
+            ended: _Slot[None] = _Slot()
+            self._end_waits.append(ended)
+            try:
+                await self._conn.wait_reply(ended)
+            finally:
+                if ended in self._end_waits:
+                    self._end_waits.remove(ended)
+        await self._finished.wait()  # a lost connection returns above before the stream ends
 
     def kill(self) -> None:
         """Tear the stream down now (RST_STREAM) and fail every pending request. Never blocks."""
@@ -245,4 +259,6 @@ class JoinSession(Generic[R]):
         if self._ending is None:
             self._ending = ending
         self._finished.set()
+        for ended in self._end_waits:
+            ended.resolve(None)
         self._demux.fail_all(self._ending)

@@ -52,6 +52,7 @@ __all__ = [
     "signed64",
     "tail_keys",
     "text",
+    "varint_bytes",
 ]
 
 M = TypeVar("M", bound=betterproto2.Message)
@@ -247,6 +248,13 @@ def put_varint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
+
+
+def varint_bytes(value: int) -> bytes:
+    """``value`` as varint bytes (the client codec's sizes of 128 bytes and more)."""
+    out = bytearray()
+    put_varint(out, value)
+    return bytes(out)
 
 
 def put_key(out: bytearray, tag: bytes | int) -> None:

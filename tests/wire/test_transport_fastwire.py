@@ -233,3 +233,17 @@ def test_cached_route_and_episode_encodings_stay_exact_past_the_cache_limit(
             model_pb.JoinRequest(predict=request, request_id=f"id{i}")
         )
     assert len(_fastwire._route_prefix) <= 3 and len(_fastwire._episode_info) <= 3
+
+
+@pytest.mark.parametrize("size", [127, 128, 300, 70_000])
+def test_requests_with_long_fields_match_betterproto2(size: int) -> None:
+    # Sizes of 128 bytes and more need a multi-byte length (the short-size table ends at 127).
+    value = spaces_pb.SpaceValue(leaves=[b"\x01" * size, b"\x02"])
+    step = env_pb.StepRequest(action=value, episode_ids=["e" * size])
+    assert encode_env_step("r" * size, step) == bytes(
+        env_pb.JoinRequest(step=step, request_id="r" * size)
+    )
+    predict = model_pb.PredictRequest(observation=value)
+    assert encode_model_predict("r", predict) == bytes(
+        model_pb.JoinRequest(predict=predict, request_id="r")
+    )
