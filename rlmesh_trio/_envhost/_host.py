@@ -306,19 +306,15 @@ class EnvHost(abc.ABC):
 
     # -- dispatch ------------------------------------------------------------------------
 
-    def run_now(self, kind: str, body: Any) -> HostReply | None:
+    def call_now(self, kind: str, body: Any) -> Call | None:
         """Execute one request (``kind`` names its Join arm) at once, without a ticket,
         if no admitted request is pending; else None (then admit it instead).
 
         For a caller that runs requests on the thread that admits them (an
-        in-process endpoint running inline): nothing can start meanwhile.
+        in-process endpoint running inline): nothing can start meanwhile. The
+        answer is the bare :class:`Call`: such a caller needs the response arm
+        only, and an envelope per step costs more than the bookkeeping.
         """
-        call = self.call_now(kind, body)
-        return None if call is None else call.reply()
-
-    def call_now(self, kind: str, body: Any) -> Call | None:
-        """:meth:`run_now`, answering with the bare :class:`Call`: an in-process caller needs
-        the response arm only, and an envelope per step costs more than the bookkeeping."""
         if not self._sched.idle():
             return None
         return self._answer(kind, body, time.monotonic_ns())

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable
-from typing import Any
+from typing import Any, TypeVar
 
 from .._wire import env_pb, model_pb, spaces_pb
 from . import _pb
@@ -440,19 +440,28 @@ def _decode_envelope(
 _DECODE_ERRORS = (Fallback, IndexError, UnicodeDecodeError, struct.error)
 
 
+_Response = TypeVar("_Response", env_pb.JoinResponse, model_pb.JoinResponse)
+
+
+def _decode_response(
+    message: type[_Response], data: bytes, arms: _Arms, counters: dict[int, str], rid: int
+) -> _Response:
+    try:
+        fields = _decode_envelope(data, arms, counters, rid)
+    except _DECODE_ERRORS:
+        fast_path_counts["fallback"] += 1
+        return message.parse(data)
+    fast_path_counts["decode"] += 1
+    return message(**fields)
+
+
 def decode_env_response(data: bytes) -> env_pb.JoinResponse:
     """Parse an env ``JoinResponse``; reset/step replies take the hand path.
 
     Raises:
         Exception: whatever betterproto2 raises for bytes it cannot parse.
     """
-    try:
-        fields = _decode_envelope(data, _ENV_ARMS, _ENV_COUNTERS, _F_ENV_RID)
-    except _DECODE_ERRORS:
-        fast_path_counts["fallback"] += 1
-        return env_pb.JoinResponse.parse(data)
-    fast_path_counts["decode"] += 1
-    return env_pb.JoinResponse(**fields)
+    return _decode_response(env_pb.JoinResponse, data, _ENV_ARMS, _ENV_COUNTERS, _F_ENV_RID)
 
 
 def decode_model_response(data: bytes) -> model_pb.JoinResponse:
@@ -461,10 +470,4 @@ def decode_model_response(data: bytes) -> model_pb.JoinResponse:
     Raises:
         Exception: whatever betterproto2 raises for bytes it cannot parse.
     """
-    try:
-        fields = _decode_envelope(data, _MODEL_ARMS, _MODEL_COUNTERS, _F_MODEL_RID)
-    except _DECODE_ERRORS:
-        fast_path_counts["fallback"] += 1
-        return model_pb.JoinResponse.parse(data)
-    fast_path_counts["decode"] += 1
-    return model_pb.JoinResponse(**fields)
+    return _decode_response(model_pb.JoinResponse, data, _MODEL_ARMS, _MODEL_COUNTERS, _F_MODEL_RID)
