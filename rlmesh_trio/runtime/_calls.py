@@ -217,7 +217,11 @@ class RouteCalls:
         self.step += 1
         rpc_ms = (self.now() - started) * 1000.0
         self._steps.operation(rpc_ms, reply.telemetry)
-        self.telemetry.window_steps += 1
+        telemetry = self.telemetry
+        telemetry.window_steps += 1
+        telemetry.steps_to_fold -= 1
+        if not telemetry.steps_to_fold:
+            telemetry.fold()
         response = reply.response
         self.check_observation(response.observation, len(request.env_indices), "step")
         return response, rpc_ms

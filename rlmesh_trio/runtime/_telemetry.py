@@ -7,18 +7,23 @@ averages are exact, percentiles are nearest-rank over the reservoir
 
 A route adds some twenty samples per step, so the add path is kept short:
 each ``(op, component, metric)``'s add function is looked up once and
-cached, and window series are only kept when someone takes the windows.
+cached, a sample is only appended to its series' pending list (folded in
+every :data:`FOLD_STEPS` steps and whenever it is read), and window series
+are only kept when someone takes the windows.
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import random
 from collections.abc import Callable, Iterable, Mapping
+from functools import reduce
 
 from ._results import RouteReport, SeriesSnapshot, TelemetryRow
 
 __all__ = [
+    "FOLD_STEPS",
     "RESERVOIR_SIZE",
     "OperationRecorder",
     "RouteTelemetry",
@@ -29,6 +34,8 @@ __all__ = [
 ]
 
 RESERVOIR_SIZE = 2048
+#: Steps between folds of the pending samples (a few kilobytes per series at most).
+FOLD_STEPS = 256
 #: A skip no run reaches (keeps a vanishing keep-probability finite).
 _NEVER = 2**62
 
@@ -54,35 +61,68 @@ def percentile(ordered: list[float], p: float) -> float:
 class Series:
     """Count, sum and a bounded reservoir of one metric's samples.
 
-    Once the reservoir is full, which sample is kept next is drawn ahead
-    (Li's algorithm L: the same uniform sample as algorithm R, each of the n
-    values seen kept with probability cap/n), so an add that keeps nothing --
-    almost all of them on a long run -- costs two additions and a compare.
+    A sample is only appended to :attr:`pending` (a hot call site keeps
+    ``series.pending.append``: one C call per sample); :meth:`fold` moves
+    pending samples into the count, the sum and the reservoir, and reading
+    :attr:`count`, :attr:`total` or :attr:`samples` folds first. Once the
+    reservoir is full, which sample is kept next is drawn ahead (Li's
+    algorithm L: the same uniform sample as algorithm R, each of the n values
+    seen kept with probability cap/n), so a fold only touches the kept ones.
     """
 
-    __slots__ = ("_keep_at", "_weight", "cap", "count", "random", "samples", "total")
+    __slots__ = ("_count", "_keep_at", "_samples", "_total", "_weight", "cap", "pending", "random")
 
     def __init__(self, cap: int = RESERVOIR_SIZE, rng: random.Random | None = None) -> None:
         self.cap = cap
-        self.count = 0
-        self.total = 0.0
-        self.samples: list[float] = []
         self.random = (rng or random).random
+        #: Samples added since the last fold, in order.
+        self.pending: list[float] = []
+        self._count = 0
+        self._total = 0.0
+        self._samples: list[float] = []
         self._weight = 1.0
         #: The count at which the next value replaces a reservoir sample.
         self._keep_at = cap + 1
 
+    @property
+    def count(self) -> int:
+        self.fold()
+        return self._count
+
+    @property
+    def total(self) -> float:
+        self.fold()
+        return self._total
+
+    @property
+    def samples(self) -> list[float]:
+        self.fold()
+        return self._samples
+
     def add(self, value: float) -> None:
-        count = self.count = self.count + 1
-        self.total += value
-        # The reservoir holds min(count, cap) samples: it is full once count exceeds cap.
-        if count <= self.cap:
-            self.samples.append(value)
-            if count == self.cap:
+        self.pending.append(value)
+
+    def fold(self) -> None:
+        """Take the pending samples in, in the order they were added."""
+        pending = self.pending
+        if not pending:
+            return
+        seen, cap = self._count, self.cap
+        # Summed left to right, as one add at a time would.
+        self._total = reduce(operator.add, pending, self._total)
+        count = seen + len(pending)
+        if seen < cap:
+            self._samples.extend(pending[: cap - seen])
+            if count >= cap:  # the reservoir just filled: draw the first kept position
+                self._count = cap
                 self._draw_next()
-        elif count == self._keep_at:
-            self.samples[int(self.random() * self.cap)] = value
+        samples, rand = self._samples, self.random
+        while self._keep_at <= count:
+            samples[int(rand() * cap)] = pending[self._keep_at - seen - 1]
+            self._count = self._keep_at
             self._draw_next()
+        self._count = count
+        pending.clear()
 
     def _draw_next(self) -> None:
         """Draw the next kept position: skip a geometric run of values (algorithm L)."""
@@ -91,7 +131,7 @@ class Series:
         self._weight *= math.exp(math.log(1.0 - rand()) / self.cap)
         miss = math.log1p(-self._weight) if self._weight < 1.0 else -math.inf
         run = math.log(1.0 - rand()) / miss if miss < 0.0 else 0.0
-        self._keep_at = self.count + (int(run) if run < _NEVER else _NEVER) + 1
+        self._keep_at = self._count + (int(run) if run < _NEVER else _NEVER) + 1
 
     def row(self, op: str, component: str, metric: str) -> TelemetryRow:
         ordered = sorted(self.samples)
@@ -180,6 +220,8 @@ class RouteTelemetry:
         self.window_start = now
         self.window_deadline = now + window
         self.window_steps = 0
+        #: Steps until the next :meth:`fold` (the driver counts them down).
+        self.steps_to_fold = FOLD_STEPS
         # (op, component) -> its recorder, which caches per metric the function a sample
         # goes to: the total series' add, or one feeding the total and the current window.
         # take_window() empties those caches so fresh window series get picked up.
@@ -205,12 +247,14 @@ class RouteTelemetry:
         if self._windows:
             window = self._series(self.current, key)
 
+            to_total, to_window = total.pending.append, window.pending.append
+
             def both(value: float) -> None:
-                total.add(value)
-                window.add(value)
+                to_total(value)
+                to_window(value)
 
             return both
-        return total.add
+        return total.pending.append
 
     def add(self, op: str, component: str, metric: str, value: float) -> None:
         self.recorder(op, component).add(metric, value)
@@ -220,6 +264,13 @@ class RouteTelemetry:
     ) -> None:
         """One finished remote operation: its round trip plus whatever the reply measured."""
         self.recorder(op, component).operation(rpc_ms, extra)
+
+    def fold(self) -> None:
+        """Fold every series' pending samples in (bounds what a long run keeps pending)."""
+        self.steps_to_fold = FOLD_STEPS
+        for table in (self.totals, self.current):
+            for series in table.values():
+                series.fold()
 
     def window_due(self, now: float) -> bool:
         return now >= self.window_deadline

@@ -57,3 +57,36 @@ def test_a_long_run_keeps_a_bounded_exact_series() -> None:
     assert len(series.samples) == 16 and series.count == 200_000
     assert series.total == 400_000.0
     assert set(series.samples) <= {1.0, 3.0}
+
+
+def test_folding_in_chunks_keeps_what_one_at_a_time_keeps() -> None:
+    # Samples wait in `pending` until a fold; however they are chunked, a series with the
+    # same seed ends with the same count, sum (added left to right) and reservoir.
+    values = [random.Random(9).random() * 100.0 for _ in range(5000)]
+    one_at_a_time = Series(cap=32, rng=random.Random(4))
+    chunked = Series(cap=32, rng=random.Random(4))
+    for i, value in enumerate(values):
+        one_at_a_time.add(value)
+        one_at_a_time.fold()
+        chunked.pending.append(value)
+        if i % 97 == 0:
+            chunked.fold()
+    assert chunked.count == one_at_a_time.count == 5000
+    assert chunked.total == one_at_a_time.total
+    assert chunked.samples == one_at_a_time.samples
+
+
+def test_a_route_fold_takes_every_pending_sample_in() -> None:
+    from rlmesh_trio.runtime._telemetry import FOLD_STEPS
+
+    telemetry = RouteTelemetry(1.0, 0.0)
+    add = telemetry.recorder("env.step", "env")
+    for _ in range(300):
+        add.add("rpc.total", 1.0)
+    telemetry.steps_to_fold = 1
+    telemetry.fold()
+    assert telemetry.steps_to_fold == FOLD_STEPS
+    for table in (telemetry.totals, telemetry.current):
+        (series,) = table.values()
+        assert not series.pending
+        assert series.count == 300
