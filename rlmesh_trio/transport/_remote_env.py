@@ -100,9 +100,12 @@ class RemoteEnv(RemoteEndpoint):
         envelope = env_pb.JoinRequest(
             configure=env_pb.ConfigureEnvRequest(selected_workflow_edition=edition)
         )
-        _session, request_id, payload = self._prepare(envelope)
+        self._last_id += 1
+        envelope.request_id = request_id = f"grpc-req-{self._last_id}"
         try:
-            response, _size = await session.request(request_id, payload, kill_on_cancel=True)
+            response, _size = await session.request(
+                request_id, bytes(envelope), kill_on_cancel=True
+            )
         except SessionClosed as exc:
             if exc.status is GrpcStatus.FAILED_PRECONDITION:
                 raise ConnectError(
@@ -185,10 +188,12 @@ class RemoteEnv(RemoteEndpoint):
 
     # ---- internals -------------------------------------------------------
 
-    def _prepare(
-        self, envelope: env_pb.JoinRequest | env_pb.StepRequest
-    ) -> tuple[JoinSession[env_pb.JoinResponse], str, bytes]:
-        """The session, the next request id and the encoded envelope.
+    async def _call(
+        self,
+        operation: str,
+        envelope: env_pb.JoinRequest | env_pb.StepRequest,
+    ) -> tuple[env_pb.JoinResponse, int, int]:
+        """One Join round trip: a failed stream or an ``EnvError`` reply raises ``EnvRpcError``.
 
         A bare ``StepRequest`` (the hot call) goes into its envelope by the hand codec.
         """
@@ -198,17 +203,10 @@ class RemoteEnv(RemoteEndpoint):
         self._last_id += 1
         request_id = f"grpc-req-{self._last_id}"
         if isinstance(envelope, env_pb.StepRequest):
-            return session, request_id, encode_env_step(request_id, envelope)
-        envelope.request_id = request_id
-        return session, request_id, bytes(envelope)
-
-    async def _call(
-        self,
-        operation: str,
-        envelope: env_pb.JoinRequest | env_pb.StepRequest,
-    ) -> tuple[env_pb.JoinResponse, int, int]:
-        """One Join round trip: a failed stream or an ``EnvError`` reply raises ``EnvRpcError``."""
-        session, request_id, payload = self._prepare(envelope)
+            payload = encode_env_step(request_id, envelope)
+        else:
+            envelope.request_id = request_id
+            payload = bytes(envelope)
         try:
             response, size = await session.request(request_id, payload, kill_on_cancel=True)
         except SessionClosed as exc:
