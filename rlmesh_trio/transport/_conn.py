@@ -380,11 +380,7 @@ class Connection:
             self._quickack = None
 
     def _dispatch(self, event: wire.Event) -> None:
-        if isinstance(event, wire.MessageReceived):
-            handler = self._handlers.get(event.stream_id)
-            if handler is not None:
-                handler.on_message(event.data)
-        elif isinstance(event, wire.ResponseHeaders):
+        if isinstance(event, wire.ResponseHeaders):
             handler = self._handlers.get(event.stream_id)
             if handler is not None:
                 handler.on_headers(event.headers)

@@ -18,6 +18,7 @@ from .._wire import core_pb
 from ..wire import GrpcError
 from ._client import ClientConnection
 from ._conn import Connection, ConnectionLost
+from ._handshake import handshake_failure, handshake_request
 from ._join import JoinSession
 
 __all__ = ["CLOSE_GRACE", "SHUTDOWN_CONNECTION_LOST", "RemoteEndpoint"]
@@ -104,6 +105,22 @@ class RemoteEndpoint:
     @property
     def _service(self) -> str:
         return f"/rlmesh.{self._kind}.v1.{self._kind.capitalize()}Service"
+
+    async def _handshake(self, component: str) -> bytes:
+        """Connect and send the Handshake RPC; the reply's bytes.
+
+        Raises:
+            ConnectError: unreachable, refused or timed out (``connect_timeout`` each).
+            HandshakeError: the endpoint refused the handshake.
+        """
+        await self._conn.connect()
+        request = self._pb.HandshakeRequest(base=handshake_request(component))
+        try:
+            return await self._conn.unary(
+                f"{self._service}/Handshake", bytes(request), timeout=self._conn.connect_timeout
+            )
+        except GrpcError as exc:
+            raise handshake_failure(self.address, exc, self._service[1:]) from None
 
     async def shutdown(
         self, reason: str = "owner shutdown", *, timeout: float = 10.0

@@ -24,9 +24,9 @@ import trio
 from .._endpoints import EndpointInfo, Reply
 from .._errors import ConnectError, EnvRpcError, HandshakeError, format_duration
 from .._wire import env_pb
-from ..wire import GrpcError, GrpcStatus
+from ..wire import GrpcStatus
 from ..wire._client_codec import decode_env_response, encode_env_step
-from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
+from ._handshake import ENV_COMPONENT, parse_env_handshake
 from ._join import JoinSession, SessionClosed
 from ._remote_base import CLOSE_GRACE, SHUTDOWN_CONNECTION_LOST, RemoteEndpoint
 from ._replies import code_label, reply_telemetry
@@ -63,14 +63,7 @@ class RemoteEnv(RemoteEndpoint):
         session = self._session
         if session is not None and session.alive and session.idle:
             await self._end_idle_session(session)
-        await self._conn.connect()
-        payload = bytes(env_pb.HandshakeRequest(base=handshake_request(ENV_COMPONENT)))
-        try:
-            data = await self._conn.unary(
-                f"{self._service}/Handshake", payload, timeout=self._conn.connect_timeout
-            )
-        except GrpcError as exc:
-            raise handshake_failure(self.address, exc, "rlmesh.env.v1.EnvService") from None
+        data = await self._handshake(ENV_COMPONENT)
         self._info = parse_env_handshake(self.address, data)
         return self._info
 

@@ -34,13 +34,12 @@ from .._errors import (
     format_duration,
 )
 from .._wire import model_pb
-from ..wire import GrpcError
 from ..wire._client_codec import (
     decode_model_response,
     encode_model_grouped_predict,
     encode_model_predict,
 )
-from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
+from ._handshake import MODEL_COMPONENT, endpoint_info
 from ._join import JoinSession, SessionClosed
 from ._remote_base import RemoteEndpoint
 from ._replies import code_label, reply_telemetry
@@ -85,15 +84,7 @@ class RemoteModel(RemoteEndpoint):
         async with self._connect_lock:
             if self._info is not None:
                 return self._info
-            await self._conn.connect()
-            payload = bytes(model_pb.HandshakeRequest(base=handshake_request(MODEL_COMPONENT)))
-            try:
-                data = await self._conn.unary(
-                    f"{self._service}/Handshake", payload, timeout=self._conn.connect_timeout
-                )
-            except GrpcError as exc:
-                raise handshake_failure(self.address, exc, "rlmesh.model.v1.ModelService") from None
-            reply = model_pb.HandshakeResponse.parse(data)
+            reply = model_pb.HandshakeResponse.parse(await self._handshake(MODEL_COMPONENT))
             self._info = endpoint_info(self.address, reply.base)
             return self._info
 
