@@ -280,18 +280,17 @@ class ClientCore:
         out = []
         to_h2_from = -1  # start of a run of frames for h2, not yet fed
         for kind, flags, stream_id, start, end in frames:
-            if kind == _frames.DATA and not flags & _frames.END_STREAM:
-                mine = True
-            elif kind == _frames.WINDOW_UPDATE:
-                mine = True
-            else:
+            # Ours: WINDOW_UPDATEs and DATA that does not end its stream; h2's: the rest.
+            if kind != _frames.WINDOW_UPDATE and (
+                kind != _frames.DATA or flags & _frames.END_STREAM
+            ):
                 if to_h2_from < 0:
                     to_h2_from = start
                 continue
             if to_h2_from >= 0:
                 self._feed_h2(buffer[to_h2_from:start], out)
                 to_h2_from = -1
-            if mine and kind == _frames.DATA:
+            if kind == _frames.DATA:
                 self._on_data_frame(stream_id, flags, buffer[start + 9 : end], out)
             else:
                 self._on_window_update(stream_id, buffer[start + 9 : end])
