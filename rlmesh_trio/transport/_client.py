@@ -86,20 +86,6 @@ class ClientConnection:
         self._lock: trio.Lock | None = None
         self.nursery: trio.Nursery | None = None  # set by the client's ``async with``
 
-    @property
-    def connection(self) -> Connection:
-        """The live connection (after :meth:`connect`).
-
-        Raises:
-            ConnectionLost: none is open.
-        """
-        conn = self._conn
-        if conn is None:
-            raise ConnectionLost("not connected")
-        if conn.lost is not None:
-            raise ConnectionLost(conn.lost)
-        return conn
-
     async def connect(self) -> Connection:
         """The live connection, opening one within ``connect_timeout`` seconds if needed.
 

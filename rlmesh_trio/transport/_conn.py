@@ -112,6 +112,7 @@ class Connection:
         self._core = wire.ClientCore()
         self._handlers: dict[int, StreamHandler] = {}
         self._writing = False
+        self._unsent = b""  # taken from the core, not yet taken by the socket
         self._write_wanted = trio.Event()
         self._ping_answered = trio.Event()
         self._stopped = trio.Event()
@@ -128,13 +129,7 @@ class Connection:
         #: owner decides what the cancelled wait means. (Bound once: called per reply.)
         self.wait_reply: Callable[[ReplyWait], Awaitable[None]] = self._wait_woken
         if self._fd >= 0:
-            self._reading = SharedReader(
-                self._fd,
-                process=self._process,
-                lose=self._lose,
-                lost=lambda: self.lost is not None,
-                owed=self._replies_owed,
-            )
+            self._reading = SharedReader(self._fd, self)
             self.wait_reply = self._reading.wait_reply
 
     @classmethod
@@ -233,8 +228,34 @@ class Connection:
 
     def wake_writer(self) -> None:
         """Have the writer task flush queued bytes soon (for callers that cannot wait)."""
-        if self._core.wants_write:
+        if self._unsent or self._core.wants_write:
             self._write_wanted.set()
+
+    def write_now(self) -> bool:
+        """Write the queued bytes straight to the socket if it takes them whole: no await.
+
+        Returns ``False`` when bytes are left for :meth:`flush` (a TLS stream, or
+        a full socket buffer). Never raises for a broken connection (see :meth:`flush`).
+        """
+        if self._writing or self.lost is not None or not (self._unsent or self._core.wants_write):
+            return True
+        if self._fd < 0:
+            return False
+        self._unsent = self._write_direct(self._unsent + self._core.data_to_send())
+        return not self._unsent
+
+    def _write_direct(self, data: bytes) -> bytes:
+        """What of ``data`` the socket did not take at once (``b""`` after a loss)."""
+        # A write the socket buffer takes whole needs no trip through Trio's
+        # scheduler (a successful send_all always yields once).
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            return data
+        except OSError:
+            self.lose(CLOSED)
+            return b""
+        return data[sent:]
 
     async def flush(self) -> None:
         """Write every queued byte (unless another task is already writing them).
@@ -248,32 +269,26 @@ class Connection:
         core = self._core
         self._writing = True
         try:
-            while core.wants_write:
+            while self._unsent or core.wants_write:
                 await trio.lowlevel.checkpoint_if_cancelled()
                 if self.lost is not None:
                     return  # closed while we were away: the descriptor may be gone
-                data = core.data_to_send()
+                data, self._unsent = self._unsent + core.data_to_send(), b""
+                if self._fd >= 0:
+                    data = self._write_direct(data)
+                    if not data:
+                        continue
                 try:
-                    if self._fd >= 0:
-                        # A write the socket buffer takes whole needs no trip through
-                        # Trio's scheduler (a successful send_all always yields once).
-                        try:
-                            sent = os.write(self._fd, data)
-                        except BlockingIOError:
-                            sent = 0
-                        if sent == len(data):
-                            return  # nothing can have been queued meanwhile: no await
-                        data = data[sent:]
                     await self._stream.send_all(data)
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    self._lose(CLOSED)
+                    self.lose(CLOSED)
                     return
                 except trio.Cancelled:
-                    self._lose(CLOSED)  # part of a frame may be on the wire
+                    self.lose(CLOSED)  # part of a frame may be on the wire
                     raise
         finally:
             self._writing = False
-            if self.lost is None and core.wants_write:
+            if self.lost is None and (self._unsent or core.wants_write):
                 self._write_wanted.set()
 
     # ---- the connection's tasks ----------------------------------------------
@@ -288,9 +303,9 @@ class Connection:
                 nursery.cancel_scope.cancel()
         except Exception:  # a bug here must not crash the Trio run (system task)
             log.exception("connection task failed")
-            self._lose(CLOSED)
+            self.lose(CLOSED)
         finally:
-            self._lose(CLOSED)
+            self.lose(CLOSED)
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(self._stream)
 
@@ -305,7 +320,7 @@ class Connection:
         if self._reading is not None:
             self._reading.wake_background()
 
-    def _replies_owed(self) -> bool:
+    def replies_owed(self) -> bool:
         for handler in self._handlers.values():
             if handler.replies_owed():
                 return True
@@ -322,20 +337,20 @@ class Connection:
             except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                 data = b""
             if not data:
-                self._lose(CLOSED)
+                self.lose(CLOSED)
                 return
-            self._process(data)
+            self.process(data)
 
-    def _process(self, data: bytes) -> None:
+    def process(self, data: bytes) -> None:
         """Feed bytes read to the core and hand out what happened. Never raises."""
         try:
             events = self._core.receive_data(data)
         except wire.NotHttp2:
-            self._lose(NOT_HTTP2)
+            self.lose(NOT_HTTP2)
             return
         except wire.ProtocolFailure as exc:
             log.debug("HTTP/2 failure: %s", exc)
-            self._lose(CLOSED)
+            self.lose(CLOSED)
             return
         handlers = self._handlers
         for event in events:
@@ -357,7 +372,7 @@ class Connection:
         # left replies owed, and for a connection's first reads.
         if self._eager:
             self._eager -= 1
-        elif not self._replies_owed():
+        elif not self.replies_owed():
             return
         try:
             self._socket.setsockopt(socket.IPPROTO_TCP, self._quickack, 1)  # type: ignore[arg-type]
@@ -365,11 +380,7 @@ class Connection:
             self._quickack = None
 
     def _dispatch(self, event: wire.Event) -> None:
-        if isinstance(event, wire.MessageReceived):
-            handler = self._handlers.get(event.stream_id)
-            if handler is not None:
-                handler.on_message(event.data)
-        elif isinstance(event, wire.ResponseHeaders):
+        if isinstance(event, wire.ResponseHeaders):
             handler = self._handlers.get(event.stream_id)
             if handler is not None:
                 handler.on_headers(event.headers)
@@ -385,7 +396,7 @@ class Connection:
             for stream_id in [s for s in self._handlers if s > event.last_stream_id]:
                 self._handlers.pop(stream_id).on_lost(CLOSED)
             if not self._handlers:
-                self._lose(CLOSED)
+                self.lose(CLOSED)
         elif isinstance(event, wire.PingAcknowledged):
             self._ping_answered.set()
 
@@ -404,12 +415,13 @@ class Connection:
             with trio.move_on_after(KEEPALIVE_TIMEOUT):
                 await self._ping_answered.wait()
             if not self._ping_answered.is_set():
-                self._lose("keepalive ping not answered")
+                self.lose("keepalive ping not answered")
                 return
 
     # ---- ending --------------------------------------------------------------
 
-    def _lose(self, detail: str) -> None:
+    def lose(self, detail: str) -> None:
+        """Record the connection as lost (``detail`` says how) and tell every stream."""
         if self.lost is None:
             self.lost = detail
         self._stopped.set()
@@ -425,4 +437,4 @@ class Connection:
         if self.lost is None:
             self._core.close()
             self.wake_writer()
-        self._lose(CLOSED)
+        self.lose(CLOSED)

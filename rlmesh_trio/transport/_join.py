@@ -156,9 +156,11 @@ class JoinSession(Generic[R]):
         """
         slot: _Slot[tuple[R, int]] = _Slot()
         self._send(request_id, payload, slot)
+        conn = self._conn
         try:
-            await self._conn.flush()
-            await self._conn.wait_reply(slot)
+            if not conn.write_now():
+                await conn.flush()
+            await conn.wait_reply(slot)
         except trio.Cancelled:
             self._demux.forget(request_id)
             if kill_on_cancel:

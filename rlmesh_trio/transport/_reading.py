@@ -9,8 +9,8 @@ dispatched to them) or handed the read role when the reader leaves.
 
 The background reader covers everything else: replies nobody waits for in a
 task (``submit`` callbacks, unary calls), pings, GOAWAY and EOF on an idle
-connection. It takes the socket only after :data:`IDLE` seconds without a
-foreground reader (or at once when such replies are owed), and gives it up
+connection. It takes the socket only after :data:`IDLE` seconds (at most
+twice that) without a foreground reader, or at once when such replies are owed, and gives it up
 (its wait is cancelled) the moment a waiting task wants to read.
 
 Plain TCP and unix sockets only (a TLS stream is read by its own task).
@@ -19,12 +19,11 @@ Plain TCP and unix sockets only (a TLS stream is read by its own task).
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
 from typing import Protocol
 
 import trio
 
-__all__ = ["IDLE", "RECEIVE_SIZE", "ReplyWait", "SharedReader"]
+__all__ = ["IDLE", "RECEIVE_SIZE", "ReadOwner", "ReplyWait", "SharedReader"]
 
 #: Seconds without a foreground reader before the background reader takes the socket.
 IDLE = 0.05
@@ -40,34 +39,35 @@ class ReplyWait(Protocol):
     def done(self) -> bool: ...
 
 
+class ReadOwner(Protocol):
+    """The connection whose socket is read: it handles the bytes and the loss."""
+
+    lost: str | None
+
+    def process(self, data: bytes) -> None:
+        """Handle bytes read (may resolve waiters)."""
+
+    def lose(self, detail: str) -> None:
+        """Record the connection as lost and fail every waiter."""
+
+    def replies_owed(self) -> bool:
+        """Whether replies are owed that no task may be reading for."""
+
+
 class SharedReader:
-    """The read role of one plain socket (descriptor ``fd``).
+    """The read role of one plain socket (descriptor ``fd``) of ``owner``'s connection."""
 
-    ``process`` handles bytes read (it may resolve waiters); ``lose`` records
-    a lost connection (and fails every waiter); ``lost`` says whether it is;
-    ``owed`` says whether replies are owed that no task is reading for.
-    """
-
-    def __init__(
-        self,
-        fd: int,
-        *,
-        process: Callable[[bytes], None],
-        lose: Callable[[str], None],
-        lost: Callable[[], bool],
-        owed: Callable[[], bool],
-    ) -> None:
+    def __init__(self, fd: int, owner: ReadOwner) -> None:
         self._fd = fd
-        self._process = process
-        self._lose = lose
-        self._lost = lost
-        self._owed = owed
+        self._owner = owner
         self._reader: str | None = None  # "fg", "bg", "baton" (handed over) or None
         self._baton: ReplyWait | None = None
         self._bg_scope: trio.CancelScope | None = None
         self._parked: list[ReplyWait] = []
         self._bg_wake = trio.Event()
-        self._fg_last = 0.0
+        # Set by each foreground read, cleared by the background reader before it
+        # idles: a clock read per reply would cost more than this flag.
+        self._fg_recent = False
 
     def _read_once_ready(self) -> bool:
         """Read what is there and process it; ``False`` when the connection is gone."""
@@ -78,18 +78,20 @@ class SharedReader:
         except OSError:
             data = b""
         if not data:
-            self._lose("connection closed")
+            self._owner.lose("connection closed")
             return False
-        self._process(data)
-        return not self._lost()
+        owner = self._owner
+        owner.process(data)
+        return owner.lost is None
 
     async def wait_reply(self, waiter: ReplyWait) -> None:
         """Return once ``waiter`` is done (answered, or failed by a lost connection).
 
         Cancellation: leaves at once; the read role passes to another waiter.
         """
+        owner = self._owner
         try:
-            while not waiter.done and not self._lost():
+            while not waiter.done and owner.lost is None:
                 if self._reader is None or self._baton is waiter:
                     self._baton = None
                     # Read for ourselves (inline, not in a helper coroutine: once per reply).
@@ -99,13 +101,13 @@ class SharedReader:
                             try:
                                 await trio.lowlevel.wait_readable(self._fd)
                             except (trio.ClosedResourceError, OSError):
-                                self._lose("connection closed")
+                                owner.lose("connection closed")
                                 return
                             if not self._read_once_ready():
                                 return
                     finally:
                         self._reader = None
-                        self._fg_last = trio.current_time()
+                        self._fg_recent = True
                         self._hand_over()
                     return
                 await self._park(waiter)
@@ -140,7 +142,7 @@ class SharedReader:
                 self._baton = waiter
                 waiter.event.set()
                 return
-        if self._owed():
+        if self._owner.replies_owed():
             self._bg_wake.set()
 
     def wake_background(self) -> None:
@@ -150,11 +152,14 @@ class SharedReader:
 
     async def background(self) -> None:
         """The background reader's loop; returns when the connection is lost."""
-        while not self._lost():
-            idle_for = trio.current_time() - self._fg_last
-            if self._reader is not None or self._parked or (idle_for < IDLE and not self._owed()):
+        owner = self._owner
+        while owner.lost is None:
+            busy = self._reader is not None or self._parked
+            if busy or (self._fg_recent and not owner.replies_owed()):
+                # Wait while a foreground reader is (or was lately) about.
+                self._fg_recent = False
                 self._bg_wake = trio.Event()
-                with trio.move_on_after(max(IDLE - idle_for, 0.0) or IDLE):
+                with trio.move_on_after(IDLE):
                     await self._bg_wake.wait()
                 continue
             self._reader = "bg"
@@ -163,7 +168,7 @@ class SharedReader:
                 try:
                     await trio.lowlevel.wait_readable(self._fd)
                 except (trio.ClosedResourceError, OSError):
-                    self._lose("connection closed")
+                    owner.lose("connection closed")
                     return
             self._bg_scope = None
             self._reader = None

@@ -3,20 +3,32 @@
 from __future__ import annotations
 
 import contextlib
+import operator
 import ssl as _ssl
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, ClassVar, Self
 
+import betterproto2
 import trio
 
 from .._endpoints import EndpointInfo
+from .._errors import ConnectError, ProtocolError
+from .._wire import core_pb
+from ..wire import GrpcError
 from ._client import ClientConnection
+from ._conn import Connection, ConnectionLost
+from ._handshake import handshake_failure, handshake_request
 from ._join import JoinSession
 
-__all__ = ["CLOSE_GRACE", "RemoteEndpoint"]
+__all__ = ["CLOSE_GRACE", "SHUTDOWN_CONNECTION_LOST", "RemoteEndpoint"]
 
 #: Seconds ``aclose`` (and an env ``close``) wait for the server to end a half-closed stream.
 CLOSE_GRACE = 1.0
+SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (shutting down)"
+
+#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
+_request_id_of: Callable[[Any], str] = operator.attrgetter("request_id")
 
 
 class RemoteEndpoint:
@@ -29,6 +41,9 @@ class RemoteEndpoint:
     """
 
     _session: JoinSession[Any] | None
+    #: What the subclass speaks: ``env`` or ``model``, and its generated package.
+    _kind: ClassVar[str]
+    _pb: ClassVar[Any]
 
     def __init__(
         self,
@@ -79,6 +94,76 @@ class RemoteEndpoint:
             if session is not None:
                 session.kill()
             self._conn.close()
+
+    def _open_session(self, conn: Connection, parse: Callable[[bytes], Any]) -> JoinSession[Any]:
+        session: JoinSession[Any] = JoinSession(
+            conn, f"{self._service}/Join", parse, _request_id_of, metadata=self._conn.metadata
+        )
+        session.start()
+        return session
+
+    @property
+    def _service(self) -> str:
+        return f"/rlmesh.{self._kind}.v1.{self._kind.capitalize()}Service"
+
+    async def _handshake(self, component: str) -> bytes:
+        """Connect and send the Handshake RPC; the reply's bytes.
+
+        Raises:
+            ConnectError: unreachable, refused or timed out (``connect_timeout`` each).
+            HandshakeError: the endpoint refused the handshake.
+        """
+        await self._conn.connect()
+        request = self._pb.HandshakeRequest(base=handshake_request(component))
+        try:
+            return await self._conn.unary(
+                f"{self._service}/Handshake", bytes(request), timeout=self._conn.connect_timeout
+            )
+        except GrpcError as exc:
+            raise handshake_failure(self.address, exc, self._service[1:]) from None
+
+    async def shutdown(
+        self, reason: str = "owner shutdown", *, timeout: float = 10.0
+    ) -> tuple[bool, str]:
+        """Ask the server process to shut down (the Shutdown RPC). Returns ``(accepted, message)``.
+
+        0.1.0 servers refuse unless started with remote shutdown allowed. When the
+        server drops the connection after receiving the request but before its
+        reply (0.1.0 sometimes does, as it exits), this returns ``(True,
+        SHUTDOWN_CONNECTION_LOST)``. Needs no Join session.
+
+        Raises:
+            ConnectError: unreachable, failed, or ``timeout`` seconds ran out.
+            ProtocolError: the reply has no ``base``.
+        """
+        request = self._pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason))
+        try:
+            data = await self._conn.unary(
+                f"{self._service}/Shutdown", bytes(request), timeout=timeout
+            )
+        except ConnectError as exc:
+            if isinstance(exc.__cause__, ConnectionLost):
+                # 0.1.0 servers sometimes drop the connection right after accepting,
+                # before the reply is flushed; a refusal always gets its reply.
+                return True, SHUTDOWN_CONNECTION_LOST
+            raise
+        except GrpcError as exc:
+            raise ConnectError(
+                self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
+            ) from None
+        base = self._pb.ShutdownResponse.parse(data).base
+        if base is None:
+            raise ProtocolError(
+                f"{self._kind} endpoint {self.address} sent a shutdown reply with no base"
+            )
+        return bool(base.accepted), str(base.message)
+
+    def _unexpected(self, operation: str, response: betterproto2.Message) -> ProtocolError:
+        got, _body = betterproto2.which_one_of(response, "kind")
+        return ProtocolError(
+            f"{self._kind} endpoint {self.address} answered {operation} with "
+            f"{got + ' response' if got else 'an empty response'}"
+        )
 
     async def __aenter__(self) -> Self:
         stack = contextlib.AsyncExitStack()

@@ -17,41 +17,21 @@ Everything runs on Trio (no asyncio): any Trio task may use the client.
 
 from __future__ import annotations
 
-import operator
-from collections.abc import Callable
+from typing import Any, ClassVar
 
 import trio
 
 from .._endpoints import EndpointInfo, Reply
-from .._errors import (
-    ConnectError,
-    EnvRpcError,
-    HandshakeError,
-    ProtocolError,
-    format_duration,
-)
-from .._wire import core_pb, env_pb
-from ..wire import GrpcError, GrpcStatus
+from .._errors import ConnectError, EnvRpcError, HandshakeError, format_duration
+from .._wire import env_pb
+from ..wire import GrpcStatus
 from ..wire._client_codec import decode_env_response, encode_env_step
-from ._conn import ConnectionLost
-from ._handshake import ENV_COMPONENT, handshake_failure, handshake_request, parse_env_handshake
+from ._handshake import ENV_COMPONENT, parse_env_handshake
 from ._join import JoinSession, SessionClosed
-from ._remote_base import CLOSE_GRACE, RemoteEndpoint
+from ._remote_base import CLOSE_GRACE, SHUTDOWN_CONNECTION_LOST, RemoteEndpoint
 from ._replies import code_label, reply_telemetry
 
-__all__ = ["RemoteEnv"]
-
-_SERVICE = "/rlmesh.env.v1.EnvService"
-_HANDSHAKE = f"{_SERVICE}/Handshake"
-_JOIN = f"{_SERVICE}/Join"
-_SHUTDOWN = f"{_SERVICE}/Shutdown"
-
-
-SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (shutting down)"
-
-
-#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
-_request_id_of: Callable[[env_pb.JoinResponse], str] = operator.attrgetter("request_id")
+__all__ = ["SHUTDOWN_CONNECTION_LOST", "RemoteEnv"]
 
 
 class RemoteEnv(RemoteEndpoint):
@@ -62,6 +42,8 @@ class RemoteEnv(RemoteEndpoint):
     """
 
     _session: JoinSession[env_pb.JoinResponse] | None
+    _kind: ClassVar[str] = "env"
+    _pb: ClassVar[Any] = env_pb
 
     # ---- lifecycle -------------------------------------------------------
 
@@ -81,12 +63,7 @@ class RemoteEnv(RemoteEndpoint):
         session = self._session
         if session is not None and session.alive and session.idle:
             await self._end_idle_session(session)
-        await self._conn.connect()
-        payload = bytes(env_pb.HandshakeRequest(base=handshake_request(ENV_COMPONENT)))
-        try:
-            data = await self._conn.unary(_HANDSHAKE, payload, timeout=self._conn.connect_timeout)
-        except GrpcError as exc:
-            raise handshake_failure(self.address, exc, "rlmesh.env.v1.EnvService") from None
+        data = await self._handshake(ENV_COMPONENT)
         self._info = parse_env_handshake(self.address, data)
         return self._info
 
@@ -111,22 +88,17 @@ class RemoteEnv(RemoteEndpoint):
             raise RuntimeError(f"{self!r} already has an open Join session")
         if self._closed:
             raise ConnectError(self.address, "the client was closed")
-        conn = await self._conn.connect()
-        session: JoinSession[env_pb.JoinResponse] = JoinSession(
-            conn,
-            _JOIN,
-            decode_env_response,
-            _request_id_of,
-            metadata=self._conn.metadata,
-        )
+        session = self._open_session(await self._conn.connect(), decode_env_response)
         self._session = session
-        session.start()
         envelope = env_pb.JoinRequest(
             configure=env_pb.ConfigureEnvRequest(selected_workflow_edition=edition)
         )
-        _session, request_id, payload = self._prepare(envelope)
+        self._last_id += 1
+        envelope.request_id = request_id = f"grpc-req-{self._last_id}"
         try:
-            response, _size = await session.request(request_id, payload, kill_on_cancel=True)
+            response, _size = await session.request(
+                request_id, bytes(envelope), kill_on_cancel=True
+            )
         except SessionClosed as exc:
             if exc.status is GrpcStatus.FAILED_PRECONDITION:
                 raise ConnectError(
@@ -207,41 +179,14 @@ class RemoteEnv(RemoteEndpoint):
             raise self._unexpected("env.close", response)
         return list(reply.final_episodes)
 
-    async def shutdown(
-        self, reason: str = "owner shutdown", *, timeout: float = 10.0
-    ) -> tuple[bool, str]:
-        """Ask the server process to shut down (the Shutdown RPC). Returns ``(accepted, message)``.
-
-        0.1.0 servers refuse unless started with remote shutdown allowed. When the
-        server drops the connection after receiving the request but before its
-        reply (0.1.0 sometimes does, as it exits), this returns ``(True,
-        SHUTDOWN_CONNECTION_LOST)``. Bounded by ``timeout`` seconds
-        (:class:`ConnectError` when it runs out); needs no Join session.
-        """
-        payload = bytes(env_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason)))
-        try:
-            data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
-        except ConnectError as exc:
-            if isinstance(exc.__cause__, ConnectionLost):
-                # 0.1.0 servers sometimes drop the connection right after accepting,
-                # before the reply is flushed; a refusal always gets its reply.
-                return True, SHUTDOWN_CONNECTION_LOST
-            raise
-        except GrpcError as exc:
-            raise ConnectError(
-                self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
-            ) from None
-        base = env_pb.ShutdownResponse.parse(data).base
-        if base is None:
-            raise ProtocolError(f"env endpoint {self.address} sent a shutdown reply with no base")
-        return base.accepted, base.message
-
     # ---- internals -------------------------------------------------------
 
-    def _prepare(
-        self, envelope: env_pb.JoinRequest | env_pb.StepRequest
-    ) -> tuple[JoinSession[env_pb.JoinResponse], str, bytes]:
-        """The session, the next request id and the encoded envelope.
+    async def _call(
+        self,
+        operation: str,
+        envelope: env_pb.JoinRequest | env_pb.StepRequest,
+    ) -> tuple[env_pb.JoinResponse, int, int]:
+        """One Join round trip: a failed stream or an ``EnvError`` reply raises ``EnvRpcError``.
 
         A bare ``StepRequest`` (the hot call) goes into its envelope by the hand codec.
         """
@@ -251,17 +196,10 @@ class RemoteEnv(RemoteEndpoint):
         self._last_id += 1
         request_id = f"grpc-req-{self._last_id}"
         if isinstance(envelope, env_pb.StepRequest):
-            return session, request_id, encode_env_step(request_id, envelope)
-        envelope.request_id = request_id
-        return session, request_id, bytes(envelope)
-
-    async def _call(
-        self,
-        operation: str,
-        envelope: env_pb.JoinRequest | env_pb.StepRequest,
-    ) -> tuple[env_pb.JoinResponse, int, int]:
-        """One Join round trip: a failed stream or an ``EnvError`` reply raises ``EnvRpcError``."""
-        session, request_id, payload = self._prepare(envelope)
+            payload = encode_env_step(request_id, envelope)
+        else:
+            envelope.request_id = request_id
+            payload = bytes(envelope)
         try:
             response, size = await session.request(request_id, payload, kill_on_cancel=True)
         except SessionClosed as exc:
@@ -276,11 +214,3 @@ class RemoteEnv(RemoteEndpoint):
                 recoverable=error.is_recoverable,
             )
         return response, len(payload), size
-
-    def _unexpected(self, operation: str, response: env_pb.JoinResponse) -> ProtocolError:
-        kinds = ("reset", "step", "render", "close", "configure")
-        got = next((k for k in kinds if getattr(response, k) is not None), None)
-        return ProtocolError(
-            f"env endpoint {self.address} answered {operation} with "
-            f"{got + ' response' if got else 'an empty response'}"
-        )

@@ -19,9 +19,9 @@ Everything runs on Trio (no asyncio): any Trio task may use the client.
 
 from __future__ import annotations
 
-import operator
 import ssl as _ssl
 from collections.abc import Callable, Sequence
+from typing import Any, ClassVar
 
 import trio
 
@@ -33,40 +33,22 @@ from .._errors import (
     ProtocolError,
     format_duration,
 )
-from .._wire import core_pb, model_pb
-from ..wire import GrpcError
+from .._wire import model_pb
 from ..wire._client_codec import (
     decode_model_response,
     encode_model_grouped_predict,
     encode_model_predict,
 )
-from ._conn import ConnectionLost
-from ._handshake import MODEL_COMPONENT, endpoint_info, handshake_failure, handshake_request
+from ._handshake import MODEL_COMPONENT, endpoint_info
 from ._join import JoinSession, SessionClosed
 from ._remote_base import RemoteEndpoint
-from ._remote_env import SHUTDOWN_CONNECTION_LOST
 from ._replies import code_label, reply_telemetry
 
 __all__ = ["RemoteModel"]
 
-_SERVICE = "/rlmesh.model.v1.ModelService"
-_HANDSHAKE = f"{_SERVICE}/Handshake"
-_JOIN = f"{_SERVICE}/Join"
-_SHUTDOWN = f"{_SERVICE}/Shutdown"
-
-
-_KINDS = (
-    "resolve_adapter",
-    "predict",
-    "release_adapter",
-    "close",
-    "grouped_predict",
-    "reset_adapter",
-)
-
-
-#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
-_request_id_of: Callable[[model_pb.JoinResponse], str] = operator.attrgetter("request_id")
+#: What a route's model call hands :meth:`RemoteModel._encode`: a whole envelope, or the
+#: bare predict (or list of them, a grouped predict) that the hand codec wraps itself.
+_Envelope = model_pb.JoinRequest | model_pb.PredictRequest | list[model_pb.PredictRequest]
 
 
 class RemoteModel(RemoteEndpoint):
@@ -77,6 +59,8 @@ class RemoteModel(RemoteEndpoint):
     """
 
     _session: JoinSession[model_pb.JoinResponse] | None
+    _kind: ClassVar[str] = "model"
+    _pb: ClassVar[Any] = model_pb
 
     def __init__(
         self,
@@ -100,15 +84,7 @@ class RemoteModel(RemoteEndpoint):
         async with self._connect_lock:
             if self._info is not None:
                 return self._info
-            await self._conn.connect()
-            payload = bytes(model_pb.HandshakeRequest(base=handshake_request(MODEL_COMPONENT)))
-            try:
-                data = await self._conn.unary(
-                    _HANDSHAKE, payload, timeout=self._conn.connect_timeout
-                )
-            except GrpcError as exc:
-                raise handshake_failure(self.address, exc, "rlmesh.model.v1.ModelService") from None
-            reply = model_pb.HandshakeResponse.parse(data)
+            reply = model_pb.HandshakeResponse.parse(await self._handshake(MODEL_COMPONENT))
             self._info = endpoint_info(self.address, reply.base)
             return self._info
 
@@ -211,21 +187,9 @@ class RemoteModel(RemoteEndpoint):
             return False
         groups = list(requests)
         if len(groups) == 1:
-            request = groups[0]
-            context = request.context
-            kind, base = "predict", context.request_id if context is not None else ""
-            request_id = self._envelope_id(session, kind, base)
-            payload = encode_model_predict(request_id, request) or bytes(
-                model_pb.JoinRequest(predict=request, request_id=request_id)
-            )
+            request_id, payload = self._encode(session, "predict", groups[0].context, groups[0])
         else:
-            request_id = self._envelope_id(session, "grouped_predict", "")
-            payload = encode_model_grouped_predict(request_id, groups) or bytes(
-                model_pb.JoinRequest(
-                    grouped_predict=model_pb.GroupedPredictRequest(groups=groups),
-                    request_id=request_id,
-                )
-            )
+            request_id, payload = self._encode(session, "grouped_predict", None, groups)
 
         def landed(outcome: tuple[model_pb.JoinResponse, int] | BaseException) -> None:
             results: list[Reply[model_pb.PredictResponse] | Exception]
@@ -303,31 +267,6 @@ class RemoteModel(RemoteEndpoint):
         if response.close is None:
             raise self._unexpected("close", response)
 
-    async def shutdown(
-        self, reason: str = "owner shutdown", *, timeout: float = 10.0
-    ) -> tuple[bool, str]:
-        """Ask the model server process to shut down. Returns ``(accepted, message)``.
-
-        Bounded by ``timeout`` seconds (:class:`ConnectError` when it runs out).
-        """
-        payload = bytes(model_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason=reason)))
-        try:
-            data = await self._conn.unary(_SHUTDOWN, payload, timeout=timeout)
-        except ConnectError as exc:
-            if isinstance(exc.__cause__, ConnectionLost):
-                # 0.1.0 servers sometimes drop the connection right after accepting,
-                # before the reply is flushed; a refusal always gets its reply.
-                return True, SHUTDOWN_CONNECTION_LOST
-            raise
-        except GrpcError as exc:
-            raise ConnectError(
-                self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
-            ) from None
-        base = model_pb.ShutdownResponse.parse(data).base
-        if base is None:
-            raise ProtocolError(f"model endpoint {self.address} sent a shutdown reply with no base")
-        return base.accepted, base.message
-
     # ---- internals -------------------------------------------------------
 
     async def _ensure_session(self) -> JoinSession[model_pb.JoinResponse]:
@@ -341,46 +280,39 @@ class RemoteModel(RemoteEndpoint):
         except ConnectError as exc:
             raise ModelRpcError(self.address, f"transport error: {exc.detail}") from exc
         if self._session is None:  # another route may have opened it meanwhile
-            session = JoinSession(
-                conn,
-                _JOIN,
-                decode_model_response,
-                _request_id_of,
-                metadata=self._conn.metadata,
-            )
-            session.start()
-            self._session = session
+            self._session = self._open_session(conn, decode_model_response)
         return self._session
 
-    def _envelope_id(
-        self, session: JoinSession[model_pb.JoinResponse], kind: str, base: str
-    ) -> str:
-        self._last_id += 1
-        if not base:
-            return f"rlmesh-trio:{kind}:{self._last_id}"
-        if session.has_pending(base):
-            return f"{base}#{self._last_id}"
-        return base
-
-    async def _call(
+    def _encode(
         self,
+        session: JoinSession[model_pb.JoinResponse],
         kind: str,
         context: model_pb.AdapterContext | None,
-        envelope: model_pb.JoinRequest | model_pb.PredictRequest | list[model_pb.PredictRequest],
-    ) -> tuple[model_pb.JoinResponse, int, int]:
-        """One Join round trip. A bare ``PredictRequest`` (or a list of them, a grouped
-        predict) goes into its envelope by the hand codec; a ``ModelError`` reply raises."""
-        session = self._session or await self._ensure_session()
+        envelope: _Envelope,
+    ) -> tuple[str, bytes]:
+        """The envelope's request id and bytes; bare predicts go in by the hand codec."""
         # `is not None`, never truthiness: a message's bool() walks all its fields.
-        rid = context.request_id if context is not None else ""
-        request_id = self._envelope_id(session, kind, rid)
-        if isinstance(envelope, model_pb.PredictRequest):
-            payload = encode_model_predict(request_id, envelope)
-        elif isinstance(envelope, list):
-            payload = encode_model_grouped_predict(request_id, envelope)
+        base = context.request_id if context is not None else ""
+        self._last_id += 1
+        if not base:
+            request_id = f"rlmesh-trio:{kind}:{self._last_id}"
+        elif session.has_pending(base):
+            request_id = f"{base}#{self._last_id}"
         else:
-            envelope.request_id = request_id
-            payload = bytes(envelope)
+            request_id = base
+        if isinstance(envelope, model_pb.PredictRequest):
+            return request_id, encode_model_predict(request_id, envelope)
+        if isinstance(envelope, list):
+            return request_id, encode_model_grouped_predict(request_id, envelope)
+        envelope.request_id = request_id
+        return request_id, bytes(envelope)
+
+    async def _call(
+        self, kind: str, context: model_pb.AdapterContext | None, envelope: _Envelope
+    ) -> tuple[model_pb.JoinResponse, int, int]:
+        """One Join round trip; a ``ModelError`` reply raises."""
+        session = self._session or await self._ensure_session()
+        request_id, payload = self._encode(session, kind, context, envelope)
         try:
             response, size = await session.request(request_id, payload, kill_on_cancel=False)
         except SessionClosed as exc:
@@ -407,13 +339,6 @@ class RemoteModel(RemoteEndpoint):
             raise ProtocolError(
                 f"model endpoint {self.address} returned a predict response with no actions"
             )
-
-    def _unexpected(self, kind: str, response: model_pb.JoinResponse) -> ProtocolError:
-        got = next((k for k in _KINDS if getattr(response, k) is not None), None)
-        return ProtocolError(
-            f"model endpoint {self.address} answered {kind} with "
-            f"{got + ' response' if got else 'an empty response'}"
-        )
 
 
 def _same_context(

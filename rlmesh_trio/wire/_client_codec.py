@@ -399,21 +399,18 @@ def _decode_envelope(
             key, pos = _read_varint(data, pos - 1)
         counter = counters.get(key)
         if counter is not None:
+            # Timings take 2-4 bytes: the first three are read unrolled, not in a call.
             value = data[pos]
-            pos += 1
-            if value >= 0x80:  # timings take 2-4 bytes: read here, not in a call
-                value &= 0x7F
-                shift = 7
-                while True:
-                    byte = data[pos]
-                    pos += 1
-                    value |= (byte & 0x7F) << shift
-                    if byte < 0x80:
-                        break
-                    shift += 7
-                    if shift > 63:
-                        raise Fallback
-                value &= _pb.U64
+            if value < 0x80:
+                pos += 1
+            elif data[pos + 1] < 0x80:
+                value = value & 0x7F | data[pos + 1] << 7
+                pos += 2
+            elif data[pos + 2] < 0x80:
+                value = value & 0x7F | (data[pos + 1] & 0x7F) << 7 | data[pos + 2] << 14
+                pos += 3
+            else:
+                value, pos = _read_varint(data, pos)
             kwargs[counter] = value
             continue
         size = data[pos]

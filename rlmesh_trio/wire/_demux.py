@@ -54,9 +54,6 @@ class JoinDemux(Generic[R]):
     def __len__(self) -> int:
         return len(self._pending)
 
-    def __contains__(self, request_id: object) -> bool:
-        return request_id in self._pending
-
     def register(self, request_id: str, waiter: Waiter[tuple[R, int]]) -> None:
         """Expect a response for ``request_id``.
 

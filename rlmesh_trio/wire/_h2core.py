@@ -13,6 +13,8 @@ what it reads to :meth:`ClientCore.receive_data`.
 
 from __future__ import annotations
 
+from typing import cast
+
 import h2.config
 import h2.connection
 import h2.errors
@@ -278,18 +280,17 @@ class ClientCore:
         out = []
         to_h2_from = -1  # start of a run of frames for h2, not yet fed
         for kind, flags, stream_id, start, end in frames:
-            if kind == _frames.DATA and not flags & _frames.END_STREAM:
-                mine = True
-            elif kind == _frames.WINDOW_UPDATE:
-                mine = True
-            else:
+            # Ours: WINDOW_UPDATEs and DATA that does not end its stream; h2's: the rest.
+            if kind != _frames.WINDOW_UPDATE and (
+                kind != _frames.DATA or flags & _frames.END_STREAM
+            ):
                 if to_h2_from < 0:
                     to_h2_from = start
                 continue
             if to_h2_from >= 0:
                 self._feed_h2(buffer[to_h2_from:start], out)
                 to_h2_from = -1
-            if mine and kind == _frames.DATA:
+            if kind == _frames.DATA:
                 self._on_data_frame(stream_id, flags, buffer[start + 9 : end], out)
             else:
                 self._on_window_update(stream_id, buffer[start + 9 : end])
@@ -376,11 +377,11 @@ class ClientCore:
 
     def _on_h2_event(self, event: h2.events.Event, out: list[Event]) -> None:
         if isinstance(event, h2.events.ResponseReceived):
-            self._on_headers(event.stream_id, _text_headers(event.headers), out)
+            self._on_headers(event.stream_id, _text_headers(event), out)
         elif isinstance(event, h2.events.TrailersReceived):
             stream = self._streams.get(event.stream_id)
             if stream is not None:
-                stream.trailers = _text_headers(event.headers)
+                stream.trailers = _text_headers(event)
         elif isinstance(event, h2.events.DataReceived):
             self._on_final_data(event, out)
         elif isinstance(event, h2.events.StreamEnded):
@@ -441,15 +442,11 @@ class ClientCore:
         out.append(StreamEnded(stream_id, status, message))
 
 
-def _text_headers(headers: object) -> list[tuple[str, str]]:
-    out = []
-    for name, value in headers:  # type: ignore[attr-defined]
-        if isinstance(name, bytes):
-            name = name.decode("latin-1")
-        if isinstance(value, bytes):
-            value = value.decode("latin-1")
-        out.append((name, value))
-    return out
+def _text_headers(
+    event: h2.events.ResponseReceived | h2.events.TrailersReceived,
+) -> list[tuple[str, str]]:
+    # With a header_encoding configured, h2 hands the headers over as text already.
+    return cast("list[tuple[str, str]]", list(event.headers or ()))
 
 
 def _http_status(headers: list[tuple[str, str]]) -> tuple[GrpcStatus, str | None] | None:

@@ -42,7 +42,6 @@ __all__ = [
     "number",
     "packed_varints",
     "put_join_tail",
-    "put_key",
     "put_len",
     "put_packed",
     "put_space_value",
@@ -255,14 +254,6 @@ def varint_bytes(value: int) -> bytes:
     out = bytearray()
     put_varint(out, value)
     return bytes(out)
-
-
-def put_key(out: bytearray, tag: bytes | int) -> None:
-    """Append an encoded key (bytes from :func:`key`, or a one-byte int)."""
-    if isinstance(tag, int):
-        out.append(tag)
-    else:
-        out += tag
 
 
 def put_len(out: bytearray, tag: bytes | int, payload: bytes | bytearray) -> None:
