@@ -30,7 +30,8 @@ from .._wire import env_pb
 from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._handshake import ENV_COMPONENT
-from ._server_base import decode_or_refuse, handshake_reply, raw_join
+from ._server_base import handshake_reply
+from ._server_net import decode_or_refuse, raw_join
 
 if TYPE_CHECKING:
     from ._env_server import EnvServer

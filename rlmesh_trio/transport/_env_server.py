@@ -1,22 +1,10 @@
 """``EnvServer``: serve a gymnasium env over rlmesh-wire-v1 gRPC, as rlmesh 0.1.0 does.
 
-The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the
-transport-independent env host (:mod:`rlmesh_trio._envhost`); the gRPC
-service and its Join sessions are in :mod:`._env_join`; the parts shared with
-the model server are in :mod:`._server_base`. grpclib runs on a plain asyncio
-loop of the serving thread: the thread that called :meth:`EnvServer.serve`,
-or a thread of the server's own for ``serve_env``, ``server.run`` and
-``start()``.
-
-Env calls run on the serving loop's own thread when the env takes one
-request at a time anyway, or on worker threads (requests for different lanes
-concurrently, the rest in arrival order), or on the thread that called
-``serve()``; see :meth:`EnvServer.serve` for the trade-off.
-
+The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the env host
+(:mod:`rlmesh_trio._envhost`), the gRPC service and its Join sessions in
+:mod:`._env_join`, what the model server shares in :mod:`._server_base`.
 Shutdown is refused unless ``allow_remote_shutdown`` (or the environment
-variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``); the health service answers
-SERVING for ``""``; messages up to 256 MiB; an optional bearer token
-(metadata ``authorization`` equal to it) and TLS context.
+variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
 """
 
 from __future__ import annotations
@@ -24,11 +12,8 @@ from __future__ import annotations
 import logging
 import os
 import ssl as ssl_module
-import threading
 from collections.abc import Callable
 from typing import Any
-
-import grpclib.config
 
 from .._envhost import EnvHost, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
@@ -37,6 +22,7 @@ from . import _server_loop as aio
 from ._env_join import BUSY_MESSAGE, EnvService, JoinSession
 from ._env_workers import EnvWorkers
 from ._server_base import ServerBase
+from ._server_thread import ServingThread
 
 __all__ = ["BUSY_MESSAGE", "EnvServer"]
 
@@ -78,6 +64,8 @@ class EnvServer(ServerBase):
     """
 
     kind = "env"
+    # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
+    http2_window = 16 * 1024 * 1024
 
     def __init__(
         self,
@@ -105,8 +93,6 @@ class EnvServer(ServerBase):
         self.env_thread = env_thread
         self._session: JoinSession | None = None  # the one open Join stream (asyncio side)
         self._workers: EnvWorkers | None = None  # None while serving inline
-
-    # -- facts -----------------------------------------------------------------------------
 
     @property
     def contract(self) -> core_pb.EnvContract:
@@ -184,7 +170,7 @@ class EnvServer(ServerBase):
             return
         workers = None if env_thread == "loop" else EnvWorkers(self.host.num_envs + 1)
         try:
-            aio.run_plain_asyncio(lambda: self._serve_plain(announce, workers))
+            self._run_loop(announce, workers)
         finally:
             if workers is not None:
                 workers.stop()  # idempotent; covers a failed start (e.g. the port is taken)
@@ -196,49 +182,39 @@ class EnvServer(ServerBase):
         call in progress is not interrupted); the previous handlers come back for
         anything after that."""
         pool = EnvWorkers(0)
-        done = threading.Event()
-        failure: list[BaseException] = []
-
-        def run_server() -> None:
-            try:
-                aio.run_plain_asyncio(lambda: self._serve_plain(announce, pool))
-            except BaseException as exc:
-                failure.append(exc)
-            finally:
-                done.set()
-                pool.wake()
 
         def on_signal(signum: int) -> None:
             self._note_signal(signum)  # a reason: stopping waits for an open session
             self.stop_threadsafe()  # a signal before the loop's start stops it once up
 
-        server_thread = threading.Thread(target=run_server, name="rlmesh-trio-env-server")
+        serving = ServingThread(
+            self,
+            on_listening=announce,
+            on_ended=pool.wake,
+            serve=lambda ready: self._run_loop(ready, pool),
+        )
         with on_first_signal(SERVER_SIGNALS, on_signal):
-            server_thread.start()
+            serving.thread.start()
             try:
-                pool.work_here(done)
+                pool.work_here(serving.ended)
             finally:
-                server_thread.join()
-        if failure:
-            raise failure[0]
+                serving.thread.join()
+        if serving.failure is not None:
+            raise serving.failure
 
     # -- asyncio side ----------------------------------------------------------------------
 
-    async def _serve_plain(self, announce: Callable[[], None], workers: EnvWorkers | None) -> None:
+    def _run_loop(self, announce: Callable[[], None], workers: EnvWorkers | None) -> None:
         """The blocking serve on a plain asyncio loop; env calls inline (``workers`` is
         None) or on worker threads that wake the loop with ``call_soon_threadsafe``."""
-        if workers is not None:
-            workers.bind_loop(aio.running_loop())
-        self._workers = workers
-        # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
-        window = 16 * 1024 * 1024
-        await self._serve_plain_asyncio(
-            announce,
-            config=grpclib.config.Configuration(
-                http2_connection_window_size=window, http2_stream_window_size=window
-            ),
-            close_timeout=DRAIN_TIMEOUT + CLOSE_TIMEOUT,
-        )
+
+        async def serve() -> None:
+            if workers is not None:
+                workers.bind_loop(aio.running_loop())
+            self._workers = workers
+            await self._serve_plain_asyncio(announce)
+
+        aio.run_plain_asyncio(serve)
 
     def _services(self) -> list[Any]:
         return [EnvService(self)]

@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ._env_server import EnvServer
-from ._server_trio import serving_in_thread
+from ._server_thread import serving_in_thread
 
 __all__ = ["serve_env"]
 

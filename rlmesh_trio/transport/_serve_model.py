@@ -7,7 +7,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from ._model_server import ModelServer
-from ._server_trio import serving_in_thread
+from ._server_thread import serving_in_thread
 
 __all__ = ["serve_model"]
 
