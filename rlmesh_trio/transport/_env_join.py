@@ -1,17 +1,13 @@
-"""The env server's gRPC service and its Join sessions (asyncio side, grpclib's public API).
+"""The env server's gRPC service and its Join sessions (asyncio side).
 
-What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9):
-
-* Join sends its response headers at once (a tonic client waits for them
-  before its first request), and there is one Join at a time
-  (FAILED_PRECONDITION for a second, freed when the stream ends).
-* Every response echoes its request's id and carries ``endpoint_total_ns``.
-* The stream ends (status OK) after Close and after a non-recoverable error;
-  a half-close or a cancelled stream lets in-flight env calls finish, drops
-  the session's leftover episodes, then frees the slot. A server that stops
-  ends an open session with UNAVAILABLE.
-
-Join messages travel as bytes, parsed and built by :mod:`rlmesh_trio.wire._env_codec`.
+What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9): Join sends its
+response headers at once (a tonic client waits for them before its first
+request); one Join at a time (FAILED_PRECONDITION for a second); every
+response echoes its request's id and carries ``endpoint_total_ns``; the
+stream ends OK after Close and after a non-recoverable error; a half-close or
+a cancelled stream lets in-flight env calls finish and drops the session's
+leftover episodes before the slot frees; a server that stops ends an open
+session with UNAVAILABLE. Join messages travel as bytes (:mod:`rlmesh_trio.wire._env_codec`).
 """
 
 from __future__ import annotations
@@ -35,8 +31,9 @@ from ._server_net import decode_or_refuse, raw_join
 
 if TYPE_CHECKING:
     from ._env_server import EnvServer
+    from ._env_workers import EnvWorkers
 
-__all__ = ["BUSY_MESSAGE", "STOPPING_MESSAGE", "EnvService", "JoinSession"]
+__all__ = ["BUSY_MESSAGE", "EnvService", "JoinSession"]
 
 log = logging.getLogger("rlmesh_trio.transport.env_server")
 
@@ -153,6 +150,7 @@ class JoinSession:
             task.cancel()
 
     async def _read(self) -> None:
+        workers = self._workers
         try:
             while not self._ended:
                 data = await self._stream.recv_message()
@@ -160,11 +158,11 @@ class JoinSession:
                     break  # half-close: answer what is in flight, then end
                 received = time.perf_counter_ns()
                 request = decode_or_refuse(decode_join_request, data)
-                if self._workers is None:
+                if workers is None:
                     # Inline (serve(env_thread="loop")): one request at a time, in order.
                     await self._answer(request, self._host.handle(request), received)
                 else:
-                    self._spawn(request, received)
+                    self._spawn(workers, request, received)
         except GRPCError as exc:
             log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
             self._end_error = exc
@@ -175,18 +173,17 @@ class JoinSession:
                 await aio.asyncio_wait(set(self._inflight))
             self._finished.set()
 
-    def _spawn(self, request: env_pb.JoinRequest, received: int) -> None:
+    def _spawn(self, workers: EnvWorkers, request: env_pb.JoinRequest, received: int) -> None:
         # Admission fixes the request's place in line, so it happens here, in arrival order.
         ticket = self._host.admit(request)
-        task = self._loop.create_task(self._process(request, ticket, received))
+        task = self._loop.create_task(self._process(workers, request, ticket, received))
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
 
-    async def _process(self, request: env_pb.JoinRequest, ticket: Any, received: int) -> None:
+    async def _process(
+        self, workers: EnvWorkers, request: env_pb.JoinRequest, ticket: Any, received: int
+    ) -> None:
         host = self._host
-        workers = self._workers
-        if workers is None:  # pragma: no cover - _spawn runs only with workers
-            raise RuntimeError("no env workers")
         try:
             reply = await workers.submit(host.run, ticket)
         except BaseException:

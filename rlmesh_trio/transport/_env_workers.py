@@ -1,18 +1,10 @@
 """Threads for the env server's env calls, with a cheap wake-up of the event loop.
 
-``loop.run_in_executor`` costs a concurrent.futures future and two hops per
-call; this pool is leaner: threads take jobs from one FIFO queue, and a
-finished job resolves its waiter through the serving loop's
-``call_soon_threadsafe``.
-
-Two ways to supply the threads: ``EnvWorkers(n)`` starts ``n`` daemon
-threads; ``EnvWorkers(0)`` starts none, and some other thread (the one that
-called a blocking ``serve()``, for envs tied to the thread that made them)
-runs the jobs with :meth:`EnvWorkers.work_here`.
-
-The queue is FIFO, so jobs start in submission order; the env host's
-scheduler relies on that (an earlier request always gets a thread before a
-later one that waits for it).
+Leaner than ``loop.run_in_executor`` (a concurrent.futures future and two hops
+per call): threads take jobs from one FIFO queue, and a finished job resolves
+its waiter through the serving loop's ``call_soon_threadsafe``. Jobs start in
+submission order, which the env host's scheduler relies on (an earlier request
+always gets a thread before a later one that waits for it).
 """
 
 from __future__ import annotations
@@ -34,22 +26,22 @@ _WAKE = object()
 
 
 class EnvWorkers:
-    """A FIFO of blocking env calls and the threads that run them."""
+    """A FIFO of blocking env calls and ``size`` daemon threads that run them; with
+    ``size=0`` another thread runs them (:meth:`work_here`: the one that called a
+    blocking ``serve()``, for envs tied to the thread that made them)."""
 
-    def __init__(self, size: int, *, name: str = "env") -> None:
-        if size < 0:
-            raise ValueError("the worker pool size must be >= 0")
+    def __init__(self, size: int) -> None:
         self._schedule: Callable[..., Any] | None = None
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopped = False
         self._threads = [
-            threading.Thread(target=self._work, name=f"rlmesh-trio-{name}-{i}", daemon=True)
+            threading.Thread(target=self._work, name=f"rlmesh-trio-env-{i}", daemon=True)
             for i in range(size)
         ]
         for thread in self._threads:
             thread.start()
 
-    def bind_loop(self, loop: Any) -> None:
+    def bind_loop(self, loop: aio.AsyncioLoop) -> None:
         """Report finished jobs to a plain asyncio loop (``call_soon_threadsafe``)."""
         self._schedule = loop.call_soon_threadsafe
 
@@ -99,10 +91,9 @@ class EnvWorkers:
             if job is _STOP:
                 return
             if job is not _WAKE:
-                self._run(job)
+                self._run(*job)
 
-    def _run(self, job: Any) -> None:
-        fn, args, settle = job
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], settle: Any) -> None:
         try:
             result, error = fn(*args), None
         except BaseException as exc:
