@@ -51,12 +51,10 @@ class EnvServer(ServerBase):
 
     Ways to run it: blocking :meth:`serve`; ``start()`` / ``wait()`` /
     ``shutdown()`` or ``with EnvServer(env) as server:`` from code that is not
-    Trio (a background thread; ``server.address`` is set once ``start()``
-    returns); ``async with serve_env(env, address) as server`` or ``await
+    Trio; ``async with serve_env(env, address)`` or ``await
     nursery.start(server.run)`` inside Trio. ``close_env`` (default True, as
-    in 0.1.0) closes the env when the server stops.
-
-    ``env_thread`` says where env calls run (see :meth:`serve`).
+    in 0.1.0) closes the env when the server stops; ``env_thread`` says where
+    env calls run (see :meth:`serve`).
 
     Raises:
         ValueError: an unknown ``env_thread``.
@@ -115,32 +113,22 @@ class EnvServer(ServerBase):
         env_thread: str | None = None,
         announce_as: str | None = None,
     ) -> None:
-        """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
+        """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking); ``ready_fd``
+        and ``announce_as`` as in :meth:`ServerBase.serve`.
 
-        With ``ready_fd``, writes one line with the bound address
-        (``tcp://127.0.0.1:54321``) to that file descriptor once listening, then
-        closes it, as ``python -m rlmesh._cli.serve_env --ready-fd N`` does.
-        With ``announce_as``, prints ``serving <announce_as> on <address>
-        (Ctrl+C to stop)`` to stderr once listening.
-
-        Where env calls run (``env_thread``):
+        Where env calls run (``env_thread``; ``None``: the constructor's):
 
         * ``"loop"``: inline on the serving thread (the caller's), which runs a
-          plain asyncio loop: no thread hand-off, the cheapest per step. The
-          trade-off: while an env call runs, nothing else is served (health
-          probes, a Shutdown, a refused second Join wait for it), and lanes
-          take turns.
-        * ``"worker"``: on worker threads, lanes concurrently, from a plain
-          asyncio loop on the calling thread; the loop stays responsive during
-          env calls.
+          plain asyncio loop: no thread hand-off, the cheapest per step; but while
+          an env call runs nothing else is served (health probes, a Shutdown, a
+          refused second Join wait for it), and lanes take turns.
+        * ``"worker"``: on worker threads, lanes concurrently; the loop on the
+          calling thread stays responsive during env calls.
         * ``"caller"``: on the thread that called ``serve()``, with the server on
-          a background thread (0.1.0's blocking-serve behaviour, for simulators
-          bound to the thread that created them); lanes take turns.
+          a background thread (0.1.0's blocking serve, for simulators bound to
+          the thread that created them); lanes take turns.
         * ``"auto"`` (default): ``"loop"`` when the env runs one request at a
           time anyway (one env, or a vector env), ``"worker"`` for several lanes.
-          ``"loop"`` keeps env calls on the calling thread too.
-
-        ``env_thread=None`` takes the one given to the constructor.
 
         Raises:
             ValueError: an unknown ``env_thread``.

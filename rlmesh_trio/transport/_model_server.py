@@ -1,11 +1,9 @@
 """``ModelServer``: a Python policy served over gRPC (rlmesh-wire-v1 ``ModelService``).
 
-The protocol logic lives in :class:`~rlmesh_trio._modelhost.ModelHost`. The
-server runs on a plain asyncio loop of the serving thread, where a sync policy
-(not ``threaded``) is called inline. Policy calls that must happen in Trio
-(async policies, worker threads) go to a Trio guest run hosted by the same loop
-(:func:`._server_loop.trio_guest`), whose results come back through an asyncio
-future; both share one thread, so neither hand-off blocks.
+The protocol logic lives in :class:`~rlmesh_trio._modelhost.ModelHost`. Policy
+calls that must happen in Trio (async policies, worker threads) go to a Trio
+guest run hosted by the serving loop (:func:`._server_loop.trio_guest`); both
+share one thread, so neither hand-off blocks.
 
 Join (initial metadata sent at once: 0.1.0 clients wait for it before their
 first message; many streams; request ids echoed): a sync policy answers one
@@ -42,16 +40,12 @@ _JOIN = "/rlmesh.model.v1.ModelService/Join"
 
 
 class ModelServer(ServerBase):
-    """Serve ``policy`` on ``address`` over gRPC.
+    """Serve ``policy`` (anything :func:`rlmesh_trio.policy` accepts) on ``address`` over gRPC.
 
-    ``policy`` is anything :func:`rlmesh_trio.policy` accepts. Sync policies
-    run inline on the server's event loop unless ``threaded=True`` (then in a
-    Trio worker thread, one call at a time); async policies run as Trio tasks.
-
-    Ways to run it: blocking :meth:`serve`; ``start()`` / ``wait()`` /
-    ``shutdown()`` or ``with ModelServer(policy) as server:`` from code that is
-    not Trio; ``async with serve_model(policy, address)`` or ``await
-    nursery.start(server.run)`` inside Trio (a thread of its own).
+    Sync policies run inline on the server's event loop unless ``threaded=True``
+    (then in a Trio worker thread, one call at a time); async policies run as
+    Trio tasks. Ways to run it: blocking :meth:`serve`; ``start()`` or ``with``
+    from code that is not Trio; ``serve_model`` or ``nursery.start(server.run)``.
 
     Raises:
         ValueError: ``max_concurrency`` below 1.

@@ -18,22 +18,18 @@ async def serve_env(
 ) -> AsyncIterator[EnvServer]:
     """Serve ``env`` over gRPC from a Trio program; yields the server once it is listening.
 
-    ``async with serve_env(env, "127.0.0.1:0") as server:`` then connect to
-    ``server.address``. ``env`` and ``options`` are :class:`EnvServer`'s
-    (``token``, ``ssl``, ``allow_remote_shutdown``, ``close_env``,
-    ``env_thread``; ``"caller"`` is refused: it needs :meth:`EnvServer.serve`).
-    The server runs on a dedicated thread with its own plain asyncio loop, so
-    it never competes with the caller's Trio tasks for their thread (only for
-    the GIL) and the caller's run needs no asyncio. Thread safety: from then on
-    the env belongs to the server (called and closed on the server's thread or
-    its workers, as ``env_thread`` says); do not use it from other threads.
+    ``env`` and ``options`` are :class:`EnvServer`'s (``env_thread="caller"`` is
+    refused: it needs :meth:`EnvServer.serve`). The server runs on a thread of
+    its own with a plain asyncio loop, so the caller's run needs no asyncio.
+    Thread safety: from then on the env belongs to the server (called and
+    closed on its threads, as ``env_thread`` says); do not use it elsewhere.
 
     Cancellation: leaving the block (normally, by error or by cancellation)
-    stops the server: in-flight env calls are drained and the env closed,
-    each bounded, while the caller waits shielded for at most the server's
-    close bound plus a second (a thread stuck in an env call is left behind
-    with a warning). An accepted remote Shutdown stops the server early; the
-    block's body keeps running.
+    stops the server: in-flight env calls are drained and the env closed, each
+    bounded, while the caller waits shielded for at most the server's close
+    bound plus a second (a thread stuck in an env call is left behind with a
+    warning). An accepted remote Shutdown stops the server early; the block's
+    body keeps running.
 
     Raises:
         InvalidSpec: a bad address.

@@ -1,13 +1,11 @@
-"""The servers' plain asyncio loop: where server-side asyncio lives, on public API only.
+"""The servers' plain asyncio loop: the one module that imports asyncio (public API only).
 
-grpclib is asyncio code, so each server runs a plain asyncio loop on a
-thread of its own (never trio-asyncio, never the caller's Trio thread). The
-server modules use asyncio only through the names re-exported here, so one
-file shows every asyncio feature they rely on. A policy that needs Trio (an
-async policy, a worker thread) runs in a Trio *guest run* hosted by that same
-loop (:func:`trio_guest`), Trio's public way to share a thread with asyncio.
-
-Nothing here runs at import: no loop, no policy change, no threads.
+grpclib is asyncio code, so each server runs a plain asyncio loop on a thread
+of its own (never trio-asyncio, never the caller's Trio thread), using asyncio
+only through the names here. A policy that needs Trio (an async policy, a
+worker thread) runs in a Trio *guest run* hosted by that same loop
+(:func:`trio_guest`), Trio's public way to share a thread with asyncio.
+Nothing here runs at import.
 """
 
 from __future__ import annotations
@@ -55,11 +53,8 @@ asyncio_wait_for = asyncio.wait_for
 
 
 def run_plain_asyncio(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``main()`` to completion on a fresh standard asyncio loop of the calling thread.
-
-    The loop is a ``SelectorEventLoop`` made here (whatever event loop policy
-    the process has installed), run by ``asyncio.Runner`` and closed on the way
-    out, so two server threads never share one.
+    """Run ``main()`` on a fresh ``SelectorEventLoop`` of the calling thread (whatever
+    loop policy the process has installed), closed on the way out.
 
     Raises:
         Whatever ``main`` raises.
@@ -130,21 +125,17 @@ class TrioGuest:
                 raise
             if not future.done():
                 future.set_result(result)
-        if not future.done():
-            future.cancel()
 
 
 @asynccontextmanager
 async def trio_guest() -> AsyncIterator[TrioGuest]:
-    """Run a Trio guest run on the running asyncio loop for the block; yields it once it
-    runs (hand it calls with :meth:`TrioGuest.call`).
+    """A Trio guest run on the running asyncio loop for the block, yielded once it runs.
 
-    Leaving the block cancels the guest's tasks and waits for the run to end.
-    The host loop owns signals (``host_uses_signal_set_wakeup_fd``): handlers
-    the loop installs with ``add_signal_handler`` replace Trio's SIGINT handler.
+    The host loop owns signals (``host_uses_signal_set_wakeup_fd``): its
+    ``add_signal_handler`` handlers replace Trio's SIGINT handler.
 
-    Cancellation: cancelling the block's task still cancels the guest and
-    waits for it (shielded), so no Trio run outlives its host loop.
+    Cancellation: leaving the block, even by cancellation, cancels the guest's
+    tasks and waits (shielded) for the run to end: no Trio run outlives its loop.
 
     Raises:
         Whatever the guest run raised (after the block).
