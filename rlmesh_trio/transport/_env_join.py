@@ -30,8 +30,7 @@ from ._server_base import handshake_reply
 from ._server_net import decode_or_refuse, raw_join
 
 if TYPE_CHECKING:
-    from ._env_server import EnvServer
-    from ._env_workers import EnvWorkers
+    from ._env_server import EnvServer, EnvWorkers
 
 __all__ = ["BUSY_MESSAGE", "EnvService", "JoinSession"]
 

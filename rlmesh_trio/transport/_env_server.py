@@ -9,24 +9,28 @@ variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import queue
 import ssl as ssl_module
-from collections.abc import Callable
-from typing import Any
+import threading
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
 
 from .._envhost import EnvHost, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb
 from . import _server_loop as aio
 from ._env_join import BUSY_MESSAGE, EnvService, JoinSession
-from ._env_workers import EnvWorkers
 from ._server_base import ServerBase
-from ._server_thread import ServingThread
+from ._server_thread import ServingThread, serving_in_thread
 
-__all__ = ["BUSY_MESSAGE", "EnvServer"]
+__all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
 
 log = logging.getLogger("rlmesh_trio.transport.env_server")
+
+T = TypeVar("T")
 
 #: Bounds on stopping: in-flight env calls to drain, then the env's own close().
 DRAIN_TIMEOUT = 5.0
@@ -242,3 +246,123 @@ async def _within(event: aio.AsyncioEvent, seconds: float) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+_STOP = object()
+_WAKE = object()
+
+
+class EnvWorkers:
+    """A FIFO of blocking env calls and ``size`` daemon threads that run them; with
+    ``size=0`` another thread runs them (:meth:`work_here`: the one that called a
+    blocking ``serve()``, for envs tied to the thread that made them).
+
+    Leaner than ``loop.run_in_executor`` (a concurrent.futures future and two
+    hops per call): a finished job resolves its waiter through the serving
+    loop's ``call_soon_threadsafe``. Jobs start in submission order, which the
+    env host's scheduler relies on (an earlier request always gets a thread
+    before a later one that waits for it).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._schedule: Callable[..., Any] | None = None
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._stopped = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"rlmesh-trio-env-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def bind_loop(self, loop: aio.AsyncioLoop) -> None:
+        """Report finished jobs to a plain asyncio loop (``call_soon_threadsafe``)."""
+        self._schedule = loop.call_soon_threadsafe
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> aio.AsyncioFuture[T]:
+        """Run ``fn(*args)`` on a worker; the returned future resolves on the event loop.
+
+        Asyncio side only. Cancelling the future does not stop the call (an env
+        call cannot be interrupted); its result is then dropped.
+
+        Raises:
+            RuntimeError: the pool is stopped.
+        """
+        if self._stopped:
+            raise RuntimeError("the env worker pool is stopped")
+        future: aio.AsyncioFuture[T] = aio.running_loop().create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        self._jobs.put((fn, args, settle))
+        return future
+
+    def stop(self) -> None:
+        """Let idle threads exit; a thread inside a slow env call exits when it returns."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for _ in self._threads:
+            self._jobs.put(_STOP)
+
+    def wake(self) -> None:
+        """Unblock :meth:`work_here` so it can notice that it should return."""
+        self._jobs.put(_WAKE)
+
+    def work_here(self, until: threading.Event) -> None:
+        """Run jobs on the calling thread until ``until`` is set (blocking)."""
+        self._work(until)
+
+    def _work(self, until: threading.Event | None = None) -> None:
+        while until is None or not until.is_set():
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            if job is not _WAKE:
+                self._run(*job)
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], settle: Any) -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:
+            result, error = None, exc
+        schedule = self._schedule
+        if schedule is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed; nobody waits any more
+                schedule(settle, result, error)
+
+
+@contextlib.asynccontextmanager
+async def serve_env(
+    env: Any, address: str = "127.0.0.1:0", **options: Any
+) -> AsyncIterator[EnvServer]:
+    """Serve ``env`` over gRPC from a Trio program; yields the server once it is listening.
+
+    ``env`` and ``options`` are :class:`EnvServer`'s (``env_thread="caller"`` is
+    refused: it needs :meth:`EnvServer.serve`). The server runs on a thread of
+    its own with a plain asyncio loop, so the caller's run needs no asyncio.
+    Thread safety: from then on the env belongs to the server (called and
+    closed on its threads, as ``env_thread`` says); do not use it elsewhere.
+
+    Cancellation: leaving the block (normally, by error or by cancellation)
+    stops the server: in-flight env calls are drained and the env closed, each
+    bounded, while the caller waits shielded for at most the server's close
+    bound plus a second (a thread stuck in an env call is left behind with a
+    warning). An accepted remote Shutdown stops the server early; the block's
+    body keeps running.
+
+    Raises:
+        InvalidSpec: a bad address.
+        ValueError: an ``env_thread`` this cannot serve.
+        OSError: the server cannot listen (the port is taken, say).
+    """
+    server = EnvServer(env, address, **options)
+    server.refuse_thread("serve_env")
+    async with serving_in_thread(server):
+        yield server

@@ -15,8 +15,9 @@ at a time, answered in completion order while requests for the same
 
 from __future__ import annotations
 
+import contextlib
 import ssl as ssl_module
-from collections.abc import Callable, Iterable
+from collections.abc import AsyncIterator, Callable, Iterable
 from typing import Any, cast
 
 import betterproto2
@@ -30,8 +31,9 @@ from . import _server_loop as aio
 from ._handshake import MODEL_COMPONENT
 from ._server_base import ServerBase, handshake_reply
 from ._server_net import decode_or_refuse, raw_join
+from ._server_thread import serving_in_thread
 
-__all__ = ["ModelServer"]
+__all__ = ["ModelServer", "serve_model"]
 
 DEFAULT_MAX_CONCURRENCY = 32
 DRAIN_TIMEOUT = 5.0
@@ -254,3 +256,28 @@ class _ConcurrentJoin:
     async def _drain(self) -> None:
         while self._tasks:
             await aio.asyncio_wait(list(self._tasks))
+
+
+@contextlib.asynccontextmanager
+async def serve_model(
+    policy: Any, address: str = "127.0.0.1:0", **options: Any
+) -> AsyncIterator[ModelServer]:
+    """Serve ``policy`` over gRPC from a Trio program; yields the server once it is listening.
+
+    ``options`` are :class:`ModelServer`'s. The server runs on a thread of its
+    own with a plain asyncio loop, so the caller's run needs no asyncio. An
+    async (Trio) policy runs in a Trio guest run hosted by that loop, not the
+    caller's run, so it must not wait on the caller's Trio objects. Thread
+    safety: the policy is called from threads other than the caller's.
+
+    Cancellation: leaving the block (normally, by error or by cancellation)
+    stops the server, cancelling in-flight requests; the caller waits
+    shielded and bounded for its thread, so it cannot hang.
+
+    Raises:
+        InvalidSpec: a bad address.
+        OSError: the server cannot listen (the port is taken, say).
+    """
+    server = ModelServer(policy, address, **options)
+    async with serving_in_thread(server):
+        yield server

@@ -37,10 +37,7 @@ SERVER_FILES = (
     "_server_thread.py",
     "_env_server.py",
     "_env_join.py",
-    "_env_workers.py",
     "_model_server.py",
-    "_serve.py",
-    "_serve_model.py",
     "_replies.py",
 )
 
