@@ -1,14 +1,10 @@
-"""What the env and model servers share: the blocking serve, and every way to run it on a thread.
+"""What the env and model servers share: the blocking serve and the ways to run it.
 
-Both are grpclib servers on a plain asyncio loop (protocol notes §8) with a
-listening socket of ours (:mod:`._server_net`), the generation-only handshake
-and a Shutdown refused unless allowed; each keeps its own Join semantics. The
-blocking serve stops on an accepted remote Shutdown, on
-:meth:`ServerBase.stop_threadsafe` and (main thread only) on SIGINT/SIGTERM.
-The other ways to run a server put it on a thread (:mod:`._server_thread`):
-``start``/``wait``/``shutdown`` and ``with`` (rlmesh 0.1.0's lifecycle) for
-code that is not Trio, ``serve_env``, ``serve_model`` and ``server.run`` for
-Trio programs.
+Both are grpclib servers on a plain asyncio loop (protocol notes §8) with the
+generation-only handshake and a Shutdown refused unless allowed; each keeps
+its own Join semantics. The blocking serve stops on an accepted remote
+Shutdown, on :meth:`ServerBase.stop_threadsafe` and (main thread only) on
+SIGINT/SIGTERM; every other way runs it on a thread (:mod:`._server_thread`).
 """
 
 from __future__ import annotations
@@ -138,10 +134,8 @@ class ServerBase:
     # -- ways to run -----------------------------------------------------------------------
 
     def serve_blocking(self, announce: Callable[[], None]) -> None:
-        """Serve on the calling thread until stopped; ``announce()`` once listening.
-
-        What every other way of running a server runs on its thread, and what
-        each server's public ``serve()`` wraps.
+        """Serve on the calling thread until stopped, ``announce()`` once listening: what
+        ``serve()`` wraps and every other way of running a server runs on its thread.
 
         Raises:
             OSError: the address cannot be bound.
@@ -164,22 +158,20 @@ class ServerBase:
         self.serve_blocking(self._announcer(ready_fd, announce_as))
 
     def refuse_thread(self, what: str) -> None:
-        """Raise when this server cannot be served from a thread of its own (``what`` names
-        the call): only an env server with ``env_thread="caller"`` cannot.
+        """Refuse to serve from a thread of its own (``what`` names the call), as only an
+        env server with ``env_thread="caller"`` does.
 
         Raises:
             ValueError: the server needs the caller's thread.
         """
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen, report ``task_status.started(self)``, and serve until cancelled or a
-        remote Shutdown is accepted, for ``await nursery.start(server.run)`` in a Trio
-        program: the server runs on a thread of its own (as under ``serve_env`` and
-        ``serve_model``).
+        """``await nursery.start(server.run)``: serve on a thread of its own (as under
+        ``serve_env``), ``task_status.started(self)`` once listening, until cancelled or
+        a remote Shutdown is accepted.
 
-        Cancellation: stops listening, ends open streams, waits (bounded) for
-        in-flight calls, then closes what the server owns; all shielded and
-        bounded, so it cannot hang the caller.
+        Cancellation: stops the server as leaving ``serve_env`` does (shielded and
+        bounded, so it cannot hang the caller).
 
         Raises:
             ValueError: see :meth:`refuse_thread`.
@@ -230,14 +222,13 @@ class ServerBase:
         return self._serving is None or self._serving.ended.wait(timeout)
 
     def shutdown(self) -> None:
-        """Stop a started server and wait for it, bounded; idempotent (a no-op when it was
-        never started or has stopped).
+        """Stop a started server and wait for it; idempotent (a no-op when it was never
+        started or has stopped).
 
-        An open Join session ends with an UNAVAILABLE status and its connection
-        is closed, so a route mid-episode fails cleanly instead of waiting. The
-        wait is bounded by the server's close bound plus a second; a thread
-        stuck in user code (an env call that never returns) is left behind (a
-        daemon thread) with a warning.
+        An open Join session ends UNAVAILABLE and its connection is closed, so a
+        route mid-episode fails cleanly. The wait is bounded by the server's close
+        bound plus a second; a thread stuck in user code (an env call that never
+        returns) is left behind (a daemon thread) with a warning.
         """
         serving = self._serving
         if serving is None or serving.ended.is_set():
@@ -280,12 +271,8 @@ class ServerBase:
     # -- stopping ----------------------------------------------------------------------------
 
     def stop_threadsafe(self) -> None:
-        """Ask a running serve to stop, from any thread (never blocks).
-
-        An owner's stop: unlike a remote Shutdown it leaves
-        :attr:`shutdown_reason` alone. Asked before the serving loop is up, the
-        loop stops as soon as it has started.
-        """
+        """Ask a running serve to stop, from any thread (never blocks), leaving
+        :attr:`shutdown_reason` alone; asked before the loop is up, it stops once up."""
         with self._stop_lock:
             self._stop_asked = True
             loop = self._serving_loop
@@ -345,8 +332,7 @@ class ServerBase:
             await listener.close(self.close_bound() / 2)
 
     async def _serve_plain_asyncio(self, announce: Callable[[], None]) -> None:
-        """Listen, announce, serve until stopped, then :meth:`_close` bounded by
-        :meth:`close_bound`. Runs inside :func:`._server_loop.run_plain_asyncio`.
+        """Listen, announce, serve until stopped, then :meth:`_close` (bounded).
 
         Raises:
             OSError: the address cannot be bound.

@@ -1,11 +1,7 @@
-"""A server's blocking serve on a thread of its own, and its Trio side.
-
-:class:`ServingThread` is the one way a server runs on a thread:
-:meth:`~._server_base.ServerBase.start` (code that is not Trio) and
-:func:`serving_in_thread` (``serve_env``, ``serve_model``, ``server.run``)
-both use it. The server's plain asyncio loop runs on that thread, so its
-requests never wait for the caller's Trio thread (only for the GIL) and the
-caller's run needs no asyncio at all.
+"""A server's blocking serve on a thread of its own: :class:`ServingThread`, for
+``server.start()`` and for Trio programs (:func:`serving_in_thread`). The server's
+asyncio loop runs on that thread, so its requests never wait for the caller's Trio
+thread (only for the GIL) and the caller's run needs no asyncio at all.
 """
 
 from __future__ import annotations
@@ -58,10 +54,10 @@ class ServingThread:
             self._on_ended()
 
     def raise_failure(self) -> None:
-        """For a serve that ended before it listened: raise why.
+        """For a serve that ended before it listened.
 
         Raises:
-            BaseException: what the serve raised, or RuntimeError when it raised nothing.
+            BaseException: what it raised (RuntimeError when it raised nothing).
         """
         if self.failure is not None:
             raise self.failure
@@ -112,16 +108,14 @@ def _thread_for_trio(server: ServerBase) -> tuple[ServingThread, trio.Event, tri
 
 @contextlib.asynccontextmanager
 async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
-    """Run ``server.serve_blocking`` on a dedicated thread for the ``async with`` block.
+    """Run ``server.serve_blocking`` on a dedicated thread for the ``async with`` block;
+    yields, once listening, an event set when the server stops by itself (an
+    accepted remote Shutdown; the block's body keeps running).
 
-    Yields, once the server is listening, an event set when the server stops
-    by itself (an accepted remote Shutdown; the block's body keeps running).
-
-    Cancellation: leaving the block (normally, by error or by cancellation,
-    including while still starting) asks the server to stop and waits for its
-    thread, shielded and bounded by the server's close bound plus a second: a
-    thread stuck in user code (an env call that never returns) is left behind
-    (a daemon thread) with a warning.
+    Cancellation: leaving the block (however, even while starting) asks the
+    server to stop and waits for its thread, shielded and bounded by the
+    server's close bound plus a second: a thread stuck in user code is left
+    behind (a daemon thread) with a warning.
 
     Raises:
         OSError: the server could not listen.
