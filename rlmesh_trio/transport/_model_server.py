@@ -3,14 +3,10 @@
 The protocol logic lives in :class:`~rlmesh_trio._modelhost.ModelHost`. Policy
 calls that must happen in Trio (async policies, worker threads) go to a Trio
 guest run hosted by the serving loop (:func:`._server_loop.trio_guest`); both
-share one thread, so neither hand-off blocks.
-
-Join (initial metadata sent at once: 0.1.0 clients wait for it before their
-first message; many streams; request ids echoed): a sync policy answers one
-request after another, in arrival order (which ``concurrent_predict`` allows);
-async or threaded policies take up to ``max_concurrency`` requests of a stream
-at a time, answered in completion order while requests for the same
-``env_id`` keep their order.
+share one thread, so neither hand-off blocks. On a Join stream a sync policy
+answers in arrival order (which ``concurrent_predict`` allows); async or
+threaded policies take up to ``max_concurrency`` requests at a time, answered
+in completion order while requests for one ``env_id`` keep their order.
 """
 
 from __future__ import annotations
@@ -92,12 +88,6 @@ class ModelServer(ServerBase):
         return DRAIN_TIMEOUT
 
     def serve_blocking(self, announce: Callable[[], None]) -> None:
-        """Serve on the calling thread until stopped, ``announce()`` once listening
-        (what ``serve_model``, ``run`` and ``start`` run on their thread).
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
         aio.run_plain_asyncio(lambda: self._serve_plain(announce))
 
     # -- asyncio side ----------------------------------------------------------------------
@@ -117,12 +107,11 @@ class ModelServer(ServerBase):
         return [ModelService(self)]
 
     async def invoke(self, fn: PolicyFn, arg: Any) -> Any:
-        """How asyncio-side code runs a policy function: inline when it is a plain sync
+        """Run a policy function from the asyncio side: inline when it is a plain sync
         call, otherwise in the Trio guest run (async policies, worker threads).
 
         Raises:
-            RuntimeError: the Trio guest run is not up.
-            Whatever the policy function raised.
+            RuntimeError: the Trio guest run is not up; or what the function raised.
         """
         if not fn.is_async and not self.threaded:
             return fn.fn(arg)
