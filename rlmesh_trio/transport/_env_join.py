@@ -1,4 +1,4 @@
-"""The env server's gRPC service and its Join sessions (asyncio side).
+"""The env server's Join sessions (asyncio side).
 
 What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9): Join sends its
 response headers at once (a tonic client waits for them before its first
@@ -16,71 +16,24 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-import grpclib.const
 import grpclib.server
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from .._envhost import SUPPORTED_EDITIONS, HostReply
+from .._envhost import HostReply
 from .._wire import env_pb
 from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
-from ._handshake import ENV_COMPONENT
-from ._server_base import handshake_reply
-from ._server_net import decode_or_refuse, raw_join
+from ._server_net import decode_or_refuse
 
 if TYPE_CHECKING:
     from ._env_server import EnvServer, EnvWorkers
 
-__all__ = ["BUSY_MESSAGE", "EnvService", "JoinSession"]
+__all__ = ["JoinSession"]
 
 log = logging.getLogger("rlmesh_trio.transport.env_server")
 
-BUSY_MESSAGE = (
-    "environment already has an active Join session; only one client may be connected at a time"
-)
 STOPPING_MESSAGE = "the env server is shutting down"
-SHUTDOWN_DISABLED = "remote shutdown is disabled for this environment endpoint"
-_JOIN = "/rlmesh.env.v1.EnvService/Join"
-
-
-class EnvService(env_pb.EnvServiceBase):
-    """The generated EnvService, with Join taken over at the stream level."""
-
-    def __init__(self, server: EnvServer) -> None:
-        self._server = server
-
-    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        return raw_join(super().__mapping__(), _JOIN, self._join)
-
-    async def handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
-        host = self._server.host
-        reply = handshake_reply(
-            message.base,
-            component=ENV_COMPONENT,
-            capabilities=host.capabilities,
-            editions=SUPPORTED_EDITIONS,
-        )
-        return env_pb.HandshakeResponse(
-            base=reply, env_contract=host.contract if reply.compatible else None
-        )
-
-    async def shutdown(self, message: env_pb.ShutdownRequest) -> env_pb.ShutdownResponse:
-        reply = self._server.shutdown_reply(message.base, refusal=SHUTDOWN_DISABLED)
-        return env_pb.ShutdownResponse(base=reply)
-
-    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
-        server = self._server
-        if server._session is not None:
-            raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
-        session = server._session = JoinSession(server, stream)
-        try:
-            # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
-            await stream.send_initial_metadata()
-            await session.run()
-        finally:
-            server._session = None
-            session.released.set()
 
 
 class JoinSession:

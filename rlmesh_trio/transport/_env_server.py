@@ -16,13 +16,18 @@ import queue
 import ssl as ssl_module
 import threading
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any, ClassVar, TypeVar
 
-from .._envhost import EnvHost, make_host
+import grpclib.server
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError
+
+from .._envhost import SUPPORTED_EDITIONS, EnvHost, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
-from .._wire import core_pb
+from .._wire import core_pb, env_pb
 from . import _server_loop as aio
-from ._env_join import BUSY_MESSAGE, EnvService, JoinSession
+from ._env_join import JoinSession
+from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
 from ._server_thread import ServingThread, serving_in_thread
 
@@ -31,6 +36,10 @@ __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
 log = logging.getLogger("rlmesh_trio.transport.env_server")
 
 T = TypeVar("T")
+
+BUSY_MESSAGE = (
+    "environment already has an active Join session; only one client may be connected at a time"
+)
 
 #: Bounds on stopping: in-flight env calls to drain, then the env's own close().
 DRAIN_TIMEOUT = 5.0
@@ -66,6 +75,10 @@ class EnvServer(ServerBase):
     """
 
     kind = "env"
+    service = "rlmesh.env.v1.EnvService"
+    messages: ClassVar[Any] = env_pb
+    component = ENV_COMPONENT
+    shutdown_refusal = "remote shutdown is disabled for this environment endpoint"
     # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
     http2_window = 16 * 1024 * 1024
 
@@ -208,8 +221,25 @@ class EnvServer(ServerBase):
 
         aio.run_plain_asyncio(serve)
 
-    def _services(self) -> list[Any]:
-        return [EnvService(self)]
+    async def _handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
+        host = self.host
+        reply = self._handshake_reply(
+            message.base, capabilities=host.capabilities, editions=SUPPORTED_EDITIONS
+        )
+        contract = host.contract if reply.compatible else None
+        return env_pb.HandshakeResponse(base=reply, env_contract=contract)
+
+    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        if self._session is not None:
+            raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
+        session = self._session = JoinSession(self, stream)
+        try:
+            # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
+            await stream.send_initial_metadata()
+            await session.run()
+        finally:
+            self._session = None
+            session.released.set()
 
     async def _close(self) -> None:
         """Stop serving: let an open session end by itself for a moment (after a remote

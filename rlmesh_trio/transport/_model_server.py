@@ -14,10 +14,9 @@ from __future__ import annotations
 import contextlib
 import ssl as ssl_module
 from collections.abc import AsyncIterator, Callable, Iterable
-from typing import Any, cast
+from typing import Any, ClassVar, cast
 
 import betterproto2
-import grpclib.const
 import grpclib.server
 
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
@@ -25,16 +24,14 @@ from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 from ..wire._model_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._handshake import MODEL_COMPONENT
-from ._server_base import ServerBase, handshake_reply
-from ._server_net import decode_or_refuse, raw_join
+from ._server_base import ServerBase
+from ._server_net import decode_or_refuse
 from ._server_thread import serving_in_thread
 
 __all__ = ["ModelServer", "serve_model"]
 
 DEFAULT_MAX_CONCURRENCY = 32
 DRAIN_TIMEOUT = 5.0
-SHUTDOWN_DISABLED = "remote shutdown is disabled for this model endpoint"
-_JOIN = "/rlmesh.model.v1.ModelService/Join"
 
 
 class ModelServer(ServerBase):
@@ -51,6 +48,11 @@ class ModelServer(ServerBase):
     """
 
     kind = "model"
+    service = "rlmesh.model.v1.ModelService"
+    messages: ClassVar[Any] = model_pb
+    component = MODEL_COMPONENT
+    shutdown_refusal = "remote shutdown is disabled for this model endpoint"
+    blank_shutdown_reason = "remote shutdown"
 
     def __init__(
         self,
@@ -103,8 +105,29 @@ class ModelServer(ServerBase):
             finally:
                 self._guest = None
 
-    def _services(self) -> list[Any]:
-        return [ModelService(self)]
+    async def _handshake(self, message: model_pb.HandshakeRequest) -> model_pb.HandshakeResponse:
+        base = self._handshake_reply(
+            message.base, capabilities={CAP_CONCURRENT_PREDICT: "true"}, editions=self.host.editions
+        )
+        return model_pb.HandshakeResponse(base=base)
+
+    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        # Pitfall 1: 0.1.0 clients wait for the response headers before sending anything.
+        await stream.send_initial_metadata()
+        if self.inline:
+            await self._join_inline(stream)
+        else:
+            await _ConcurrentJoin(self, stream).run()
+
+    async def _join_inline(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        host = self.host
+        invoke = self.invoke
+        recv, send = stream.recv_message, stream.send_message  # not async for: one frame less
+        while (data := await recv()) is not None:
+            response = await host.handle(decode_or_refuse(decode_join_request, data), invoke)
+            await send(encode_join_response(response))
+            if response.close is not None:
+                return  # Close ends the stream with status OK, as 0.1.0 does
 
     async def invoke(self, fn: PolicyFn, arg: Any) -> Any:
         """Run a policy function from the asyncio side: inline when it is a plain sync
@@ -129,51 +152,6 @@ def _ordering_keys(request: model_pb.JoinRequest) -> list[str]:
         return sorted({g.context.env_id for g in body.groups if g.context is not None})
     context = getattr(body, "context", None)
     return [context.env_id] if context is not None and context.env_id else []
-
-
-class ModelService(model_pb.ModelServiceBase):
-    """The generated service base, with Join served from the raw stream (asyncio side)."""
-
-    def __init__(self, server: ModelServer) -> None:
-        self._server = server
-        self._host = server.host
-
-    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        return raw_join(super().__mapping__(), _JOIN, self._join)
-
-    async def handshake(self, message: model_pb.HandshakeRequest) -> model_pb.HandshakeResponse:
-        return model_pb.HandshakeResponse(
-            base=handshake_reply(
-                message.base,
-                component=MODEL_COMPONENT,
-                capabilities={CAP_CONCURRENT_PREDICT: "true"},
-                editions=self._host.editions,
-            )
-        )
-
-    async def shutdown(self, message: model_pb.ShutdownRequest) -> model_pb.ShutdownResponse:
-        reply = self._server.shutdown_reply(
-            message.base, refusal=SHUTDOWN_DISABLED, blank_reason="remote shutdown"
-        )
-        return model_pb.ShutdownResponse(base=reply)
-
-    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
-        # Pitfall 1: 0.1.0 clients wait for the response headers before sending anything.
-        await stream.send_initial_metadata()
-        if self._server.inline:
-            await self._join_inline(stream)
-        else:
-            await _ConcurrentJoin(self._server, stream).run()
-
-    async def _join_inline(self, stream: grpclib.server.Stream[Any, Any]) -> None:
-        host = self._host
-        invoke = self._server.invoke
-        recv, send = stream.recv_message, stream.send_message  # not async for: one frame less
-        while (data := await recv()) is not None:
-            response = await host.handle(decode_or_refuse(decode_join_request, data), invoke)
-            await send(encode_join_response(response))
-            if response.close is not None:
-                return  # Close ends the stream with status OK, as 0.1.0 does
 
 
 class _ConcurrentJoin:

@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar
 
+import grpclib.const
+import grpclib.server
 import trio
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -28,46 +30,15 @@ from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
 from . import _server_loop as aio
 from ._address import parse_address
 from ._handshake import local_peer_info
-from ._server_net import Listener, open_listener
+from ._server_net import Listener, open_listener, unary
 from ._server_thread import ServingThread, serving_in_thread
 
-__all__ = ["ServerBase", "handshake_reply"]
+__all__ = ["ServerBase"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
 
 #: Let a Shutdown reply leave before the server starts closing connections.
 SHUTDOWN_GRACE = 0.05
-
-
-def handshake_reply(
-    base: core_pb.HandshakeRequest | None,
-    *,
-    component: str,
-    capabilities: Mapping[str, str],
-    editions: Iterable[str],
-) -> core_pb.HandshakeResponse:
-    """The base HandshakeResponse: only the generation decides compatibility (§2.1);
-    editions are the runtime's business. 0.1.0's error text for a mismatch.
-
-    Raises:
-        GRPCError: INVALID_ARGUMENT when the request has no base.
-    """
-    if base is None:
-        raise GRPCError(Status.INVALID_ARGUMENT, "handshake request missing base")
-    compatible = base.protocol_generation.strip() == PROTOCOL_GENERATION
-    return core_pb.HandshakeResponse(
-        compatible=compatible,
-        peer_info=local_peer_info(component),
-        capabilities=dict(capabilities),
-        supported_workflow_editions=list(editions),
-        preferred_workflow_edition=WORKFLOW_EDITION,
-        error_message=None
-        if compatible
-        else (
-            f"protocol generation {base.protocol_generation} not compatible with server "
-            f"{PROTOCOL_GENERATION}"
-        ),
-    )
 
 
 class ServerBase:
@@ -78,6 +49,14 @@ class ServerBase:
     """
 
     kind: ClassVar[str] = "endpoint"
+    #: The gRPC service served (``rlmesh.env.v1.EnvService``), the generated module of
+    #: its messages, and our component name in handshakes.
+    service: ClassVar[str]
+    messages: ClassVar[Any]
+    component: ClassVar[str]
+    #: A refused Shutdown's message, and the reason an accepted one without any records.
+    shutdown_refusal: ClassVar[str]
+    blank_shutdown_reason: ClassVar[str] = ""
     #: HTTP/2 flow-control windows in bytes (``None``: grpclib's 64 KiB).
     http2_window: ClassVar[int | None] = None
 
@@ -289,25 +268,6 @@ class ServerBase:
         self._shutdown_reason = describe_signal(signum)
         log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
 
-    def shutdown_reply(
-        self, base: core_pb.ShutdownRequest | None, *, refusal: str, blank_reason: str = ""
-    ) -> core_pb.ShutdownResponse:
-        """Answer a remote Shutdown (asyncio side): refused with ``refusal`` unless
-        ``allow_remote_shutdown``; otherwise :meth:`request_shutdown` runs once the reply
-        is on its way, with the request's reason (or ``blank_reason``).
-
-        Raises:
-            GRPCError: INVALID_ARGUMENT when the request has no base.
-        """
-        if base is None:
-            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
-        if not self.allow_remote_shutdown:
-            return core_pb.ShutdownResponse(accepted=False, message=refusal)
-        reason = base.reason
-        aio.running_loop().call_later(SHUTDOWN_GRACE, self.request_shutdown, reason or blank_reason)
-        text = f"shutdown accepted: {reason}" if reason else "shutdown accepted"
-        return core_pb.ShutdownResponse(accepted=True, message=text)
-
     def request_shutdown(self, reason: str = "") -> None:
         """Ask the serve to stop, recording ``reason`` (on the serving loop's thread;
         never blocks): an accepted remote Shutdown, or a signal."""
@@ -319,11 +279,81 @@ class ServerBase:
         if self._stop is not None:
             self._stop.set()
 
-    # -- the blocking serve on a plain asyncio loop ------------------------------------------
+    # -- the gRPC service (asyncio side) ----------------------------------------------------
 
-    def _services(self) -> list[Any]:
-        """The gRPC services this server offers (health is added); subclasses say."""
+    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
+        """What grpclib serves: Handshake and Shutdown through the codec, Join as raw bytes
+        each way, which :meth:`_join` parses and builds itself (:mod:`rlmesh_trio.wire`)."""
+        pb, one = self.messages, grpclib.const.Cardinality.UNARY_UNARY
+        return {
+            f"/{self.service}/Handshake": grpclib.const.Handler(
+                unary(self._handshake), one, pb.HandshakeRequest, pb.HandshakeResponse
+            ),
+            f"/{self.service}/Join": grpclib.const.Handler(
+                self._join, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
+            ),
+            f"/{self.service}/Shutdown": grpclib.const.Handler(
+                unary(self._shutdown), one, pb.ShutdownRequest, pb.ShutdownResponse
+            ),
+        }
+
+    async def _handshake(self, message: Any) -> Any:
         raise NotImplementedError
+
+    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        raise NotImplementedError
+
+    def _handshake_reply(
+        self,
+        base: core_pb.HandshakeRequest | None,
+        *,
+        capabilities: Mapping[str, str],
+        editions: Iterable[str],
+    ) -> core_pb.HandshakeResponse:
+        """The base HandshakeResponse: only the generation decides compatibility (§2.1);
+        editions are the runtime's business. 0.1.0's error text for a mismatch.
+
+        Raises:
+            GRPCError: INVALID_ARGUMENT when the request has no base.
+        """
+        if base is None:
+            raise GRPCError(Status.INVALID_ARGUMENT, "handshake request missing base")
+        compatible = base.protocol_generation.strip() == PROTOCOL_GENERATION
+        return core_pb.HandshakeResponse(
+            compatible=compatible,
+            peer_info=local_peer_info(self.component),
+            capabilities=dict(capabilities),
+            supported_workflow_editions=list(editions),
+            preferred_workflow_edition=WORKFLOW_EDITION,
+            error_message=None
+            if compatible
+            else (
+                f"protocol generation {base.protocol_generation} not compatible with server "
+                f"{PROTOCOL_GENERATION}"
+            ),
+        )
+
+    async def _shutdown(self, message: Any) -> Any:
+        """A remote Shutdown: refused unless ``allow_remote_shutdown``; otherwise
+        :meth:`request_shutdown` runs once the reply is on its way, with the request's
+        reason (or :attr:`blank_shutdown_reason`).
+
+        Raises:
+            GRPCError: INVALID_ARGUMENT when the request has no base.
+        """
+        base = message.base
+        if base is None:
+            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
+        if not self.allow_remote_shutdown:
+            reply = core_pb.ShutdownResponse(accepted=False, message=self.shutdown_refusal)
+        else:
+            reason = base.reason or self.blank_shutdown_reason
+            aio.running_loop().call_later(SHUTDOWN_GRACE, self.request_shutdown, reason)
+            text = f"shutdown accepted: {base.reason}" if base.reason else "shutdown accepted"
+            reply = core_pb.ShutdownResponse(accepted=True, message=text)
+        return self.messages.ShutdownResponse(base=reply)
+
+    # -- the blocking serve on a plain asyncio loop ------------------------------------------
 
     async def _close(self) -> None:
         """Stop serving (asyncio side): the listener and whatever else the server owns."""
@@ -341,7 +371,7 @@ class ServerBase:
         self._stop = stop = aio.AsyncioEvent()
         self._listener = await open_listener(
             self._bind,
-            self._services(),
+            [self],
             kind=self.kind,
             token=self._token,
             ssl=self._ssl,

@@ -1,4 +1,4 @@
-"""The grpclib side both servers share: listening sockets, the codec, the token, raw Join.
+"""The grpclib side both servers share: listening sockets, the codec, the token, handlers.
 
 Public API only: grpclib's ``Server`` started on a listening socket of ours, a
 codec subclass, a ``RecvRequest`` listener for the bearer token, plain
@@ -18,11 +18,10 @@ import socket
 import ssl as ssl_module
 import stat
 import weakref
-from collections.abc import Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any, TypeVar
 
 import grpclib.config
-import grpclib.const
 import grpclib.server
 from grpclib.const import Status
 from grpclib.encoding.proto import ProtoCodec
@@ -34,7 +33,7 @@ from .._wire import MAX_MESSAGE_BYTES
 from . import _server_loop as aio
 from ._address import Address
 
-__all__ = ["Listener", "SizeLimitedCodec", "decode_or_refuse", "open_listener", "raw_join"]
+__all__ = ["Listener", "SizeLimitedCodec", "decode_or_refuse", "open_listener", "unary"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
 
@@ -51,9 +50,10 @@ def _too_big(size: int) -> GRPCError:
 class SizeLimitedCodec(ProtoCodec):
     """grpclib caps no message size itself; apply wire-v1's 256 MiB in both directions.
 
-    A method registered with ``bytes`` types gets the raw message (see
-    :func:`raw_join`). An undecodable message becomes INVALID_ARGUMENT: without
-    a request id no typed reply is possible, and grpclib would say UNKNOWN.
+    A method registered with ``bytes`` types (Join) gets the raw message, for
+    the hand codecs of :mod:`rlmesh_trio.wire`. An undecodable message becomes
+    INVALID_ARGUMENT: without a request id no typed reply is possible, and
+    grpclib would say UNKNOWN.
     """
 
     def encode(self, message: Any, message_type: Any) -> bytes:
@@ -74,15 +74,14 @@ class SizeLimitedCodec(ProtoCodec):
             raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
 
 
-def raw_join(
-    mapping: dict[str, grpclib.const.Handler], path: str, handler: Callable[..., Any]
-) -> dict[str, grpclib.const.Handler]:
-    """A generated service's mapping with Join at ``path`` taken over at the stream level:
-    raw bytes each way, parsed and built by the hand codecs of :mod:`rlmesh_trio.wire`."""
-    mapping[path] = grpclib.const.Handler(
-        handler, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
-    )
-    return mapping
+def unary(answer: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[None]]:
+    """A grpclib handler for a unary method: the request (decoded by the codec) to
+    ``answer``, and its reply back."""
+
+    async def handle(stream: grpclib.server.Stream[Any, Any]) -> None:
+        await stream.send_message(await answer(await stream.recv_message()))
+
+    return handle
 
 
 def decode_or_refuse(decode: Callable[[bytes], M], data: bytes) -> M:
