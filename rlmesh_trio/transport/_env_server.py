@@ -1,16 +1,15 @@
 """``EnvServer``: serve a gymnasium env over rlmesh-wire-v1 gRPC, as rlmesh 0.1.0 does.
 
 The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the env host
-(:mod:`rlmesh_trio._envhost`), the gRPC service and its Join sessions in
-:mod:`._env_join`, what the model server shares in :mod:`._server_base`.
-Shutdown is refused unless ``allow_remote_shutdown`` (or the environment
-variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
+(:mod:`rlmesh_trio._envhost`), the Join sessions in :mod:`._env_join`, what
+the model server shares in :mod:`._server_base`. Shutdown is refused unless
+``allow_remote_shutdown`` (or the environment variable
+``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
 """
 
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 import queue
 import ssl as ssl_module
@@ -29,11 +28,8 @@ from . import _server_loop as aio
 from ._env_join import JoinSession
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
-from ._server_thread import ServingThread, serving_in_thread
 
 __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
-
-log = logging.getLogger("rlmesh_trio.transport.env_server")
 
 T = TypeVar("T")
 
@@ -48,10 +44,6 @@ CLOSE_TIMEOUT = 5.0
 _CLOSE_GRACE = 0.5
 
 _ENV_THREADS = ("auto", "loop", "worker", "caller")
-
-
-def _remote_shutdown_from_env() -> bool:
-    return os.environ.get("RLMESH_ALLOW_REMOTE_SHUTDOWN", "").strip().lower() in ("1", "true")
 
 
 def _check_env_thread(mode: str) -> None:
@@ -94,14 +86,10 @@ class EnvServer(ServerBase):
         env_thread: str = "auto",
     ) -> None:
         _check_env_thread(env_thread)
-        super().__init__(
-            address,
-            token=token,
-            ssl=ssl,
-            allow_remote_shutdown=_remote_shutdown_from_env()
-            if allow_remote_shutdown is None
-            else allow_remote_shutdown,
-        )
+        if allow_remote_shutdown is None:
+            flag = os.environ.get("RLMESH_ALLOW_REMOTE_SHUTDOWN", "").strip().lower()
+            allow_remote_shutdown = flag in ("1", "true")
+        super().__init__(address, token=token, ssl=ssl, allow_remote_shutdown=allow_remote_shutdown)
         self.host: EnvHost = (
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
@@ -192,7 +180,7 @@ class EnvServer(ServerBase):
             self._note_signal(signum)  # a reason: stopping waits for an open session
             self.stop_threadsafe()  # a signal before the loop's start stops it once up
 
-        serving = ServingThread(
+        serving = aio.ServingThread(
             self,
             on_listening=announce,
             on_ended=pool.wake,
@@ -394,5 +382,5 @@ async def serve_env(
     """
     server = EnvServer(env, address, **options)
     server.refuse_thread("serve_env")
-    async with serving_in_thread(server):
+    async with aio.serving_in_thread(server):
         yield server

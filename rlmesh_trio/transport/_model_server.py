@@ -26,7 +26,6 @@ from . import _server_loop as aio
 from ._handshake import MODEL_COMPONENT
 from ._server_base import ServerBase
 from ._server_net import decode_or_refuse
-from ._server_thread import serving_in_thread
 
 __all__ = ["ModelServer", "serve_model"]
 
@@ -246,5 +245,5 @@ async def serve_model(
         OSError: the server cannot listen (the port is taken, say).
     """
     server = ModelServer(policy, address, **options)
-    async with serving_in_thread(server):
+    async with aio.serving_in_thread(server):
         yield server

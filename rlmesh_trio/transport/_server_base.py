@@ -4,7 +4,7 @@ Both are grpclib servers on a plain asyncio loop (protocol notes §8) with the
 generation-only handshake and a Shutdown refused unless allowed; each keeps
 its own Join semantics. The blocking serve stops on an accepted remote
 Shutdown, on :meth:`ServerBase.stop_threadsafe` and (main thread only) on
-SIGINT/SIGTERM; every other way runs it on a thread (:mod:`._server_thread`).
+SIGINT/SIGTERM; every other way runs it on a thread (:mod:`._server_loop`).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from . import _server_loop as aio
 from ._address import parse_address
 from ._handshake import local_peer_info
 from ._server_net import Listener, open_listener, unary
-from ._server_thread import ServingThread, serving_in_thread
 
 __all__ = ["ServerBase"]
 
@@ -82,7 +81,7 @@ class ServerBase:
         self._serving_loop: aio.AsyncioLoop | None = None
         self._stop_asked = False
         self._life_lock = threading.Lock()
-        self._serving: ServingThread | None = None  # start()'s thread
+        self._serving: aio.ServingThread | None = None  # start()'s thread
 
     @property
     def address(self) -> str:
@@ -157,7 +156,7 @@ class ServerBase:
             OSError: the address cannot be bound.
         """
         self.refuse_thread(f"{type(self).__name__}.run")
-        async with serving_in_thread(self) as stopped:
+        async with aio.serving_in_thread(self) as stopped:
             task_status.started(self)
             await stopped.wait()
 
@@ -184,7 +183,7 @@ class ServerBase:
             if self._serving is not None:
                 raise RuntimeError(f"the {self.kind} server was started already")
             self._reset_stop()
-            serving = ServingThread(self, on_listening=ready.set, on_ended=ended)
+            serving = aio.ServingThread(self, on_listening=ready.set, on_ended=ended)
             self._serving = serving
             serving.thread.start()
         if not ready.wait(timeout):

@@ -34,7 +34,6 @@ SERVER_FILES = (
     "_server_base.py",
     "_server_loop.py",
     "_server_net.py",
-    "_server_thread.py",
     "_env_server.py",
     "_env_join.py",
     "_model_server.py",
