@@ -1,41 +1,42 @@
 """``EnvServer``: serve a gymnasium env over rlmesh-wire-v1 gRPC, as rlmesh 0.1.0 does.
 
 The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the env host
-(:mod:`rlmesh_trio._envhost`), the Join sessions in :mod:`._env_join`, what
-the model server shares in :mod:`._server_base`. Shutdown is refused unless
-``allow_remote_shutdown`` (or the environment variable
-``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
+(:mod:`rlmesh_trio._envhost`), what the model server shares in
+:mod:`._server_base`. Shutdown is refused unless ``allow_remote_shutdown`` (or
+the environment variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
 """
 
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
-import queue
 import ssl as ssl_module
-import threading
+import time
 from collections.abc import AsyncIterator, Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import grpclib.server
 from grpclib.const import Status
-from grpclib.exceptions import GRPCError
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from .._envhost import SUPPORTED_EDITIONS, EnvHost, make_host
+from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
+from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
-from ._env_join import JoinSession
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
+from ._server_net import decode_or_refuse
 
 __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
 
-T = TypeVar("T")
+log = logging.getLogger("rlmesh_trio.transport.env_server")
 
 BUSY_MESSAGE = (
     "environment already has an active Join session; only one client may be connected at a time"
 )
+STOPPING_MESSAGE = "the env server is shutting down"
 
 #: Bounds on stopping: in-flight env calls to drain, then the env's own close().
 DRAIN_TIMEOUT = 5.0
@@ -95,7 +96,7 @@ class EnvServer(ServerBase):
         )
         self.env_thread = env_thread
         self._session: JoinSession | None = None  # the one open Join stream (asyncio side)
-        self._workers: EnvWorkers | None = None  # None while serving inline
+        self._workers: aio.EnvWorkers | None = None  # None while serving inline
 
     @property
     def contract(self) -> core_pb.EnvContract:
@@ -161,7 +162,7 @@ class EnvServer(ServerBase):
         if env_thread == "caller":
             self._serve_on_caller(announce)
             return
-        workers = None if env_thread == "loop" else EnvWorkers(self.host.num_envs + 1)
+        workers = None if env_thread == "loop" else aio.EnvWorkers(self.host.num_envs + 1)
         try:
             self._run_loop(announce, workers)
         finally:
@@ -174,7 +175,7 @@ class EnvServer(ServerBase):
         The first SIGINT/SIGTERM (main thread) stops the server gracefully (an env
         call in progress is not interrupted); the previous handlers come back for
         anything after that."""
-        pool = EnvWorkers(0)
+        pool = aio.EnvWorkers(0)
 
         def on_signal(signum: int) -> None:
             self._note_signal(signum)  # a reason: stopping waits for an open session
@@ -197,7 +198,7 @@ class EnvServer(ServerBase):
 
     # -- asyncio side ----------------------------------------------------------------------
 
-    def _run_loop(self, announce: Callable[[], None], workers: EnvWorkers | None) -> None:
+    def _run_loop(self, announce: Callable[[], None], workers: aio.EnvWorkers | None) -> None:
         """The blocking serve on a plain asyncio loop; env calls inline (``workers`` is
         None) or on worker threads that wake the loop with ``call_soon_threadsafe``."""
 
@@ -266,96 +267,6 @@ async def _within(event: aio.AsyncioEvent, seconds: float) -> bool:
     return True
 
 
-_STOP = object()
-_WAKE = object()
-
-
-class EnvWorkers:
-    """A FIFO of blocking env calls and ``size`` daemon threads that run them; with
-    ``size=0`` another thread runs them (:meth:`work_here`: the one that called a
-    blocking ``serve()``, for envs tied to the thread that made them).
-
-    Leaner than ``loop.run_in_executor`` (a concurrent.futures future and two
-    hops per call): a finished job resolves its waiter through the serving
-    loop's ``call_soon_threadsafe``. Jobs start in submission order, which the
-    env host's scheduler relies on (an earlier request always gets a thread
-    before a later one that waits for it).
-    """
-
-    def __init__(self, size: int) -> None:
-        self._schedule: Callable[..., Any] | None = None
-        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
-        self._stopped = False
-        self._threads = [
-            threading.Thread(target=self._work, name=f"rlmesh-trio-env-{i}", daemon=True)
-            for i in range(size)
-        ]
-        for thread in self._threads:
-            thread.start()
-
-    def bind_loop(self, loop: aio.AsyncioLoop) -> None:
-        """Report finished jobs to a plain asyncio loop (``call_soon_threadsafe``)."""
-        self._schedule = loop.call_soon_threadsafe
-
-    def submit(self, fn: Callable[..., T], *args: Any) -> aio.AsyncioFuture[T]:
-        """Run ``fn(*args)`` on a worker; the returned future resolves on the event loop.
-
-        Asyncio side only. Cancelling the future does not stop the call (an env
-        call cannot be interrupted); its result is then dropped.
-
-        Raises:
-            RuntimeError: the pool is stopped.
-        """
-        if self._stopped:
-            raise RuntimeError("the env worker pool is stopped")
-        future: aio.AsyncioFuture[T] = aio.running_loop().create_future()
-
-        def settle(result: Any, error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
-
-        self._jobs.put((fn, args, settle))
-        return future
-
-    def stop(self) -> None:
-        """Let idle threads exit; a thread inside a slow env call exits when it returns."""
-        if self._stopped:
-            return
-        self._stopped = True
-        for _ in self._threads:
-            self._jobs.put(_STOP)
-
-    def wake(self) -> None:
-        """Unblock :meth:`work_here` so it can notice that it should return."""
-        self._jobs.put(_WAKE)
-
-    def work_here(self, until: threading.Event) -> None:
-        """Run jobs on the calling thread until ``until`` is set (blocking)."""
-        self._work(until)
-
-    def _work(self, until: threading.Event | None = None) -> None:
-        while until is None or not until.is_set():
-            job = self._jobs.get()
-            if job is _STOP:
-                return
-            if job is not _WAKE:
-                self._run(*job)
-
-    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], settle: Any) -> None:
-        try:
-            result, error = fn(*args), None
-        except BaseException as exc:
-            result, error = None, exc
-        schedule = self._schedule
-        if schedule is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed; nobody waits any more
-                schedule(settle, result, error)
-
-
 @contextlib.asynccontextmanager
 async def serve_env(
     env: Any, address: str = "127.0.0.1:0", **options: Any
@@ -384,3 +295,147 @@ async def serve_env(
     server.refuse_thread("serve_env")
     async with aio.serving_in_thread(server):
         yield server
+
+
+class JoinSession:
+    """One Join stream: read requests, run them through the host, answer by request id.
+
+    What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9): Join sends
+    its response headers at once (a tonic client waits for them before its first
+    request); one Join at a time (FAILED_PRECONDITION for a second); every
+    response echoes its request's id and carries ``endpoint_total_ns``; the
+    stream ends OK after Close and after a non-recoverable error; a half-close
+    or a cancelled stream lets in-flight env calls finish and drops the
+    session's leftover episodes before the slot frees; a server that stops ends
+    an open session with UNAVAILABLE.
+    """
+
+    def __init__(self, server: EnvServer, stream: grpclib.server.Stream[Any, Any]) -> None:
+        self._stopping = server._is_stopping
+        self._host = server.host
+        self._stream = stream
+        self._workers = server._workers
+        self._loop = aio.running_loop()
+        self.released = aio.AsyncioEvent()  # the session's slot is free again
+        self._inflight: set[aio.AsyncioTask[None]] = set()
+        self._send_lock = aio.AsyncioLock()
+        self._finished = aio.AsyncioEvent()
+        self._ended = False  # a Close reply or a non-recoverable error went out
+        self._closed_by_request = False
+        # A request the server could not read (oversized, undecodable), or the server
+        # stopping: the stream ends with this status once in-flight requests are answered.
+        self._end_error: GRPCError | None = None
+
+    async def run(self) -> None:
+        """Serve the stream until Close, an error, a half-close or :meth:`end_for_shutdown`.
+
+        Raises:
+            GRPCError: the status the stream ends with when it does not end OK.
+        """
+        reader = self._loop.create_task(self._read())
+        try:
+            await self._finished.wait()
+        finally:
+            reader.cancel()
+            await self._drain(reader)
+            if not self._closed_by_request:
+                self._host.end_session()
+        if self._end_error is not None and not self._ended:
+            raise self._end_error
+
+    def end_for_shutdown(self) -> None:
+        """The server is stopping: end this stream with UNAVAILABLE once in-flight calls end."""
+        if self._end_error is None:
+            self._end_error = GRPCError(Status.UNAVAILABLE, STOPPING_MESSAGE)
+        self._finished.set()
+
+    async def _drain(self, reader: aio.AsyncioTask[None]) -> None:
+        """Wait for in-flight env calls (they cannot be interrupted) before the slot frees.
+
+        A client that drops the connection gets this handler cancelled, possibly
+        more than once; we keep waiting regardless, so a reconnect is refused
+        until the env is really idle (as 0.1.0 does). Stopping the server is
+        bounded, so this cannot hang a shutdown.
+        """
+        pending = {*self._inflight, reader}
+        drained = aio.spawn(aio.asyncio_wait(pending))
+        while not drained.done():
+            try:
+                await aio.asyncio_shield(drained)
+            except aio.AsyncioCancelledError:
+                if self._stopping():
+                    raise
+
+    def abandon(self) -> None:
+        """Stop waiting for in-flight env calls (stopping, past the drain bound): their
+        tasks are cancelled; the calls themselves finish on their threads, unanswered."""
+        for task in list(self._inflight):
+            task.cancel()
+
+    async def _read(self) -> None:
+        workers = self._workers
+        try:
+            while not self._ended:
+                data = await self._stream.recv_message()
+                if data is None:
+                    break  # half-close: answer what is in flight, then end
+                received = time.perf_counter_ns()
+                request = decode_or_refuse(decode_join_request, data)
+                if workers is None:
+                    # Inline (serve(env_thread="loop")): one request at a time, in order.
+                    await self._answer(request, self._host.handle(request), received)
+                else:
+                    self._spawn(workers, request, received)
+        except GRPCError as exc:
+            log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
+            self._end_error = exc
+        except (ConnectionError, OSError, StreamTerminatedError) as exc:
+            log.debug("env Join stream read ended: %r", exc)
+        finally:
+            if self._inflight:
+                await aio.asyncio_wait(set(self._inflight))
+            self._finished.set()
+
+    def _spawn(self, workers: aio.EnvWorkers, request: env_pb.JoinRequest, received: int) -> None:
+        # Admission fixes the request's place in line, so it happens here, in arrival order.
+        ticket = self._host.admit(request)
+        task = self._loop.create_task(self._process(workers, request, ticket, received))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _process(
+        self, workers: aio.EnvWorkers, request: env_pb.JoinRequest, ticket: Any, received: int
+    ) -> None:
+        host = self._host
+        try:
+            reply = await workers.submit(host.run, ticket)
+        except BaseException:
+            host.discard(ticket)
+            raise
+        await self._answer(request, reply, received)
+
+    async def _answer(
+        self, request: env_pb.JoinRequest, reply: HostReply | None, received: int
+    ) -> None:
+        if reply is None or self._ended:
+            return
+        response = reply.response
+        response.request_id = request.request_id
+        response.user_ns = reply.user_ns
+        response.decode_ns = reply.decode_ns
+        response.encode_ns = reply.encode_ns
+        response.queue_ns = reply.queue_ns
+        if reply.end_stream:
+            self._ended = True
+            self._closed_by_request = response.close is not None
+        response.endpoint_total_ns = time.perf_counter_ns() - received
+        try:
+            async with self._send_lock:
+                await self._stream.send_message(encode_join_response(response))
+        except Exception as exc:  # the stream is gone (h2 StreamClosedError, reset, ...)
+            log.debug("env Join stream send failed: %r", exc)
+            self._ended = True
+            self._finished.set()
+            return
+        if reply.end_stream:
+            self._finished.set()

@@ -7,7 +7,8 @@ using asyncio only through the names here; its requests never wait for the
 caller's Trio thread (only for the GIL). :func:`serving_in_thread` runs one for
 a Trio program. A policy that needs Trio (an async policy, a worker thread)
 runs in a Trio *guest run* hosted by the same loop (:func:`trio_guest`), Trio's
-public way to share a thread with asyncio. Nothing here runs at import.
+public way to share a thread with asyncio; env calls run on :class:`EnvWorkers`.
+Nothing here runs at import.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import queue
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
@@ -33,6 +35,7 @@ __all__ = [
     "AsyncioLoop",
     "AsyncioSemaphore",
     "AsyncioTask",
+    "EnvWorkers",
     "ServingThread",
     "TrioGuest",
     "asyncio_shield",
@@ -318,3 +321,93 @@ async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
                 log.error("%s server failed", server.kind, exc_info=serving.failure)
             else:
                 raise serving.failure
+
+
+_STOP = object()
+_WAKE = object()
+
+
+class EnvWorkers:
+    """A FIFO of blocking env calls and ``size`` daemon threads that run them; with
+    ``size=0`` another thread runs them (:meth:`work_here`: the one that called a
+    blocking ``serve()``, for envs tied to the thread that made them).
+
+    Leaner than ``loop.run_in_executor`` (a concurrent.futures future and two
+    hops per call): a finished job resolves its waiter through the serving
+    loop's ``call_soon_threadsafe``. Jobs start in submission order, which the
+    env host's scheduler relies on (an earlier request always gets a thread
+    before a later one that waits for it).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._schedule: Callable[..., Any] | None = None
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._stopped = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"rlmesh-trio-env-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Report finished jobs to a plain asyncio loop (``call_soon_threadsafe``)."""
+        self._schedule = loop.call_soon_threadsafe
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args)`` on a worker; the returned future resolves on the event loop.
+
+        Asyncio side only. Cancelling the future does not stop the call (an env
+        call cannot be interrupted); its result is then dropped.
+
+        Raises:
+            RuntimeError: the pool is stopped.
+        """
+        if self._stopped:
+            raise RuntimeError("the env worker pool is stopped")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        self._jobs.put((fn, args, settle))
+        return future
+
+    def stop(self) -> None:
+        """Let idle threads exit; a thread inside a slow env call exits when it returns."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for _ in self._threads:
+            self._jobs.put(_STOP)
+
+    def wake(self) -> None:
+        """Unblock :meth:`work_here` so it can notice that it should return."""
+        self._jobs.put(_WAKE)
+
+    def work_here(self, until: threading.Event) -> None:
+        """Run jobs on the calling thread until ``until`` is set (blocking)."""
+        self._work(until)
+
+    def _work(self, until: threading.Event | None = None) -> None:
+        while until is None or not until.is_set():
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            if job is not _WAKE:
+                self._run(*job)
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], settle: Any) -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:
+            result, error = None, exc
+        schedule = self._schedule
+        if schedule is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed; nobody waits any more
+                schedule(settle, result, error)

@@ -35,7 +35,6 @@ SERVER_FILES = (
     "_server_loop.py",
     "_server_net.py",
     "_env_server.py",
-    "_env_join.py",
     "_model_server.py",
     "_replies.py",
 )
