@@ -120,7 +120,7 @@ class ModelServer(ServerBase):
 
     async def _join_inline(self, stream: grpclib.server.Stream[Any, Any]) -> None:
         host = self.host
-        invoke = self.invoke
+        invoke = self._invoke_policy
         recv, send = stream.recv_message, stream.send_message  # not async for: one frame less
         while (data := await recv()) is not None:
             response = await host.handle(decode_or_refuse(decode_join_request, data), invoke)
@@ -128,7 +128,7 @@ class ModelServer(ServerBase):
             if response.close is not None:
                 return  # Close ends the stream with status OK, as 0.1.0 does
 
-    async def invoke(self, fn: PolicyFn, arg: Any) -> Any:
+    async def _invoke_policy(self, fn: PolicyFn, arg: Any) -> Any:
         """Run a policy function from the asyncio side: inline when it is a plain sync
         call, otherwise in the Trio guest run (async policies, worker threads).
 
@@ -158,7 +158,7 @@ class _ConcurrentJoin:
 
     def __init__(self, server: ModelServer, stream: grpclib.server.Stream[Any, Any]) -> None:
         self._host = server.host
-        self._invoke = server.invoke
+        self._invoke = server._invoke_policy
         self._stream = stream
         self._slots = aio.AsyncioSemaphore(server.max_concurrency)
         self._send_lock = aio.AsyncioLock()
