@@ -7,13 +7,11 @@ Each server runs on a plain asyncio loop of a thread of its own
 asyncio in the caller's run.
 """
 
-from ._env_server import EnvServer
+from ._env_server import EnvServer, serve_env
 from ._health import check_health
-from ._model_server import ModelServer
+from ._model_server import ModelServer, serve_model
 from ._remote_env import RemoteEnv
 from ._remote_model import RemoteModel
-from ._serve import serve_env
-from ._serve_model import serve_model
 
 __all__ = [
     "EnvServer",

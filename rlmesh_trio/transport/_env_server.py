@@ -1,46 +1,42 @@
 """``EnvServer``: serve a gymnasium env over rlmesh-wire-v1 gRPC, as rlmesh 0.1.0 does.
 
-The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the
-transport-independent env host (:mod:`rlmesh_trio._envhost`); the gRPC
-service and its Join sessions are in :mod:`._env_join`; the parts shared with
-the model server are in :mod:`._server_base`. grpclib runs on a plain asyncio
-loop of the serving thread: the thread that called :meth:`EnvServer.serve`,
-or a thread of the server's own for ``serve_env``, ``server.run`` and
-``start()``.
-
-Env calls run on the serving loop's own thread when the env takes one
-request at a time anyway, or on worker threads (requests for different lanes
-concurrently, the rest in arrival order), or on the thread that called
-``serve()``; see :meth:`EnvServer.serve` for the trade-off.
-
-Shutdown is refused unless ``allow_remote_shutdown`` (or the environment
-variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``); the health service answers
-SERVING for ``""``; messages up to 256 MiB; an optional bearer token
-(metadata ``authorization`` equal to it) and TLS context.
+The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the env host
+(:mod:`rlmesh_trio._envhost`), what the model server shares in
+:mod:`._server_base`. Shutdown is refused unless ``allow_remote_shutdown`` (or
+the environment variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import ssl as ssl_module
-import threading
-from collections.abc import Callable
-from typing import Any
+import time
+from collections.abc import AsyncIterator, Callable
+from typing import Any, ClassVar
 
-import grpclib.config
+import grpclib.server
+from grpclib.const import Status
+from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from .._envhost import EnvHost, make_host
+from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
-from .._wire import core_pb
+from .._wire import core_pb, env_pb
+from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
-from ._env_join import BUSY_MESSAGE, EnvService, JoinSession
-from ._env_workers import EnvWorkers
+from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
+from ._server_net import decode_or_refuse
 
-__all__ = ["BUSY_MESSAGE", "EnvServer"]
+__all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
 
 log = logging.getLogger("rlmesh_trio.transport.env_server")
+
+BUSY_MESSAGE = (
+    "environment already has an active Join session; only one client may be connected at a time"
+)
+STOPPING_MESSAGE = "the env server is shutting down"
 
 #: Bounds on stopping: in-flight env calls to drain, then the env's own close().
 DRAIN_TIMEOUT = 5.0
@@ -49,10 +45,6 @@ CLOSE_TIMEOUT = 5.0
 _CLOSE_GRACE = 0.5
 
 _ENV_THREADS = ("auto", "loop", "worker", "caller")
-
-
-def _remote_shutdown_from_env() -> bool:
-    return os.environ.get("RLMESH_ALLOW_REMOTE_SHUTDOWN", "").strip().lower() in ("1", "true")
 
 
 def _check_env_thread(mode: str) -> None:
@@ -65,12 +57,10 @@ class EnvServer(ServerBase):
 
     Ways to run it: blocking :meth:`serve`; ``start()`` / ``wait()`` /
     ``shutdown()`` or ``with EnvServer(env) as server:`` from code that is not
-    Trio (a background thread; ``server.address`` is set once ``start()``
-    returns); ``async with serve_env(env, address) as server`` or ``await
+    Trio; ``async with serve_env(env, address)`` or ``await
     nursery.start(server.run)`` inside Trio. ``close_env`` (default True, as
-    in 0.1.0) closes the env when the server stops.
-
-    ``env_thread`` says where env calls run (see :meth:`serve`).
+    in 0.1.0) closes the env when the server stops; ``env_thread`` says where
+    env calls run (see :meth:`serve`).
 
     Raises:
         ValueError: an unknown ``env_thread``.
@@ -78,6 +68,12 @@ class EnvServer(ServerBase):
     """
 
     kind = "env"
+    service = "rlmesh.env.v1.EnvService"
+    messages: ClassVar[Any] = env_pb
+    component = ENV_COMPONENT
+    shutdown_refusal = "remote shutdown is disabled for this environment endpoint"
+    # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
+    http2_window = 16 * 1024 * 1024
 
     def __init__(
         self,
@@ -91,22 +87,16 @@ class EnvServer(ServerBase):
         env_thread: str = "auto",
     ) -> None:
         _check_env_thread(env_thread)
-        super().__init__(
-            address,
-            token=token,
-            ssl=ssl,
-            allow_remote_shutdown=_remote_shutdown_from_env()
-            if allow_remote_shutdown is None
-            else allow_remote_shutdown,
-        )
+        if allow_remote_shutdown is None:
+            flag = os.environ.get("RLMESH_ALLOW_REMOTE_SHUTDOWN", "").strip().lower()
+            allow_remote_shutdown = flag in ("1", "true")
+        super().__init__(address, token=token, ssl=ssl, allow_remote_shutdown=allow_remote_shutdown)
         self.host: EnvHost = (
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
         self.env_thread = env_thread
         self._session: JoinSession | None = None  # the one open Join stream (asyncio side)
-        self._workers: EnvWorkers | None = None  # None while serving inline
-
-    # -- facts -----------------------------------------------------------------------------
+        self._workers: aio.EnvWorkers | None = None  # None while serving inline
 
     @property
     def contract(self) -> core_pb.EnvContract:
@@ -129,32 +119,22 @@ class EnvServer(ServerBase):
         env_thread: str | None = None,
         announce_as: str | None = None,
     ) -> None:
-        """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
+        """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking); ``ready_fd``
+        and ``announce_as`` as in :meth:`ServerBase.serve`.
 
-        With ``ready_fd``, writes one line with the bound address
-        (``tcp://127.0.0.1:54321``) to that file descriptor once listening, then
-        closes it, as ``python -m rlmesh._cli.serve_env --ready-fd N`` does.
-        With ``announce_as``, prints ``serving <announce_as> on <address>
-        (Ctrl+C to stop)`` to stderr once listening.
-
-        Where env calls run (``env_thread``):
+        Where env calls run (``env_thread``; ``None``: the constructor's):
 
         * ``"loop"``: inline on the serving thread (the caller's), which runs a
-          plain asyncio loop: no thread hand-off, the cheapest per step. The
-          trade-off: while an env call runs, nothing else is served (health
-          probes, a Shutdown, a refused second Join wait for it), and lanes
-          take turns.
-        * ``"worker"``: on worker threads, lanes concurrently, from a plain
-          asyncio loop on the calling thread; the loop stays responsive during
-          env calls.
+          plain asyncio loop: no thread hand-off, the cheapest per step; but while
+          an env call runs nothing else is served (health probes, a Shutdown, a
+          refused second Join wait for it), and lanes take turns.
+        * ``"worker"``: on worker threads, lanes concurrently; the loop on the
+          calling thread stays responsive during env calls.
         * ``"caller"``: on the thread that called ``serve()``, with the server on
-          a background thread (0.1.0's blocking-serve behaviour, for simulators
-          bound to the thread that created them); lanes take turns.
+          a background thread (0.1.0's blocking serve, for simulators bound to
+          the thread that created them); lanes take turns.
         * ``"auto"`` (default): ``"loop"`` when the env runs one request at a
           time anyway (one env, or a vector env), ``"worker"`` for several lanes.
-          ``"loop"`` keeps env calls on the calling thread too.
-
-        ``env_thread=None`` takes the one given to the constructor.
 
         Raises:
             ValueError: an unknown ``env_thread``.
@@ -182,9 +162,9 @@ class EnvServer(ServerBase):
         if env_thread == "caller":
             self._serve_on_caller(announce)
             return
-        workers = None if env_thread == "loop" else EnvWorkers(self.host.num_envs + 1)
+        workers = None if env_thread == "loop" else aio.EnvWorkers(self.host.num_envs + 1)
         try:
-            aio.run_plain_asyncio(lambda: self._serve_plain(announce, workers))
+            self._run_loop(announce, workers)
         finally:
             if workers is not None:
                 workers.stop()  # idempotent; covers a failed start (e.g. the port is taken)
@@ -195,53 +175,60 @@ class EnvServer(ServerBase):
         The first SIGINT/SIGTERM (main thread) stops the server gracefully (an env
         call in progress is not interrupted); the previous handlers come back for
         anything after that."""
-        pool = EnvWorkers(0)
-        done = threading.Event()
-        failure: list[BaseException] = []
-
-        def run_server() -> None:
-            try:
-                aio.run_plain_asyncio(lambda: self._serve_plain(announce, pool))
-            except BaseException as exc:
-                failure.append(exc)
-            finally:
-                done.set()
-                pool.wake()
+        pool = aio.EnvWorkers(0)
 
         def on_signal(signum: int) -> None:
             self._note_signal(signum)  # a reason: stopping waits for an open session
             self.stop_threadsafe()  # a signal before the loop's start stops it once up
 
-        server_thread = threading.Thread(target=run_server, name="rlmesh-trio-env-server")
+        serving = aio.ServingThread(
+            self,
+            on_listening=announce,
+            on_ended=pool.wake,
+            serve=lambda ready: self._run_loop(ready, pool),
+        )
         with on_first_signal(SERVER_SIGNALS, on_signal):
-            server_thread.start()
+            serving.thread.start()
             try:
-                pool.work_here(done)
+                pool.work_here(serving.ended)
             finally:
-                server_thread.join()
-        if failure:
-            raise failure[0]
+                serving.thread.join()
+        if serving.failure is not None:
+            raise serving.failure
 
     # -- asyncio side ----------------------------------------------------------------------
 
-    async def _serve_plain(self, announce: Callable[[], None], workers: EnvWorkers | None) -> None:
+    def _run_loop(self, announce: Callable[[], None], workers: aio.EnvWorkers | None) -> None:
         """The blocking serve on a plain asyncio loop; env calls inline (``workers`` is
         None) or on worker threads that wake the loop with ``call_soon_threadsafe``."""
-        if workers is not None:
-            workers.bind_loop(aio.running_loop())
-        self._workers = workers
-        # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
-        window = 16 * 1024 * 1024
-        await self._serve_plain_asyncio(
-            announce,
-            config=grpclib.config.Configuration(
-                http2_connection_window_size=window, http2_stream_window_size=window
-            ),
-            close_timeout=DRAIN_TIMEOUT + CLOSE_TIMEOUT,
-        )
 
-    def _services(self) -> list[Any]:
-        return [EnvService(self)]
+        async def serve() -> None:
+            if workers is not None:
+                workers.bind_loop(aio.running_loop())
+            self._workers = workers
+            await self._serve_plain_asyncio(announce)
+
+        aio.run_plain_asyncio(serve)
+
+    async def _handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
+        host = self.host
+        reply = self._handshake_reply(
+            message.base, capabilities=host.capabilities, editions=SUPPORTED_EDITIONS
+        )
+        contract = host.contract if reply.compatible else None
+        return env_pb.HandshakeResponse(base=reply, env_contract=contract)
+
+    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        if self._session is not None:
+            raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
+        session = self._session = JoinSession(self, stream)
+        try:
+            # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
+            await stream.send_initial_metadata()
+            await session.run()
+        finally:
+            self._session = None
+            session.released.set()
 
     async def _close(self) -> None:
         """Stop serving: let an open session end by itself for a moment (after a remote
@@ -278,3 +265,177 @@ async def _within(event: aio.AsyncioEvent, seconds: float) -> bool:
     except TimeoutError:
         return False
     return True
+
+
+@contextlib.asynccontextmanager
+async def serve_env(
+    env: Any, address: str = "127.0.0.1:0", **options: Any
+) -> AsyncIterator[EnvServer]:
+    """Serve ``env`` over gRPC from a Trio program; yields the server once it is listening.
+
+    ``env`` and ``options`` are :class:`EnvServer`'s (``env_thread="caller"`` is
+    refused: it needs :meth:`EnvServer.serve`). The server runs on a thread of
+    its own with a plain asyncio loop, so the caller's run needs no asyncio.
+    Thread safety: from then on the env belongs to the server (called and
+    closed on its threads, as ``env_thread`` says); do not use it elsewhere.
+
+    Cancellation: leaving the block (normally, by error or by cancellation)
+    stops the server: in-flight env calls are drained and the env closed, each
+    bounded, while the caller waits shielded for at most the server's close
+    bound plus a second (a thread stuck in an env call is left behind with a
+    warning). An accepted remote Shutdown stops the server early; the block's
+    body keeps running.
+
+    Raises:
+        InvalidSpec: a bad address.
+        ValueError: an ``env_thread`` this cannot serve.
+        OSError: the server cannot listen (the port is taken, say).
+    """
+    server = EnvServer(env, address, **options)
+    server.refuse_thread("serve_env")
+    async with aio.serving_in_thread(server):
+        yield server
+
+
+class JoinSession:
+    """One Join stream: read requests, run them through the host, answer by request id.
+
+    What 0.1.0 clients rely on (protocol notes §3.1, §3.5, §8, §9): Join sends
+    its response headers at once (a tonic client waits for them before its first
+    request); one Join at a time (FAILED_PRECONDITION for a second); every
+    response echoes its request's id and carries ``endpoint_total_ns``; the
+    stream ends OK after Close and after a non-recoverable error; a half-close
+    or a cancelled stream lets in-flight env calls finish and drops the
+    session's leftover episodes before the slot frees; a server that stops ends
+    an open session with UNAVAILABLE.
+    """
+
+    def __init__(self, server: EnvServer, stream: grpclib.server.Stream[Any, Any]) -> None:
+        self._stopping = server._is_stopping
+        self._host = server.host
+        self._stream = stream
+        self._workers = server._workers
+        self._loop = aio.running_loop()
+        self.released = aio.AsyncioEvent()  # the session's slot is free again
+        self._inflight: set[aio.AsyncioTask[None]] = set()
+        self._send_lock = aio.AsyncioLock()
+        self._finished = aio.AsyncioEvent()
+        self._ended = False  # a Close reply or a non-recoverable error went out
+        self._closed_by_request = False
+        # A request the server could not read (oversized, undecodable), or the server
+        # stopping: the stream ends with this status once in-flight requests are answered.
+        self._end_error: GRPCError | None = None
+
+    async def run(self) -> None:
+        """Serve the stream until Close, an error, a half-close or :meth:`end_for_shutdown`.
+
+        Raises:
+            GRPCError: the status the stream ends with when it does not end OK.
+        """
+        reader = self._loop.create_task(self._read())
+        try:
+            await self._finished.wait()
+        finally:
+            reader.cancel()
+            await self._drain(reader)
+            if not self._closed_by_request:
+                self._host.end_session()
+        if self._end_error is not None and not self._ended:
+            raise self._end_error
+
+    def end_for_shutdown(self) -> None:
+        """The server is stopping: end this stream with UNAVAILABLE once in-flight calls end."""
+        if self._end_error is None:
+            self._end_error = GRPCError(Status.UNAVAILABLE, STOPPING_MESSAGE)
+        self._finished.set()
+
+    async def _drain(self, reader: aio.AsyncioTask[None]) -> None:
+        """Wait for in-flight env calls (they cannot be interrupted) before the slot frees.
+
+        A client that drops the connection gets this handler cancelled, possibly
+        more than once; we keep waiting regardless, so a reconnect is refused
+        until the env is really idle (as 0.1.0 does). Stopping the server is
+        bounded, so this cannot hang a shutdown.
+        """
+        pending = {*self._inflight, reader}
+        drained = aio.spawn(aio.asyncio_wait(pending))
+        while not drained.done():
+            try:
+                await aio.asyncio_shield(drained)
+            except aio.AsyncioCancelledError:
+                if self._stopping():
+                    raise
+
+    def abandon(self) -> None:
+        """Stop waiting for in-flight env calls (stopping, past the drain bound): their
+        tasks are cancelled; the calls themselves finish on their threads, unanswered."""
+        for task in list(self._inflight):
+            task.cancel()
+
+    async def _read(self) -> None:
+        workers = self._workers
+        try:
+            while not self._ended:
+                data = await self._stream.recv_message()
+                if data is None:
+                    break  # half-close: answer what is in flight, then end
+                received = time.perf_counter_ns()
+                request = decode_or_refuse(decode_join_request, data)
+                if workers is None:
+                    # Inline (serve(env_thread="loop")): one request at a time, in order.
+                    await self._answer(request, self._host.handle(request), received)
+                else:
+                    self._spawn(workers, request, received)
+        except GRPCError as exc:
+            log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
+            self._end_error = exc
+        except (ConnectionError, OSError, StreamTerminatedError) as exc:
+            log.debug("env Join stream read ended: %r", exc)
+        finally:
+            if self._inflight:
+                await aio.asyncio_wait(set(self._inflight))
+            self._finished.set()
+
+    def _spawn(self, workers: aio.EnvWorkers, request: env_pb.JoinRequest, received: int) -> None:
+        # Admission fixes the request's place in line, so it happens here, in arrival order.
+        ticket = self._host.admit(request)
+        task = self._loop.create_task(self._process(workers, request, ticket, received))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _process(
+        self, workers: aio.EnvWorkers, request: env_pb.JoinRequest, ticket: Any, received: int
+    ) -> None:
+        host = self._host
+        try:
+            reply = await workers.submit(host.run, ticket)
+        except BaseException:
+            host.discard(ticket)
+            raise
+        await self._answer(request, reply, received)
+
+    async def _answer(
+        self, request: env_pb.JoinRequest, reply: HostReply | None, received: int
+    ) -> None:
+        if reply is None or self._ended:
+            return
+        response = reply.response
+        response.request_id = request.request_id
+        response.user_ns = reply.user_ns
+        response.decode_ns = reply.decode_ns
+        response.encode_ns = reply.encode_ns
+        response.queue_ns = reply.queue_ns
+        if reply.end_stream:
+            self._ended = True
+            self._closed_by_request = response.close is not None
+        response.endpoint_total_ns = time.perf_counter_ns() - received
+        try:
+            async with self._send_lock:
+                await self._stream.send_message(encode_join_response(response))
+        except Exception as exc:  # the stream is gone (h2 StreamClosedError, reset, ...)
+            log.debug("env Join stream send failed: %r", exc)
+            self._ended = True
+            self._finished.set()
+            return
+        if reply.end_stream:
+            self._finished.set()

@@ -7,6 +7,7 @@ are reconciled by the runtime across env, model and runtime (protocol notes
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import importlib.metadata
 import platform
@@ -14,6 +15,7 @@ import sys
 
 from .._endpoints import EndpointInfo
 from .._errors import ConnectError, HandshakeError
+from .._version import __version__
 from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
 from ..wire import GrpcError
 from ..wire import GrpcStatus as Status
@@ -37,24 +39,16 @@ _FRAMEWORKS = ("numpy", "torch", "jax", "jaxlib", "gymnasium")
 def _framework_versions() -> tuple[tuple[str, str], ...]:
     found = []
     for name in _FRAMEWORKS:
-        try:
+        with contextlib.suppress(importlib.metadata.PackageNotFoundError):
             found.append((name, importlib.metadata.version(name)))
-        except importlib.metadata.PackageNotFoundError:
-            continue
     return tuple(found)
-
-
-def _package_version() -> str:
-    from .._version import __version__
-
-    return __version__
 
 
 def local_peer_info(component: str) -> core_pb.PeerInfo:
     """Our advisory PeerInfo, shaped like the one 0.1.0 Python peers send (§2.3)."""
     return core_pb.PeerInfo(
         component=component,
-        package_version=_package_version(),
+        package_version=__version__,
         language="python",
         language_version=platform.python_version(),
         os=sys.platform if sys.platform != "darwin" else "macos",
@@ -64,7 +58,7 @@ def local_peer_info(component: str) -> core_pb.PeerInfo:
         extra={
             "rlmesh.workflow.base": WORKFLOW_EDITION,
             "rlmesh.workflow.edition": WORKFLOW_EDITION,
-            "rlmesh_trio.version": _package_version(),
+            "rlmesh_trio.version": __version__,
         },
     )
 

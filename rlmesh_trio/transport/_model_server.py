@@ -1,50 +1,45 @@
 """``ModelServer``: a Python policy served over gRPC (rlmesh-wire-v1 ``ModelService``).
 
-The protocol logic lives in :class:`~rlmesh_trio._modelhost.ModelHost`; the
-gRPC service and its Join streams are in :mod:`._model_join`. The server runs
-on a plain asyncio loop of the serving thread (the caller's for
-:meth:`ModelServer.serve`, a thread of its own for ``serve_model``,
-``server.run`` and ``start()``). A sync policy (not ``threaded``) is called
-inline on that loop. Policy calls that must happen in Trio (async policies,
-worker threads) go to a Trio guest run hosted by the same loop
-(:func:`._server_loop.trio_guest`), whose results come back through an
-asyncio future; both share one thread, so neither hand-off blocks. The gRPC
-health service (``""`` is SERVING), 256 MiB message limits, an optional bearer
-token and an optional TLS context.
+The protocol logic lives in :class:`~rlmesh_trio._modelhost.ModelHost`. Policy
+calls that must happen in Trio (async policies, worker threads) go to a Trio
+guest run hosted by the serving loop (:func:`._server_loop.trio_guest`); both
+share one thread, so neither hand-off blocks. On a Join stream a sync policy
+answers in arrival order (which ``concurrent_predict`` allows); async or
+threaded policies take up to ``max_concurrency`` requests at a time, answered
+in completion order while requests for one ``env_id`` keep their order.
 """
 
 from __future__ import annotations
 
-import logging
+import contextlib
 import ssl as ssl_module
-from collections.abc import Callable, Iterable
-from typing import Any
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import Any, ClassVar, cast
+
+import betterproto2
+import grpclib.server
 
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
-from .._wire import WORKFLOW_EDITION
+from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from ..wire._model_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
-from ._model_join import ModelService
+from ._handshake import MODEL_COMPONENT
 from ._server_base import ServerBase
+from ._server_net import decode_or_refuse
 
-__all__ = ["ModelServer"]
-
-log = logging.getLogger("rlmesh_trio.transport.model_server")
+__all__ = ["ModelServer", "serve_model"]
 
 DEFAULT_MAX_CONCURRENCY = 32
 DRAIN_TIMEOUT = 5.0
 
 
 class ModelServer(ServerBase):
-    """Serve ``policy`` on ``address`` over gRPC.
+    """Serve ``policy`` (anything :func:`rlmesh_trio.policy` accepts) on ``address`` over gRPC.
 
-    ``policy`` is anything :func:`rlmesh_trio.policy` accepts. Sync policies
-    run inline on the server's event loop unless ``threaded=True`` (then in a
-    Trio worker thread, one call at a time); async policies run as Trio tasks.
-
-    Ways to run it: blocking :meth:`serve`; ``start()`` / ``wait()`` /
-    ``shutdown()`` or ``with ModelServer(policy) as server:`` from code that is
-    not Trio; ``async with serve_model(policy, address)`` or ``await
-    nursery.start(server.run)`` inside Trio (a thread of its own).
+    Sync policies run inline on the server's event loop unless ``threaded=True``
+    (then in a Trio worker thread, one call at a time); async policies run as
+    Trio tasks. Ways to run it: blocking :meth:`serve`; ``start()`` or ``with``
+    from code that is not Trio; ``serve_model`` or ``nursery.start(server.run)``.
 
     Raises:
         ValueError: ``max_concurrency`` below 1.
@@ -52,6 +47,11 @@ class ModelServer(ServerBase):
     """
 
     kind = "model"
+    service = "rlmesh.model.v1.ModelService"
+    messages: ClassVar[Any] = model_pb
+    component = MODEL_COMPONENT
+    shutdown_refusal = "remote shutdown is disabled for this model endpoint"
+    blank_shutdown_reason = "remote shutdown"
 
     def __init__(
         self,
@@ -88,59 +88,162 @@ class ModelServer(ServerBase):
         """Stopping cancels in-flight requests and closes connections, bounded."""
         return DRAIN_TIMEOUT
 
-    # -- ways to run -----------------------------------------------------------------------
-
-    def serve(self, ready_fd: int | None = None, *, announce_as: str | None = None) -> None:
-        """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
-
-        With ``ready_fd``, writes one line with the bound address
-        (``tcp://127.0.0.1:54321``) to that file descriptor once listening, then
-        closes it, so a parent process can wait for readiness. With
-        ``announce_as``, prints ``serving <announce_as> on <address> (Ctrl+C to
-        stop)`` to stderr once listening.
-
-        Raises:
-            OSError: the address cannot be bound (the port is taken, say).
-        """
-        self._reset_stop()
-        self.serve_blocking(self._announcer(ready_fd, announce_as))
-
     def serve_blocking(self, announce: Callable[[], None]) -> None:
-        """Serve on the calling thread until stopped, ``announce()`` once listening
-        (what ``serve_model``, ``run`` and ``start`` run on their thread).
-
-        Raises:
-            OSError: the address cannot be bound.
-        """
         aio.run_plain_asyncio(lambda: self._serve_plain(announce))
 
     # -- asyncio side ----------------------------------------------------------------------
 
     async def _serve_plain(self, announce: Callable[[], None]) -> None:
         if self.inline:
-            await self._serve_plain_asyncio(announce, close_timeout=DRAIN_TIMEOUT)
+            await self._serve_plain_asyncio(announce)
             return
         async with aio.trio_guest() as guest:
             self._guest = guest
             try:
-                await self._serve_plain_asyncio(announce, close_timeout=DRAIN_TIMEOUT)
+                await self._serve_plain_asyncio(announce)
             finally:
                 self._guest = None
 
-    def _services(self) -> list[Any]:
-        return [ModelService(self)]
+    async def _handshake(self, message: model_pb.HandshakeRequest) -> model_pb.HandshakeResponse:
+        base = self._handshake_reply(
+            message.base, capabilities={CAP_CONCURRENT_PREDICT: "true"}, editions=self.host.editions
+        )
+        return model_pb.HandshakeResponse(base=base)
 
-    def asyncio_invoke(self) -> Invoke:
-        """How asyncio-side code runs a policy function: inline when it is a plain sync
-        call, otherwise in the Trio guest run (async policies, worker threads)."""
-        threaded = self.threaded
+    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        # Pitfall 1: 0.1.0 clients wait for the response headers before sending anything.
+        await stream.send_initial_metadata()
+        if self.inline:
+            await self._join_inline(stream)
+        else:
+            await _ConcurrentJoin(self, stream).run()
 
-        async def invoke(fn: PolicyFn, arg: Any) -> Any:
-            if not fn.is_async and not threaded:
-                return fn.fn(arg)
-            guest = self._guest
-            if guest is None:
-                raise RuntimeError("the model server's Trio run is not up")
-            return await guest.call(self._invoke_in_trio, fn, arg)
+    async def _join_inline(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        host = self.host
+        invoke = self._invoke_policy
+        recv, send = stream.recv_message, stream.send_message  # not async for: one frame less
+        while (data := await recv()) is not None:
+            response = await host.handle(decode_or_refuse(decode_join_request, data), invoke)
+            await send(encode_join_response(response))
+            if response.close is not None:
+                return  # Close ends the stream with status OK, as 0.1.0 does
 
-        return invoke
+    async def _invoke_policy(self, fn: PolicyFn, arg: Any) -> Any:
+        """Run a policy function from the asyncio side: inline when it is a plain sync
+        call, otherwise in the Trio guest run (async policies, worker threads).
+
+        Raises:
+            RuntimeError: the Trio guest run is not up; or what the function raised.
+        """
+        if not fn.is_async and not self.threaded:
+            return fn.fn(arg)
+        guest = self._guest
+        if guest is None:
+            raise RuntimeError("the model server's Trio run is not up")
+        return await guest.call(self._invoke_in_trio, fn, arg)
+
+
+def _ordering_keys(request: model_pb.JoinRequest) -> list[str]:
+    """The env_ids whose request order this request must keep."""
+    name, body = betterproto2.which_one_of(request, "kind")
+    body = cast(Any, body)
+    if name == "grouped_predict":
+        return sorted({g.context.env_id for g in body.groups if g.context is not None})
+    context = getattr(body, "context", None)
+    return [context.env_id] if context is not None and context.env_id else []
+
+
+class _ConcurrentJoin:
+    """One Join stream whose requests run concurrently (async or threaded policies)."""
+
+    def __init__(self, server: ModelServer, stream: grpclib.server.Stream[Any, Any]) -> None:
+        self._host = server.host
+        self._invoke = server._invoke_policy
+        self._stream = stream
+        self._slots = aio.AsyncioSemaphore(server.max_concurrency)
+        self._send_lock = aio.AsyncioLock()
+        self._tails: dict[str, aio.AsyncioTask[None]] = {}
+        self._tasks: set[aio.AsyncioTask[None]] = set()
+        self._failure: BaseException | None = None
+
+    async def run(self) -> None:
+        try:
+            async for data in self._stream:
+                request = decode_or_refuse(decode_join_request, data)
+                if self._failure is not None:
+                    raise self._failure
+                if request.close is not None:
+                    await self._drain()
+                    response = await self._host.handle(request, self._invoke)
+                    await self._send(response)
+                    return
+                await self._slots.acquire()
+                self._spawn(request)
+            await self._drain()
+            if self._failure is not None:
+                raise self._failure
+        finally:
+            for task in self._tasks:
+                task.cancel()
+
+    def _spawn(self, request: model_pb.JoinRequest) -> None:
+        keys = _ordering_keys(request)
+        before = [self._tails[k] for k in keys if k in self._tails]
+        task = aio.spawn(self._process(request, before))
+        self._tasks.add(task)
+        for key in keys:
+            self._tails[key] = task
+
+        def done(finished: aio.AsyncioTask[None]) -> None:
+            self._tasks.discard(finished)
+            self._slots.release()
+            for key in keys:
+                if self._tails.get(key) is finished:
+                    del self._tails[key]
+            if not finished.cancelled() and finished.exception() is not None:
+                self._failure = self._failure or finished.exception()
+
+        task.add_done_callback(done)
+
+    async def _process(
+        self, request: model_pb.JoinRequest, before: list[aio.AsyncioTask[None]]
+    ) -> None:
+        if before:
+            # asyncio.wait, not gather: our cancellation must not cancel the predecessors.
+            await aio.asyncio_wait(before)
+        response = await self._host.handle(request, self._invoke)
+        await self._send(response)
+
+    async def _send(self, response: model_pb.JoinResponse) -> None:
+        data = encode_join_response(response)
+        async with self._send_lock:
+            await self._stream.send_message(data)
+
+    async def _drain(self) -> None:
+        while self._tasks:
+            await aio.asyncio_wait(list(self._tasks))
+
+
+@contextlib.asynccontextmanager
+async def serve_model(
+    policy: Any, address: str = "127.0.0.1:0", **options: Any
+) -> AsyncIterator[ModelServer]:
+    """Serve ``policy`` over gRPC from a Trio program; yields the server once it is listening.
+
+    ``options`` are :class:`ModelServer`'s. The server runs on a thread of its
+    own with a plain asyncio loop, so the caller's run needs no asyncio. An
+    async (Trio) policy runs in a Trio guest run hosted by that loop, not the
+    caller's run, so it must not wait on the caller's Trio objects. Thread
+    safety: the policy is called from threads other than the caller's.
+
+    Cancellation: leaving the block (normally, by error or by cancellation)
+    stops the server, cancelling in-flight requests; the caller waits
+    shielded and bounded for its thread, so it cannot hang.
+
+    Raises:
+        InvalidSpec: a bad address.
+        OSError: the server cannot listen (the port is taken, say).
+    """
+    server = ModelServer(policy, address, **options)
+    async with aio.serving_in_thread(server):
+        yield server

@@ -1,20 +1,10 @@
-"""What the env and model servers share: bind address, token, handshake, the blocking serve.
+"""What the env and model servers share: the blocking serve and the ways to run it.
 
-Both servers are grpclib servers on a plain asyncio loop (protocol notes
-§8): a bind address in the forms 0.1.0 accepts (parsed by
-:func:`~._address.parse_address`), a listening socket of ours (see
-:mod:`._server_net`), the gRPC health service, wire-v1's 256 MiB message cap,
-an optional bearer token compared in constant time, the generation-only
-handshake, a Shutdown refused unless allowed, and a blocking serve that stops
-on SIGINT/SIGTERM (main thread only) and announces readiness. Each server
-keeps its own Join semantics; only this plumbing lives here.
-
-Every other way to run a server wraps the blocking serve on a thread:
-``serve_env``/``serve_model`` and ``server.run`` for Trio programs
-(:mod:`._server_trio`), ``start``/``wait``/``shutdown`` and ``with`` for code
-that is not Trio (:class:`~._server_sync.SyncLifecycle`), both through
-:class:`~._server_sync.ServingThread`. They stop it with
-:meth:`ServerBase.stop_threadsafe`.
+Both are grpclib servers on a plain asyncio loop (protocol notes §8) with the
+generation-only handshake and a Shutdown refused unless allowed; each keeps
+its own Join semantics. The blocking serve stops on an accepted remote
+Shutdown, on :meth:`ServerBase.stop_threadsafe` and (main thread only) on
+SIGINT/SIGTERM; every other way runs it on a thread (:mod:`._server_loop`).
 """
 
 from __future__ import annotations
@@ -26,10 +16,11 @@ import ssl as ssl_module
 import sys
 import threading
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, ClassVar, TypeVar
+from types import TracebackType
+from typing import Any, ClassVar
 
-import grpclib.config
 import grpclib.const
+import grpclib.server
 import trio
 from grpclib.const import Status
 from grpclib.exceptions import GRPCError
@@ -39,100 +30,17 @@ from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
 from . import _server_loop as aio
 from ._address import parse_address
 from ._handshake import local_peer_info
-from ._server_net import Listener, open_listener
-from ._server_sync import SyncLifecycle
-from ._server_trio import run_until_stopped
+from ._server_net import Listener, open_listener, unary
 
-__all__ = [
-    "SHUTDOWN_GRACE",
-    "ServerBase",
-    "announce_line",
-    "decode_or_refuse",
-    "handshake_reply",
-    "raw_join",
-    "write_ready",
-]
+__all__ = ["ServerBase"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
-
-M = TypeVar("M")
 
 #: Let a Shutdown reply leave before the server starts closing connections.
 SHUTDOWN_GRACE = 0.05
 
 
-def handshake_reply(
-    base: core_pb.HandshakeRequest | None,
-    *,
-    component: str,
-    capabilities: Mapping[str, str],
-    editions: Iterable[str],
-) -> core_pb.HandshakeResponse:
-    """The base HandshakeResponse: only the generation decides compatibility (§2.1);
-    editions are the runtime's business. 0.1.0's error text for a mismatch.
-
-    Raises:
-        GRPCError: INVALID_ARGUMENT when the request has no base.
-    """
-    if base is None:
-        raise GRPCError(Status.INVALID_ARGUMENT, "handshake request missing base")
-    compatible = base.protocol_generation.strip() == PROTOCOL_GENERATION
-    return core_pb.HandshakeResponse(
-        compatible=compatible,
-        peer_info=local_peer_info(component),
-        capabilities=dict(capabilities),
-        supported_workflow_editions=list(editions),
-        preferred_workflow_edition=WORKFLOW_EDITION,
-        error_message=None
-        if compatible
-        else (
-            f"protocol generation {base.protocol_generation} not compatible with server "
-            f"{PROTOCOL_GENERATION}"
-        ),
-    )
-
-
-def raw_join(
-    mapping: dict[str, grpclib.const.Handler], path: str, handler: Callable[..., Any]
-) -> dict[str, grpclib.const.Handler]:
-    """A generated service's mapping with Join at ``path`` taken over at the stream level:
-    raw bytes each way, so the session parses and serialises Join messages itself
-    (the hand codecs of :mod:`rlmesh_trio.wire`, betterproto2 for the rest)."""
-    mapping[path] = grpclib.const.Handler(
-        handler, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
-    )
-    return mapping
-
-
-def decode_or_refuse(decode: Callable[[bytes], M], data: bytes) -> M:
-    """``decode(data)``, or INVALID_ARGUMENT saying why.
-
-    No request id can be read from bytes that do not parse, so no typed reply
-    is possible: the stream ends with this status (once the requests in flight
-    are answered) rather than grpclib's UNKNOWN for an application error.
-
-    Raises:
-        GRPCError: INVALID_ARGUMENT when ``data`` is not a message ``decode`` reads.
-    """
-    try:
-        return decode(data)
-    except Exception as exc:
-        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
-
-
-def write_ready(ready_fd: int | None, url: str) -> None:
-    """Announce readiness the 0.1.0 way: one line with the bound URL on ``ready_fd``, closed."""
-    if ready_fd is not None:
-        with os.fdopen(ready_fd, "w") as ready:
-            ready.write(url + "\n")
-
-
-def announce_line(label: str, address: str) -> str:
-    """The line a served CLI prints once bound: ``serving CartPole-v1 on 127.0.0.1:PORT``."""
-    return f"serving {label} on {address} (Ctrl+C to stop)"
-
-
-class ServerBase(SyncLifecycle):
+class ServerBase:
     """The plumbing both servers share; subclasses implement :meth:`serve_blocking`.
 
     ``kind`` names the endpoint in logs and in the token refusal
@@ -140,6 +48,16 @@ class ServerBase(SyncLifecycle):
     """
 
     kind: ClassVar[str] = "endpoint"
+    #: The gRPC service served (``rlmesh.env.v1.EnvService``), the generated module of
+    #: its messages, and our component name in handshakes.
+    service: ClassVar[str]
+    messages: ClassVar[Any]
+    component: ClassVar[str]
+    #: A refused Shutdown's message, and the reason an accepted one without any records.
+    shutdown_refusal: ClassVar[str]
+    blank_shutdown_reason: ClassVar[str] = ""
+    #: HTTP/2 flow-control windows in bytes (``None``: grpclib's 64 KiB).
+    http2_window: ClassVar[int | None] = None
 
     def __init__(
         self,
@@ -149,7 +67,6 @@ class ServerBase(SyncLifecycle):
         ssl: ssl_module.SSLContext | None,
         allow_remote_shutdown: bool,
     ) -> None:
-        super().__init__()
         self._bind = parse_address(address)
         self._token = token
         self._ssl = ssl
@@ -163,8 +80,8 @@ class ServerBase(SyncLifecycle):
         self._stop_lock = threading.Lock()
         self._serving_loop: aio.AsyncioLoop | None = None
         self._stop_asked = False
-
-    # -- facts -----------------------------------------------------------------------------
+        self._life_lock = threading.Lock()
+        self._serving: aio.ServingThread | None = None  # start()'s thread
 
     @property
     def address(self) -> str:
@@ -192,81 +109,148 @@ class ServerBase(SyncLifecycle):
         """Seconds stopping may take (drain in-flight requests, close); subclasses set it."""
         return 5.0
 
-    def serve_blocking(self, announce: Callable[[], None]) -> None:
-        """Serve on the calling thread until stopped; ``announce()`` once listening.
+    # -- ways to run -----------------------------------------------------------------------
 
-        What every other way of running a server runs on its thread, and what
-        each server's public ``serve()`` wraps. Stops on an accepted remote
-        Shutdown, on :meth:`stop_threadsafe`, and (main thread only) on
-        SIGINT/SIGTERM.
+    def serve_blocking(self, announce: Callable[[], None]) -> None:
+        """Serve on the calling thread until stopped, ``announce()`` once listening: what
+        ``serve()`` wraps and every other way of running a server runs on its thread.
+
+        Raises:
+            OSError: the address cannot be bound.
         """
         raise NotImplementedError
 
-    def shutdown_reply(
-        self, base: core_pb.ShutdownRequest | None, *, refusal: str, blank_reason: str = ""
-    ) -> core_pb.ShutdownResponse:
-        """Answer a remote Shutdown (asyncio side): refused with ``refusal`` unless
-        ``allow_remote_shutdown``; otherwise :meth:`request_shutdown` runs shortly after,
-        once the reply is on its way, with the request's reason (or ``blank_reason``).
+    def serve(self, ready_fd: int | None = None, *, announce_as: str | None = None) -> None:
+        """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
+
+        With ``ready_fd``, writes one line with the bound address
+        (``tcp://127.0.0.1:54321``) to that file descriptor once listening, then
+        closes it, so a parent process can wait for readiness. With
+        ``announce_as``, prints ``serving <announce_as> on <address> (Ctrl+C to
+        stop)`` to stderr once listening.
 
         Raises:
-            GRPCError: INVALID_ARGUMENT when the request has no base.
+            OSError: the address cannot be bound (the port is taken, say).
         """
-        if base is None:
-            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
-        if not self.allow_remote_shutdown:
-            return core_pb.ShutdownResponse(accepted=False, message=refusal)
-        reason = base.reason
-        aio.running_loop().call_later(SHUTDOWN_GRACE, self.request_shutdown, reason or blank_reason)
-        text = f"shutdown accepted: {reason}" if reason else "shutdown accepted"
-        return core_pb.ShutdownResponse(accepted=True, message=text)
+        self._reset_stop()
+        self.serve_blocking(self._announcer(ready_fd, announce_as))
 
     def refuse_thread(self, what: str) -> None:
-        """Raise when this server cannot be served from a thread of its own (``what``
-        names the call); every server can, but an env server with
-        ``env_thread="caller"``.
+        """Refuse to serve from a thread of its own (``what`` names the call), as only an
+        env server with ``env_thread="caller"`` does.
 
         Raises:
             ValueError: the server needs the caller's thread.
         """
 
     async def run(self, *, task_status: Any = trio.TASK_STATUS_IGNORED) -> None:
-        """Listen, report ``task_status.started(self)``, and serve until cancelled or a
-        remote Shutdown is accepted, for ``await nursery.start(server.run)`` in a Trio
-        program: the server runs on a thread of its own (as under ``serve_env`` and
-        ``serve_model``).
+        """``await nursery.start(server.run)``: serve on a thread of its own (as under
+        ``serve_env``), ``task_status.started(self)`` once listening, until cancelled or
+        a remote Shutdown is accepted.
 
-        Cancellation: stops listening, ends open streams, waits (bounded) for
-        in-flight calls, then closes what the server owns; all shielded and
-        bounded, so it cannot hang the caller.
+        Cancellation: stops the server as leaving ``serve_env`` does (shielded and
+        bounded, so it cannot hang the caller).
 
         Raises:
             ValueError: see :meth:`refuse_thread`.
             OSError: the address cannot be bound.
         """
         self.refuse_thread(f"{type(self).__name__}.run")
-        await run_until_stopped(self, task_status)
+        async with aio.serving_in_thread(self) as stopped:
+            task_status.started(self)
+            await stopped.wait()
+
+    def start(self, timeout: float | None = None) -> Any:
+        """Serve on a background (daemon) thread; return the server once it is listening.
+
+        ``timeout`` bounds the wait for the server to bind (``None``: no bound).
+        Env calls run where ``env_thread`` says, as under ``serve_env``; signals
+        are left to the caller (call :meth:`shutdown` from your own handler).
+
+        Raises:
+            RuntimeError: the server was started before, or did not bind within
+                ``timeout`` (it is then asked to stop).
+            OSError: the address cannot be bound (the port is taken, say).
+        """
+        ready = threading.Event()
+
+        def ended() -> None:
+            if ready.is_set() and serving.failure is not None:
+                log.error("%s server failed", self.kind, exc_info=serving.failure)
+            ready.set()
+
+        with self._life_lock:
+            if self._serving is not None:
+                raise RuntimeError(f"the {self.kind} server was started already")
+            self._reset_stop()
+            serving = aio.ServingThread(self, on_listening=ready.set, on_ended=ended)
+            self._serving = serving
+            serving.thread.start()
+        if not ready.wait(timeout):
+            self.shutdown()
+            raise RuntimeError(f"the {self.kind} server did not start within {timeout}s")
+        if serving.ended.is_set():
+            serving.thread.join()
+            serving.raise_failure()
+        return self
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for a started server to stop; ``True`` once stopped (or never started),
+        ``False`` if ``timeout`` seconds passed first."""
+        return self._serving is None or self._serving.ended.wait(timeout)
+
+    def shutdown(self) -> None:
+        """Stop a started server and wait for it; idempotent (a no-op when it was never
+        started or has stopped).
+
+        An open Join session ends UNAVAILABLE and its connection is closed, so a
+        route mid-episode fails cleanly. The wait is bounded by the server's close
+        bound plus a second; a thread stuck in user code (an env call that never
+        returns) is left behind (a daemon thread) with a warning.
+        """
+        serving = self._serving
+        if serving is None or serving.ended.is_set():
+            return
+        self.stop_threadsafe()
+        bound = serving.bound()
+        if not serving.ended.wait(bound):
+            serving.left_behind(bound)
+            return
+        serving.thread.join(bound)
+
+    def __enter__(self) -> Any:
+        """Start the server unless it runs already; the ``with`` block's value is the server."""
+        if self._serving is None:
+            self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.shutdown()
 
     def _announcer(self, ready_fd: int | None, label: str | None) -> Callable[[], None]:
-        """What the blocking serve announces: the ready-fd line, and with ``label`` one
-        line on stderr naming what is served and where."""
+        """Once bound: the ready-fd line (0.1.0's way: the URL, then the fd is closed), and
+        with ``label`` a ``serving <label> on <address>`` line on stderr."""
 
         def announce() -> None:
-            write_ready(ready_fd, self.url)
+            if ready_fd is not None:
+                with os.fdopen(ready_fd, "w") as ready:
+                    ready.write(self.url + "\n")
             if label is not None:
-                print(announce_line(label, self.address), file=sys.stderr, flush=True)
+                line = f"serving {label} on {self.address} (Ctrl+C to stop)"
+                print(line, file=sys.stderr, flush=True)
 
         return announce
 
-    # -- stopping from another thread ------------------------------------------------------
+    # -- stopping ----------------------------------------------------------------------------
 
     def stop_threadsafe(self) -> None:
-        """Ask a running serve to stop, from any thread (never blocks).
-
-        An owner's stop: unlike a remote Shutdown it leaves
-        :attr:`shutdown_reason` alone. Asked before the serving loop is up, the
-        loop stops as soon as it has started.
-        """
+        """Ask a running serve to stop, from any thread (never blocks), leaving
+        :attr:`shutdown_reason` alone; asked before the loop is up, it stops once up."""
         with self._stop_lock:
             self._stop_asked = True
             loop = self._serving_loop
@@ -283,18 +267,6 @@ class ServerBase(SyncLifecycle):
         self._shutdown_reason = describe_signal(signum)
         log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
 
-    # -- the blocking serve on a plain asyncio loop ----------------------------------------
-
-    def _services(self) -> list[Any]:
-        """The gRPC services this server offers (health is added); subclasses say."""
-        raise NotImplementedError
-
-    async def _close(self) -> None:
-        """Stop serving (asyncio side): the listener and whatever else the server owns."""
-        if self._listener is not None:
-            listener, self._listener = self._listener, None
-            await listener.close(self.close_bound() / 2)
-
     def request_shutdown(self, reason: str = "") -> None:
         """Ask the serve to stop, recording ``reason`` (on the serving loop's thread;
         never blocks): an accepted remote Shutdown, or a signal."""
@@ -306,16 +278,90 @@ class ServerBase(SyncLifecycle):
         if self._stop is not None:
             self._stop.set()
 
-    async def _serve_plain_asyncio(
+    # -- the gRPC service (asyncio side) ----------------------------------------------------
+
+    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
+        """What grpclib serves: Handshake and Shutdown through the codec, Join as raw bytes
+        each way, which :meth:`_join` parses and builds itself (:mod:`rlmesh_trio.wire`)."""
+        pb, one = self.messages, grpclib.const.Cardinality.UNARY_UNARY
+        return {
+            f"/{self.service}/Handshake": grpclib.const.Handler(
+                unary(self._handshake), one, pb.HandshakeRequest, pb.HandshakeResponse
+            ),
+            f"/{self.service}/Join": grpclib.const.Handler(
+                self._join, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
+            ),
+            f"/{self.service}/Shutdown": grpclib.const.Handler(
+                unary(self._shutdown), one, pb.ShutdownRequest, pb.ShutdownResponse
+            ),
+        }
+
+    async def _handshake(self, message: Any) -> Any:
+        raise NotImplementedError
+
+    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+        raise NotImplementedError
+
+    def _handshake_reply(
         self,
-        announce: Callable[[], None],
+        base: core_pb.HandshakeRequest | None,
         *,
-        config: grpclib.config.Configuration | None = None,
-        close_timeout: float,
-    ) -> None:
-        """Listen, announce, serve until stopped (a remote Shutdown, SIGINT/SIGTERM on
-        the main thread, or :meth:`stop_threadsafe`), then :meth:`_close` bounded by
-        ``close_timeout``. Runs inside :func:`._server_loop.run_plain_asyncio`.
+        capabilities: Mapping[str, str],
+        editions: Iterable[str],
+    ) -> core_pb.HandshakeResponse:
+        """The base HandshakeResponse: only the generation decides compatibility (§2.1);
+        editions are the runtime's business. 0.1.0's error text for a mismatch.
+
+        Raises:
+            GRPCError: INVALID_ARGUMENT when the request has no base.
+        """
+        if base is None:
+            raise GRPCError(Status.INVALID_ARGUMENT, "handshake request missing base")
+        compatible = base.protocol_generation.strip() == PROTOCOL_GENERATION
+        return core_pb.HandshakeResponse(
+            compatible=compatible,
+            peer_info=local_peer_info(self.component),
+            capabilities=dict(capabilities),
+            supported_workflow_editions=list(editions),
+            preferred_workflow_edition=WORKFLOW_EDITION,
+            error_message=None
+            if compatible
+            else (
+                f"protocol generation {base.protocol_generation} not compatible with server "
+                f"{PROTOCOL_GENERATION}"
+            ),
+        )
+
+    async def _shutdown(self, message: Any) -> Any:
+        """A remote Shutdown: refused unless ``allow_remote_shutdown``; otherwise
+        :meth:`request_shutdown` runs once the reply is on its way, with the request's
+        reason (or :attr:`blank_shutdown_reason`).
+
+        Raises:
+            GRPCError: INVALID_ARGUMENT when the request has no base.
+        """
+        base = message.base
+        if base is None:
+            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
+        if not self.allow_remote_shutdown:
+            reply = core_pb.ShutdownResponse(accepted=False, message=self.shutdown_refusal)
+        else:
+            reason = base.reason or self.blank_shutdown_reason
+            aio.running_loop().call_later(SHUTDOWN_GRACE, self.request_shutdown, reason)
+            text = f"shutdown accepted: {base.reason}" if base.reason else "shutdown accepted"
+            reply = core_pb.ShutdownResponse(accepted=True, message=text)
+        return self.messages.ShutdownResponse(base=reply)
+
+    # -- the blocking serve on a plain asyncio loop ------------------------------------------
+
+    async def _close(self) -> None:
+        """Stop serving (asyncio side): the listener and whatever else the server owns."""
+        if self._listener is not None:
+            listener, self._listener = self._listener, None
+            await listener.close(self.close_bound() / 2)
+
+    async def _serve_plain_asyncio(self, announce: Callable[[], None]) -> None:
+        """Listen, announce, serve until stopped, then :meth:`_close` (bounded).
 
         Raises:
             OSError: the address cannot be bound.
@@ -324,11 +370,11 @@ class ServerBase(SyncLifecycle):
         self._stop = stop = aio.AsyncioEvent()
         self._listener = await open_listener(
             self._bind,
-            self._services(),
+            [self],
             kind=self.kind,
             token=self._token,
             ssl=self._ssl,
-            config=config,
+            window=self.http2_window,
         )
         self._address = self._listener.address
         handled = threading.current_thread() is threading.main_thread()
@@ -354,6 +400,7 @@ class ServerBase(SyncLifecycle):
             if handled:
                 for signum in SERVER_SIGNALS:
                     loop.remove_signal_handler(signum)
+            close_timeout = self.close_bound()
             try:
                 await aio.asyncio_wait_for(self._close(), close_timeout)
             except TimeoutError:

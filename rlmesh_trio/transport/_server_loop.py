@@ -1,24 +1,31 @@
-"""The servers' plain asyncio loop: where server-side asyncio lives, on public API only.
+"""Where server code runs: a plain asyncio loop on a thread of its own; the one module
+that imports asyncio (public API only).
 
 grpclib is asyncio code, so each server runs a plain asyncio loop on a
-thread of its own (never trio-asyncio, never the caller's Trio thread). The
-server modules use asyncio only through the names re-exported here, so one
-file shows every asyncio feature they rely on. A policy that needs Trio (an
-async policy, a worker thread) runs in a Trio *guest run* hosted by that same
-loop (:func:`trio_guest`), Trio's public way to share a thread with asyncio.
-
-Nothing here runs at import: no loop, no policy change, no threads.
+:class:`ServingThread` (never trio-asyncio, never the caller's Trio thread),
+using asyncio only through the names here; its requests never wait for the
+caller's Trio thread (only for the GIL). :func:`serving_in_thread` runs one for
+a Trio program. A policy that needs Trio (an async policy, a worker thread)
+runs in a Trio *guest run* hosted by the same loop (:func:`trio_guest`), Trio's
+public way to share a thread with asyncio; env calls run on :class:`EnvWorkers`.
+Nothing here runs at import.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import queue
+import threading
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
 from contextlib import asynccontextmanager
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import trio
+
+if TYPE_CHECKING:
+    from ._server_base import ServerBase
 
 __all__ = [
     "AsyncioCancelledError",
@@ -28,6 +35,8 @@ __all__ = [
     "AsyncioLoop",
     "AsyncioSemaphore",
     "AsyncioTask",
+    "EnvWorkers",
+    "ServingThread",
     "TrioGuest",
     "asyncio_shield",
     "asyncio_sleep",
@@ -35,11 +44,14 @@ __all__ = [
     "asyncio_wait_for",
     "run_plain_asyncio",
     "running_loop",
+    "serving_in_thread",
     "spawn",
     "trio_guest",
 ]
 
 T = TypeVar("T")
+
+log = logging.getLogger("rlmesh_trio.transport.server")
 
 AsyncioCancelledError = asyncio.CancelledError
 AsyncioEvent = asyncio.Event
@@ -55,11 +67,8 @@ asyncio_wait_for = asyncio.wait_for
 
 
 def run_plain_asyncio(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
-    """Run ``main()`` to completion on a fresh standard asyncio loop of the calling thread.
-
-    The loop is a ``SelectorEventLoop`` made here (whatever event loop policy
-    the process has installed), run by ``asyncio.Runner`` and closed on the way
-    out, so two server threads never share one.
+    """Run ``main()`` on a fresh ``SelectorEventLoop`` of the calling thread (whatever
+    loop policy the process has installed), closed on the way out.
 
     Raises:
         Whatever ``main`` raises.
@@ -130,21 +139,17 @@ class TrioGuest:
                 raise
             if not future.done():
                 future.set_result(result)
-        if not future.done():
-            future.cancel()
 
 
 @asynccontextmanager
 async def trio_guest() -> AsyncIterator[TrioGuest]:
-    """Run a Trio guest run on the running asyncio loop for the block; yields it once it
-    runs (hand it calls with :meth:`TrioGuest.call`).
+    """A Trio guest run on the running asyncio loop for the block, yielded once it runs.
 
-    Leaving the block cancels the guest's tasks and waits for the run to end.
-    The host loop owns signals (``host_uses_signal_set_wakeup_fd``): handlers
-    the loop installs with ``add_signal_handler`` replace Trio's SIGINT handler.
+    The host loop owns signals (``host_uses_signal_set_wakeup_fd``): its
+    ``add_signal_handler`` handlers replace Trio's SIGINT handler.
 
-    Cancellation: cancelling the block's task still cancels the guest and
-    waits for it (shielded), so no Trio run outlives its host loop.
+    Cancellation: leaving the block, even by cancellation, cancels the guest's
+    tasks and waits (shielded) for the run to end: no Trio run outlives its loop.
 
     Raises:
         Whatever the guest run raised (after the block).
@@ -189,3 +194,220 @@ async def trio_guest() -> AsyncIterator[TrioGuest]:
         await asyncio.shield(ended)
     if errors:
         raise errors[0]
+
+
+class ServingThread:
+    """``serve(on_listening)`` on a daemon thread (``server.serve_blocking`` unless
+    given), ``on_ended()`` once it is done (on that thread); :attr:`failure` is what
+    the serve raised."""
+
+    def __init__(
+        self,
+        server: ServerBase,
+        *,
+        on_listening: Callable[[], None],
+        on_ended: Callable[[], None],
+        serve: Callable[[Callable[[], None]], None] | None = None,
+    ) -> None:
+        self.server = server
+        self.failure: BaseException | None = None
+        self.ended = threading.Event()
+        self._serve = server.serve_blocking if serve is None else serve
+        self._on_listening = on_listening
+        self._on_ended = on_ended
+        name = f"rlmesh-trio-{server.kind}-server"
+        self.thread = threading.Thread(target=self._main, name=name, daemon=True)
+
+    def _main(self) -> None:
+        try:
+            self._serve(self._on_listening)
+        except BaseException as exc:
+            self.failure = exc
+        finally:
+            self.ended.set()
+            self._on_ended()
+
+    def raise_failure(self) -> None:
+        """For a serve that ended before it listened.
+
+        Raises:
+            BaseException: what it raised (RuntimeError when it raised nothing).
+        """
+        if self.failure is not None:
+            raise self.failure
+        raise RuntimeError(f"the {self.server.kind} server stopped before it was listening")
+
+    def bound(self) -> float:
+        """How long stopping may take: the server's close bound plus a second."""
+        return self.server.close_bound() + 1.0
+
+    def left_behind(self, bound: float) -> None:
+        log.warning(
+            "%s server %s did not stop within %ss; leaving its thread behind",
+            self.server.kind,
+            self.server._address,
+            bound,
+        )
+
+    async def stop_from_trio(self, finished: trio.Event) -> None:
+        """Ask the server to stop and wait for ``finished`` (the thread's end): shielded,
+        bounded by :meth:`bound`."""
+        self.server.stop_threadsafe()
+        bound = self.bound()
+        with trio.CancelScope(shield=True), trio.move_on_after(bound):
+            await finished.wait()
+        if not finished.is_set():
+            self.left_behind(bound)
+
+
+def _thread_for_trio(server: ServerBase) -> tuple[ServingThread, trio.Event, trio.Event]:
+    """The serving thread, and two events it sets in the calling Trio run: listening
+    or ended, and ended."""
+    token = trio.lowlevel.current_trio_token()
+    settled, finished = trio.Event(), trio.Event()
+
+    def tell(fn: Callable[[], None]) -> None:
+        with contextlib.suppress(trio.RunFinishedError):  # the caller stopped waiting long ago
+            token.run_sync_soon(fn)
+
+    def ended() -> None:
+        finished.set()
+        settled.set()
+
+    serving = ServingThread(
+        server, on_listening=lambda: tell(settled.set), on_ended=lambda: tell(ended)
+    )
+    return serving, settled, finished
+
+
+@asynccontextmanager
+async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
+    """Run ``server.serve_blocking`` on a dedicated thread for the ``async with`` block;
+    yields, once listening, an event set when the server stops by itself (an
+    accepted remote Shutdown; the block's body keeps running).
+
+    Cancellation: leaving the block (however, even while starting) asks the
+    server to stop and waits for its thread, shielded and bounded by the
+    server's close bound plus a second: a thread stuck in user code is left
+    behind (a daemon thread) with a warning.
+
+    Raises:
+        OSError: the server could not listen.
+        RuntimeError: the server stopped before it was listening.
+        Whatever the server raised while serving or stopping, on leaving the
+        block, unless the body raised first (then it is logged).
+    """
+    serving, settled, finished = _thread_for_trio(server)
+    server._reset_stop()
+    serving.thread.start()
+    try:
+        await settled.wait()
+        # A caller cancelled while we started never enters the block, whatever
+        # the checkpoints above did with the cancellation.
+        await trio.lowlevel.checkpoint_if_cancelled()
+    except BaseException:
+        await serving.stop_from_trio(finished)  # cancelled while starting
+        raise
+    if finished.is_set():
+        serving.raise_failure()
+    body_failed = True
+    try:
+        yield finished
+        body_failed = False
+    finally:
+        await serving.stop_from_trio(finished)
+        if serving.failure is not None and finished.is_set():
+            if body_failed:
+                log.error("%s server failed", server.kind, exc_info=serving.failure)
+            else:
+                raise serving.failure
+
+
+_STOP = object()
+_WAKE = object()
+
+
+class EnvWorkers:
+    """A FIFO of blocking env calls and ``size`` daemon threads that run them; with
+    ``size=0`` another thread runs them (:meth:`work_here`: the one that called a
+    blocking ``serve()``, for envs tied to the thread that made them).
+
+    Leaner than ``loop.run_in_executor`` (a concurrent.futures future and two
+    hops per call): a finished job resolves its waiter through the serving
+    loop's ``call_soon_threadsafe``. Jobs start in submission order, which the
+    env host's scheduler relies on (an earlier request always gets a thread
+    before a later one that waits for it).
+    """
+
+    def __init__(self, size: int) -> None:
+        self._schedule: Callable[..., Any] | None = None
+        self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
+        self._stopped = False
+        self._threads = [
+            threading.Thread(target=self._work, name=f"rlmesh-trio-env-{i}", daemon=True)
+            for i in range(size)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
+        """Report finished jobs to a plain asyncio loop (``call_soon_threadsafe``)."""
+        self._schedule = loop.call_soon_threadsafe
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+        """Run ``fn(*args)`` on a worker; the returned future resolves on the event loop.
+
+        Asyncio side only. Cancelling the future does not stop the call (an env
+        call cannot be interrupted); its result is then dropped.
+
+        Raises:
+            RuntimeError: the pool is stopped.
+        """
+        if self._stopped:
+            raise RuntimeError("the env worker pool is stopped")
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        self._jobs.put((fn, args, settle))
+        return future
+
+    def stop(self) -> None:
+        """Let idle threads exit; a thread inside a slow env call exits when it returns."""
+        if self._stopped:
+            return
+        self._stopped = True
+        for _ in self._threads:
+            self._jobs.put(_STOP)
+
+    def wake(self) -> None:
+        """Unblock :meth:`work_here` so it can notice that it should return."""
+        self._jobs.put(_WAKE)
+
+    def work_here(self, until: threading.Event) -> None:
+        """Run jobs on the calling thread until ``until`` is set (blocking)."""
+        self._work(until)
+
+    def _work(self, until: threading.Event | None = None) -> None:
+        while until is None or not until.is_set():
+            job = self._jobs.get()
+            if job is _STOP:
+                return
+            if job is not _WAKE:
+                self._run(*job)
+
+    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], settle: Any) -> None:
+        try:
+            result, error = fn(*args), None
+        except BaseException as exc:
+            result, error = None, exc
+        schedule = self._schedule
+        if schedule is not None:
+            with contextlib.suppress(RuntimeError):  # the loop is closed; nobody waits any more
+                schedule(settle, result, error)

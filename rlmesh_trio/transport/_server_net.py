@@ -1,12 +1,11 @@
-"""The network side both servers share: listening sockets, the codec, the token, grpclib.
+"""The grpclib side both servers share: listening sockets, the codec, the token, handlers.
 
-Everything goes through public API: grpclib's ``Server`` (given our own
-listening socket), a codec subclass, a ``RecvRequest`` listener for the
-bearer token, and plain ``socket`` calls. The listening socket is ours, so
-port 0 resolves and accepted sockets get ``TCP_NODELAY`` (its protocol is
-``IPPROTO_TCP``), and it remembers what it accepted: stopping a server then
-shuts those connections down, so a client mid-session sees its connection
-end at once instead of waiting on a connection nobody serves any more.
+Public API only: grpclib's ``Server`` started on a listening socket of ours, a
+codec subclass, a ``RecvRequest`` listener for the bearer token, plain
+``socket`` calls. Our socket resolves port 0, gives accepted sockets
+``TCP_NODELAY`` (its protocol is ``IPPROTO_TCP``) and remembers what it
+accepted, so stopping a server shuts those connections down and a client
+mid-session sees its connection end at once.
 """
 
 from __future__ import annotations
@@ -19,8 +18,8 @@ import socket
 import ssl as ssl_module
 import stat
 import weakref
-from collections.abc import Callable, Coroutine
-from typing import Any
+from collections.abc import Awaitable, Callable, Coroutine
+from typing import Any, TypeVar
 
 import grpclib.config
 import grpclib.server
@@ -34,9 +33,11 @@ from .._wire import MAX_MESSAGE_BYTES
 from . import _server_loop as aio
 from ._address import Address
 
-__all__ = ["Listener", "SizeLimitedCodec", "open_listener"]
+__all__ = ["Listener", "SizeLimitedCodec", "decode_or_refuse", "open_listener", "unary"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
+
+M = TypeVar("M")
 
 
 def _too_big(size: int) -> GRPCError:
@@ -49,10 +50,10 @@ def _too_big(size: int) -> GRPCError:
 class SizeLimitedCodec(ProtoCodec):
     """grpclib caps no message size itself; apply wire-v1's 256 MiB in both directions.
 
-    A method registered with ``bytes`` request/response types gets the raw
-    message (its handler parses and serialises it itself, see the fast codecs).
-    An undecodable message becomes INVALID_ARGUMENT: without a request id no
-    typed reply is possible, and grpclib would otherwise report UNKNOWN.
+    A method registered with ``bytes`` types (Join) gets the raw message, for
+    the hand codecs of :mod:`rlmesh_trio.wire`. An undecodable message becomes
+    INVALID_ARGUMENT: without a request id no typed reply is possible, and
+    grpclib would say UNKNOWN.
     """
 
     def encode(self, message: Any, message_type: Any) -> bytes:
@@ -73,6 +74,29 @@ class SizeLimitedCodec(ProtoCodec):
             raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
 
 
+def unary(answer: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[None]]:
+    """A grpclib handler for a unary method: the request (decoded by the codec) to
+    ``answer``, and its reply back."""
+
+    async def handle(stream: grpclib.server.Stream[Any, Any]) -> None:
+        await stream.send_message(await answer(await stream.recv_message()))
+
+    return handle
+
+
+def decode_or_refuse(decode: Callable[[bytes], M], data: bytes) -> M:
+    """``decode(data)``; the stream ends INVALID_ARGUMENT (once the requests in flight are
+    answered) when ``data`` does not parse, as no request id is there to reply to.
+
+    Raises:
+        GRPCError: INVALID_ARGUMENT when ``data`` is not a message ``decode`` reads.
+    """
+    try:
+        return decode(data)
+    except Exception as exc:
+        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
+
+
 class _TrackingSocket(socket.socket):
     """A listening socket that remembers the connections it accepted (weakly)."""
 
@@ -84,14 +108,6 @@ class _TrackingSocket(socket.socket):
         conn, peer = super().accept()
         self.accepted.add(conn)
         return conn, peer
-
-
-def _remove_stale_socket(path: str) -> None:
-    """A socket file left by an earlier server is replaced (as asyncio's unix server does);
-    any other file at ``path`` is left alone and binding fails."""
-    with contextlib.suppress(OSError):
-        if stat.S_ISSOCK(os.stat(path).st_mode):
-            os.unlink(path)
 
 
 def _bound_socket(bind: Address) -> _TrackingSocket:
@@ -109,7 +125,11 @@ def _bound_socket(bind: Address) -> _TrackingSocket:
         if bind.path is None:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         else:
-            _remove_stale_socket(bind.path)
+            # A socket file left by an earlier server is replaced (as asyncio's unix
+            # server does); any other file there is left alone and binding fails.
+            with contextlib.suppress(OSError):
+                if stat.S_ISSOCK(os.stat(bind.path).st_mode):
+                    os.unlink(bind.path)
         sock.bind(target)
         sock.listen(128)
         sock.setblocking(False)
@@ -136,20 +156,21 @@ def _token_check(token: str, kind: str) -> Callable[[RecvRequest], Coroutine[Any
 class Listener:
     """One started grpclib server on our socket (asyncio side); :attr:`address` is bound."""
 
-    def __init__(
-        self, grpc: grpclib.server.Server, sock: _TrackingSocket, address: str, path: str | None
-    ) -> None:
+    def __init__(self, grpc: grpclib.server.Server, sock: _TrackingSocket, bind: Address) -> None:
         self.grpc = grpc
-        self.address = address
         self.sock = sock
-        self._path = path
+        self._path = bind.path
+        if bind.path is not None:
+            self.address = f"unix://{bind.path}"
+        else:
+            host, port = sock.getsockname()[:2]
+            self.address = str(Address(host=host, port=port))
 
     async def close(self, wait: float) -> None:
-        """Stop listening and cancel the running handlers (grpclib's ``close``), let the
-        cancelled handlers send their last trailers, then end our half of every accepted
-        connection still open (a FIN after what was sent, never a reset that could lose
-        those trailers: the peer sees the end now), wait up to ``wait`` seconds for the
-        handlers, and remove a unix socket's file."""
+        """Stop listening and cancel the handlers (grpclib's ``close``), let them send their
+        last trailers, then end our half of every accepted connection (a FIN after what
+        was sent, never a reset that could lose those trailers), wait up to ``wait``
+        seconds for the handlers, and remove a unix socket's file."""
         self.grpc.close()
         await aio.asyncio_sleep(0)
         for conn in list(self.sock.accepted):
@@ -171,13 +192,19 @@ async def open_listener(
     kind: str,
     token: str | None,
     ssl: ssl_module.SSLContext | None,
-    config: grpclib.config.Configuration | None = None,
+    window: int | None,
 ) -> Listener:
-    """Start a grpclib server for ``services`` plus health on ``bind`` (asyncio side).
+    """Start a grpclib server for ``services`` plus health on ``bind`` (asyncio side), with
+    HTTP/2 flow-control windows of ``window`` bytes (``None``: grpclib's).
 
     Raises:
         OSError: the address cannot be bound (the port is taken, say).
     """
+    config = None
+    if window is not None:
+        config = grpclib.config.Configuration(
+            http2_connection_window_size=window, http2_stream_window_size=window
+        )
     server = grpclib.server.Server([*services, Health()], codec=SizeLimitedCodec(), config=config)
     if token is not None:
         listen(server, RecvRequest, _token_check(token, kind))
@@ -187,10 +214,6 @@ async def open_listener(
     except BaseException:
         sock.close()
         raise
-    if bind.path is not None:
-        address = f"unix://{bind.path}"
-    else:
-        host, port = sock.getsockname()[:2]
-        address = str(Address(host=host, port=port))
-    log.info("%s server listening on %s", kind, address)
-    return Listener(server, sock, address, bind.path)
+    listener = Listener(server, sock, bind)
+    log.info("%s server listening on %s", kind, listener.address)
+    return listener

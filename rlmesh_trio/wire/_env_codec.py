@@ -1,15 +1,11 @@
 """Hand-rolled protobuf for the env server's hot path: Step/Reset in, Step/Reset out.
 
-A served route sends one Step (and a Reset per episode) per step, and
-betterproto2 spends 60-80 µs decoding the request and encoding the reply
-(mostly a reflective walk over every field with a ``warnings`` context per
-default value). This module decodes a ``JoinRequest`` carrying ``step`` or
-``reset`` and encodes a ``JoinResponse`` carrying ``step`` or ``reset``
-directly, producing the same message objects and the same bytes
-betterproto2 would. Every other shape -- another ``oneof`` arm, unknown
-fields, a repeated singular field, an unexpected wire type, an out-of-range
-``uint32`` -- falls back to betterproto2. ``tests/wire/test_env_server_fastwire.py``
-checks both directions against betterproto2 over generated messages.
+betterproto2 spends 60-80 µs per served step decoding the request and encoding the
+reply (a reflective walk over every field). This reads and writes ``step`` and
+``reset`` by hand, giving the same message objects and bytes; every other shape
+(another arm, unknown fields, a repeated singular field, an unexpected wire type,
+an index beyond ``uint32``) falls back to betterproto2.
+``tests/wire/test_env_server_fastwire.py`` checks both directions against it.
 """
 
 from __future__ import annotations
@@ -21,15 +17,12 @@ from typing import Any
 from .._wire import env_pb, spaces_pb
 from ._pb import (
     LEN,
-    ArmEncoder,
     Fallback,
+    JoinCodec,
     blob,
-    decode_join,
     decode_space_value,
-    encode_join,
     fields,
     integer,
-    join_arms,
     key,
     number,
     packed_varints,
@@ -37,7 +30,6 @@ from ._pb import (
     put_packed,
     put_space_value,
     signed64,
-    tail_keys,
     text,
 )
 
@@ -103,18 +95,6 @@ def _reset(data: bytes) -> env_pb.ResetRequest:
     return env_pb.ResetRequest(**_request_fields(data, _RESET_FIELDS))
 
 
-_REQUEST_ARMS = join_arms(env_pb.JoinRequest, {"step": _step, "reset": _reset})
-
-
-def decode_join_request(data: bytes) -> env_pb.JoinRequest:
-    """Parse an env ``JoinRequest``; fast for ``step`` and ``reset``, betterproto2 otherwise.
-
-    Raises:
-        Exception: whatever betterproto2 raises for bytes it cannot parse.
-    """
-    return decode_join(env_pb.JoinRequest, data, _REQUEST_ARMS)
-
-
 # ---------------------------------------------------------------------- encoding
 
 
@@ -159,15 +139,13 @@ def _encode_reset(reset: env_pb.ResetResponse) -> bytearray:
     return out
 
 
-_JR = env_pb.JoinResponse
-_RESPONSE_ARMS: dict[str, ArmEncoder] = {
-    "step": (key(_JR, "step"), _encode_step),
-    "reset": (key(_JR, "reset"), _encode_reset),
-}
-#: The additive uint64 counters (0.1.0 fields 11-15).
-_TAIL = tail_keys(_JR, ("decode_ns", "user_ns", "encode_ns", "lane_skew_ns", "queue_ns"))
-
-
-def encode_join_response(response: env_pb.JoinResponse) -> bytes:
-    """Serialise an env ``JoinResponse``; fast for ``step`` and ``reset``, betterproto2 else."""
-    return encode_join(response, _RESPONSE_ARMS, _TAIL)
+_CODEC = JoinCodec(
+    env_pb.JoinRequest,
+    {"step": _step, "reset": _reset},
+    env_pb.JoinResponse,
+    {"step": _encode_step, "reset": _encode_reset},
+    # The additive uint64 counters (0.1.0 fields 11-15).
+    ("decode_ns", "user_ns", "encode_ns", "lane_skew_ns", "queue_ns"),
+)
+decode_join_request = _CODEC.decode
+encode_join_response = _CODEC.encode

@@ -1,15 +1,11 @@
 """Hand-rolled protobuf for the model server's hot path: Predict in, Predict out.
 
-betterproto2 spends 100+ µs parsing one ``JoinRequest`` and as much encoding
-one ``JoinResponse`` (a reflective walk over every field), several times the
-cost of the predict itself. A served route sends one Predict per step, so
-this module decodes a ``JoinRequest`` carrying ``predict`` and encodes a
-``JoinResponse`` carrying ``predict`` directly, producing the same message
-objects and the same bytes betterproto2 would. Every other shape -- another
-``oneof`` arm, unknown fields, a repeated singular field, an unexpected wire
-type -- falls back to betterproto2, so correctness never depends on this
-module being complete. ``tests/wire/test_model_server_fastwire.py`` checks both
-directions against betterproto2 over generated messages.
+betterproto2 spends 100+ µs parsing one ``JoinRequest`` and as much encoding one
+``JoinResponse``, several times the cost of the predict itself. This reads and
+writes ``predict`` by hand, giving the same message objects and bytes; every other
+shape (another arm, unknown fields, a repeated singular field, an unexpected wire
+type) falls back to betterproto2. ``tests/wire/test_model_server_fastwire.py``
+checks both directions against it.
 """
 
 from __future__ import annotations
@@ -17,19 +13,16 @@ from __future__ import annotations
 from .._wire import model_pb
 from ._pb import (
     Fallback,
+    JoinCodec,
     blob,
-    decode_join,
     decode_space_value,
-    encode_join,
     fields,
     integer,
-    join_arms,
     key,
     number,
     put_len,
     put_space_value,
     signed64,
-    tail_keys,
     text,
 )
 
@@ -87,18 +80,6 @@ def _predict(data: bytes) -> model_pb.PredictRequest:
     return model_pb.PredictRequest(context=context, observation=observation, episode_info=infos)
 
 
-_REQUEST_ARMS = join_arms(model_pb.JoinRequest, {"predict": _predict})
-
-
-def decode_join_request(data: bytes) -> model_pb.JoinRequest:
-    """Parse a model ``JoinRequest``; fast for ``predict``, betterproto2 for the rest.
-
-    Raises:
-        Exception: whatever betterproto2 raises for bytes it cannot parse.
-    """
-    return decode_join(model_pb.JoinRequest, data, _REQUEST_ARMS)
-
-
 # ---------------------------------------------------------------------- encoding
 
 _K_PR_CONTEXT = key(model_pb.PredictResponse, "context")
@@ -120,15 +101,13 @@ def _encode_predict(predict: model_pb.PredictResponse) -> bytearray:
     return out
 
 
-_JR = model_pb.JoinResponse
-_RESPONSE_ARMS = {"predict": (key(_JR, "predict"), _encode_predict)}
-#: The additive uint64 counters of 0.1.0 (fields 11-15, 17, 18).
-_TAIL = tail_keys(
-    _JR,
+_CODEC = JoinCodec(
+    model_pb.JoinRequest,
+    {"predict": _predict},
+    model_pb.JoinResponse,
+    {"predict": _encode_predict},
+    # The additive uint64 counters of 0.1.0 (fields 11-15, 17, 18).
     ("decode_ns", "user_ns", "encode_ns", "adapter_ns", "in_flight", "held_episodes", "held_bytes"),
 )
-
-
-def encode_join_response(response: model_pb.JoinResponse) -> bytes:
-    """Serialise a model ``JoinResponse``; fast for ``predict``, betterproto2 for the rest."""
-    return encode_join(response, _RESPONSE_ARMS, _TAIL)
+decode_join_request = _CODEC.decode
+encode_join_response = _CODEC.encode

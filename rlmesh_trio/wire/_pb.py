@@ -18,7 +18,7 @@ import dataclasses
 import functools
 import struct
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any, NamedTuple, TypeVar
+from typing import Any, Generic, TypeVar
 
 import betterproto2
 
@@ -28,20 +28,15 @@ __all__ = [
     "LEN",
     "U64",
     "VARINT",
-    "ArmEncoder",
     "Fallback",
-    "TailKeys",
+    "JoinCodec",
     "blob",
-    "decode_join",
     "decode_space_value",
-    "encode_join",
     "fields",
     "integer",
-    "join_arms",
     "key",
     "number",
     "packed_varints",
-    "put_join_tail",
     "put_len",
     "put_packed",
     "put_space_value",
@@ -49,12 +44,12 @@ __all__ = [
     "read_varint",
     "server_counts",
     "signed64",
-    "tail_keys",
     "text",
     "varint_bytes",
 ]
 
-M = TypeVar("M", bound=betterproto2.Message)
+Q = TypeVar("Q", bound=betterproto2.Message)
+R = TypeVar("R", bound=betterproto2.Message)
 
 U64 = (1 << 64) - 1
 VARINT = 0
@@ -300,92 +295,84 @@ _LEAVES_KEY = key(spaces_pb.SpaceValue, "leaves")[0]
 server_counts: dict[str, int] = {"decode": 0, "encode": 0, "fallback": 0}
 
 
-class TailKeys(NamedTuple):
-    """The encoded keys of a ``JoinResponse``'s tail: what follows its ``kind`` arm."""
+class JoinCodec(Generic[Q, R]):
+    """A server's Join codec: ``request`` messages read and ``response`` messages written
+    by hand when their ``kind`` arm has a hand decoder or encoder, betterproto2 for
+    every other shape (and wherever the hand code raises :class:`Fallback`).
 
-    request_id: bytes
-    endpoint_total_ns: bytes
-    counters: tuple[tuple[bytes, str], ...]  # (key, attribute) of the additive uint64s
-
-
-def tail_keys(message: type, counters: Iterable[str]) -> TailKeys:
-    """The tail keys of the ``JoinResponse`` class ``message`` with these counter fields."""
-    return TailKeys(
-        key(message, "request_id"),
-        key(message, "endpoint_total_ns", VARINT),
-        tuple((key(message, name, VARINT), name) for name in counters),
-    )
-
-
-def put_join_tail(out: bytearray, response: Any, keys: TailKeys) -> bytes:
-    """Append ``request_id``, ``endpoint_total_ns`` and the non-zero counters; the bytes.
-
-    The order is betterproto2's (field number order), so the result equals
-    ``bytes(response)`` when ``out`` holds the arm.
+    A hand-read request holds one arm and at most a ``request_id``. A hand-written
+    response is its arm, then ``request_id``, ``endpoint_total_ns`` and the non-zero
+    additive uint64 ``counters``, in betterproto2's order (field numbers), so the
+    bytes equal ``bytes(response)``.
     """
-    if response.request_id:
-        put_len(out, keys.request_id, response.request_id.encode())
-    total = response.endpoint_total_ns
-    if total is not None:
-        out += keys.endpoint_total_ns
-        put_varint(out, total)
-    for tag, name in keys.counters:
-        value = getattr(response, name)
-        if value:
-            out += tag
-            put_varint(out, value)
-    return bytes(out)
 
+    def __init__(
+        self,
+        request: type[Q],
+        decoders: Mapping[str, Callable[[bytes], Any]],
+        response: type[R],
+        encoders: Mapping[str, Callable[[Any], bytes | bytearray]],
+        counters: Iterable[str],
+    ) -> None:
+        self._request = request
+        self._arms: dict[int, tuple[str, Callable[[bytes], Any] | None]] = {
+            number(request, "request_id"): ("request_id", None)
+        }
+        self._arms.update((number(request, name), (name, fn)) for name, fn in decoders.items())
+        self._encoders = {name: (key(response, name), fn) for name, fn in encoders.items()}
+        self._request_id = key(response, "request_id")
+        self._total_ns = key(response, "endpoint_total_ns", VARINT)
+        self._counters = tuple((key(response, name, VARINT), name) for name in counters)
 
-#: A hot arm's encoder: the arm's key and a function from its body to the body's bytes.
-ArmEncoder = tuple[bytes, Callable[[Any], bytes | bytearray]]
+    def decode(self, data: bytes) -> Q:
+        """Parse a request.
 
-
-def encode_join(response: Any, arms: Mapping[str, ArmEncoder], tail: TailKeys) -> bytes:
-    """Serialise a ``JoinResponse``: by hand when its ``kind`` arm is in ``arms``,
-    betterproto2 otherwise (or when the arm's encoder raises :class:`Fallback`)."""
-    kind, body = betterproto2.which_one_of(response, "kind")
-    arm = arms.get(kind)
-    if arm is not None:
+        Raises:
+            Exception: whatever betterproto2 raises for bytes it cannot parse.
+        """
         try:
-            out = bytearray()
-            put_len(out, arm[0], arm[1](body))
-            server_counts["encode"] += 1
-            return put_join_tail(out, response, tail)
-        except Fallback:
+            found: dict[str, Any] = {}
+            for field, _wire, value in fields(data):
+                entry = self._arms.get(field)
+                if entry is None or entry[0] in found:
+                    raise Fallback
+                name, decode = entry
+                found[name] = text(value) if decode is None else decode(blob(value))
+            if len(found) - ("request_id" in found) == 1:
+                server_counts["decode"] += 1
+                build: Any = self._request
+                return build(**found)  # type: ignore[no-any-return]
+        except (Fallback, struct.error):
             pass
-    server_counts["fallback"] += 1
-    return bytes(response)
+        server_counts["fallback"] += 1
+        return self._request.parse(data)  # type: ignore[attr-defined, no-any-return]
 
+    def encode(self, response: R) -> bytes:
+        """Serialise a response."""
+        kind, body = betterproto2.which_one_of(response, "kind")
+        arm = self._encoders.get(kind)
+        if arm is not None:
+            try:
+                out = bytearray()
+                put_len(out, arm[0], arm[1](body))
+            except Fallback:
+                pass
+            else:
+                server_counts["encode"] += 1
+                return self._put_tail(out, response)
+        server_counts["fallback"] += 1
+        return bytes(response)
 
-def join_arms(message: type, arms: Mapping[str, Callable[[bytes], Any]]) -> dict[int, Any]:
-    """What :func:`decode_join` reads of a ``JoinRequest`` class: field number ->
-    (name, body decoder), ``request_id`` (decoder ``None``) included."""
-    table: dict[int, Any] = {number(message, "request_id"): ("request_id", None)}
-    table.update((number(message, name), (name, decode)) for name, decode in arms.items())
-    return table
-
-
-def decode_join(message: type[M], data: bytes, arms: Mapping[int, Any]) -> M:
-    """Parse a ``JoinRequest`` of class ``message``: by hand when it holds one arm of
-    ``arms`` (from :func:`join_arms`) and at most a ``request_id``, betterproto2 otherwise.
-
-    Raises:
-        Exception: whatever betterproto2 raises for bytes it cannot parse.
-    """
-    try:
-        found: dict[str, Any] = {}
-        for field, _wire, value in fields(data):
-            entry = arms.get(field)
-            if entry is None or entry[0] in found:
-                raise Fallback
-            name, decode = entry
-            found[name] = text(value) if decode is None else decode(blob(value))
-        if len(found) - ("request_id" in found) == 1:
-            server_counts["decode"] += 1
-            build: Any = message
-            return build(**found)  # type: ignore[no-any-return]
-    except (Fallback, struct.error):
-        pass
-    server_counts["fallback"] += 1
-    return message.parse(data)  # type: ignore[attr-defined, no-any-return]
+    def _put_tail(self, out: bytearray, response: Any) -> bytes:
+        if response.request_id:
+            put_len(out, self._request_id, response.request_id.encode())
+        total = response.endpoint_total_ns
+        if total is not None:
+            out += self._total_ns
+            put_varint(out, total)
+        for tag, name in self._counters:
+            value = getattr(response, name)
+            if value:
+                out += tag
+                put_varint(out, value)
+        return bytes(out)

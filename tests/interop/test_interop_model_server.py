@@ -11,8 +11,7 @@ import numpy as np
 import pytest
 
 from rlmesh_trio._demo_policy import CARTPOLE_POLICY
-from rlmesh_trio.transport._serve import serve_env
-from rlmesh_trio.transport._serve_model import serve_model
+from rlmesh_trio.transport import serve_env, serve_model
 
 from .._rlmesh_inproc import in_thread, rlmesh_server
 from .._rlmesh_procs import rlmesh_model

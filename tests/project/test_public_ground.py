@@ -34,15 +34,8 @@ SERVER_FILES = (
     "_server_base.py",
     "_server_loop.py",
     "_server_net.py",
-    "_server_sync.py",
-    "_server_trio.py",
     "_env_server.py",
-    "_env_join.py",
-    "_env_workers.py",
     "_model_server.py",
-    "_model_join.py",
-    "_serve.py",
-    "_serve_model.py",
     "_replies.py",
 )
 

@@ -15,8 +15,8 @@ from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from rlmesh_trio import spaces
 from rlmesh_trio._wire import core_pb, env_pb, spaces_pb
+from rlmesh_trio.transport import serve_env
 from rlmesh_trio.transport._env_server import BUSY_MESSAGE, EnvServer
-from rlmesh_trio.transport._serve import serve_env
 
 from .. import _asyncio_bridge as bridge
 from .._env_raw_client import RawJoin, handshake, rpc_once_free, unary

@@ -16,8 +16,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 import rlmesh_trio as rt
 from rlmesh_trio._demo_policy import cartpole_policy
 from rlmesh_trio._wire import core_pb, env_pb
-from rlmesh_trio.transport._serve import serve_env
-from rlmesh_trio.transport._serve_model import serve_model
+from rlmesh_trio.transport import serve_env, serve_model
 
 from .._asyncio_bridge import asyncio_loop
 from .._env_raw_client import RawJoin, handshake, unary
