@@ -1,9 +1,8 @@
 """``EnvServer``: serve a gymnasium env over rlmesh-wire-v1 gRPC, as rlmesh 0.1.0 does.
 
 The semantics (episodes, lanes, NEXT_STEP rolls, errors) live in the env host
-(:mod:`rlmesh_trio._envhost`), what the model server shares in
-:mod:`._server_base`. Shutdown is refused unless ``allow_remote_shutdown`` (or
-the environment variable ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
+(:mod:`rlmesh_trio._envhost`). Shutdown is refused unless ``allow_remote_shutdown``
+(or ``RLMESH_ALLOW_REMOTE_SHUTDOWN=1|true``).
 """
 
 from __future__ import annotations
@@ -23,11 +22,9 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
-from ..wire._env_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
-from ._server_net import decode_or_refuse
 
 __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
 
@@ -102,11 +99,11 @@ class EnvServer(ServerBase):
     def contract(self) -> core_pb.EnvContract:
         return self.host.contract
 
+    # -- ways to run -----------------------------------------------------------------------
+
     def close_bound(self) -> float:
         """Stopping drains in-flight env calls, then closes the env, each bounded."""
         return DRAIN_TIMEOUT + CLOSE_TIMEOUT
-
-    # -- ways to run -----------------------------------------------------------------------
 
     def refuse_thread(self, what: str) -> None:
         if self.env_thread == "caller":
@@ -163,8 +160,9 @@ class EnvServer(ServerBase):
             self._serve_on_caller(announce)
             return
         workers = None if env_thread == "loop" else aio.EnvWorkers(self.host.num_envs + 1)
+        self._workers = workers
         try:
-            self._run_loop(announce, workers)
+            self._serve_here(announce)
         finally:
             if workers is not None:
                 workers.stop()  # idempotent; covers a failed start (e.g. the port is taken)
@@ -175,7 +173,7 @@ class EnvServer(ServerBase):
         The first SIGINT/SIGTERM (main thread) stops the server gracefully (an env
         call in progress is not interrupted); the previous handlers come back for
         anything after that."""
-        pool = aio.EnvWorkers(0)
+        self._workers = pool = aio.EnvWorkers(0)
 
         def on_signal(signum: int) -> None:
             self._note_signal(signum)  # a reason: stopping waits for an open session
@@ -185,7 +183,7 @@ class EnvServer(ServerBase):
             self,
             on_listening=announce,
             on_ended=pool.wake,
-            serve=lambda ready: self._run_loop(ready, pool),
+            serve=self._serve_here,
         )
         with on_first_signal(SERVER_SIGNALS, on_signal):
             serving.thread.start()
@@ -197,18 +195,6 @@ class EnvServer(ServerBase):
             raise serving.failure
 
     # -- asyncio side ----------------------------------------------------------------------
-
-    def _run_loop(self, announce: Callable[[], None], workers: aio.EnvWorkers | None) -> None:
-        """The blocking serve on a plain asyncio loop; env calls inline (``workers`` is
-        None) or on worker threads that wake the loop with ``call_soon_threadsafe``."""
-
-        async def serve() -> None:
-            if workers is not None:
-                workers.bind_loop(aio.running_loop())
-            self._workers = workers
-            await self._serve_plain_asyncio(announce)
-
-        aio.run_plain_asyncio(serve)
 
     async def _handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
         host = self.host
@@ -253,9 +239,6 @@ class EnvServer(ServerBase):
             self.host.close()
         else:
             await aio.asyncio_wait_for(self._workers.submit(self.host.close), CLOSE_TIMEOUT)
-
-    def _is_stopping(self) -> bool:
-        return self._listener is None or (self._stop is not None and self._stop.is_set())
 
 
 async def _within(event: aio.AsyncioEvent, seconds: float) -> bool:
@@ -311,7 +294,7 @@ class JoinSession:
     """
 
     def __init__(self, server: EnvServer, stream: grpclib.server.Stream[Any, Any]) -> None:
-        self._stopping = server._is_stopping
+        self._server = server
         self._host = server.host
         self._stream = stream
         self._workers = server._workers
@@ -363,7 +346,7 @@ class JoinSession:
             try:
                 await aio.asyncio_shield(drained)
             except aio.AsyncioCancelledError:
-                if self._stopping():
+                if self._server._listener is None:  # stopping: the wait is bounded there
                     raise
 
     def abandon(self) -> None:
@@ -376,11 +359,10 @@ class JoinSession:
         workers = self._workers
         try:
             while not self._ended:
-                data = await self._stream.recv_message()
-                if data is None:
+                request = await self._stream.recv_message()
+                if request is None:
                     break  # half-close: answer what is in flight, then end
                 received = time.perf_counter_ns()
-                request = decode_or_refuse(decode_join_request, data)
                 if workers is None:
                     # Inline (serve(env_thread="loop")): one request at a time, in order.
                     await self._answer(request, self._host.handle(request), received)
@@ -431,7 +413,7 @@ class JoinSession:
         response.endpoint_total_ns = time.perf_counter_ns() - received
         try:
             async with self._send_lock:
-                await self._stream.send_message(encode_join_response(response))
+                await self._stream.send_message(response)
         except Exception as exc:  # the stream is gone (h2 StreamClosedError, reset, ...)
             log.debug("env Join stream send failed: %r", exc)
             self._ended = True

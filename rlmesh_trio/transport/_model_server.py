@@ -1,11 +1,8 @@
 """``ModelServer``: a Python policy served over gRPC (rlmesh-wire-v1 ``ModelService``).
 
-The protocol logic lives in :class:`~rlmesh_trio._modelhost.ModelHost`. Policy
-calls that must happen in Trio (async policies, worker threads) go to a Trio
-guest run hosted by the serving loop (:func:`._server_loop.trio_guest`); both
-share one thread, so neither hand-off blocks. On a Join stream a sync policy
-answers in arrival order (which ``concurrent_predict`` allows); async or
-threaded policies take up to ``max_concurrency`` requests at a time, answered
+The protocol logic lives in :class:`~rlmesh_trio._modelhost.ModelHost`. On a Join
+stream a sync policy answers in arrival order (which ``concurrent_predict`` allows);
+async or threaded policies take up to ``max_concurrency`` requests at a time, answered
 in completion order while requests for one ``env_id`` keep their order.
 """
 
@@ -21,11 +18,9 @@ import grpclib.server
 
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
 from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
-from ..wire._model_codec import decode_join_request, encode_join_response
 from . import _server_loop as aio
 from ._handshake import MODEL_COMPONENT
 from ._server_base import ServerBase
-from ._server_net import decode_or_refuse
 
 __all__ = ["ModelServer", "serve_model"]
 
@@ -88,19 +83,16 @@ class ModelServer(ServerBase):
         """Stopping cancels in-flight requests and closes connections, bounded."""
         return DRAIN_TIMEOUT
 
-    def serve_blocking(self, announce: Callable[[], None]) -> None:
-        aio.run_plain_asyncio(lambda: self._serve_plain(announce))
-
     # -- asyncio side ----------------------------------------------------------------------
 
-    async def _serve_plain(self, announce: Callable[[], None]) -> None:
+    async def _serve_plain_asyncio(self, announce: Callable[[], None]) -> None:
         if self.inline:
-            await self._serve_plain_asyncio(announce)
+            await super()._serve_plain_asyncio(announce)
             return
         async with aio.trio_guest() as guest:
             self._guest = guest
             try:
-                await self._serve_plain_asyncio(announce)
+                await super()._serve_plain_asyncio(announce)
             finally:
                 self._guest = None
 
@@ -122,9 +114,9 @@ class ModelServer(ServerBase):
         host = self.host
         invoke = self._invoke_policy
         recv, send = stream.recv_message, stream.send_message  # not async for: one frame less
-        while (data := await recv()) is not None:
-            response = await host.handle(decode_or_refuse(decode_join_request, data), invoke)
-            await send(encode_join_response(response))
+        while (request := await recv()) is not None:
+            response = await host.handle(request, invoke)
+            await send(response)
             if response.close is not None:
                 return  # Close ends the stream with status OK, as 0.1.0 does
 
@@ -168,8 +160,7 @@ class _ConcurrentJoin:
 
     async def run(self) -> None:
         try:
-            async for data in self._stream:
-                request = decode_or_refuse(decode_join_request, data)
+            async for request in self._stream:
                 if self._failure is not None:
                     raise self._failure
                 if request.close is not None:
@@ -215,9 +206,8 @@ class _ConcurrentJoin:
         await self._send(response)
 
     async def _send(self, response: model_pb.JoinResponse) -> None:
-        data = encode_join_response(response)
         async with self._send_lock:
-            await self._stream.send_message(data)
+            await self._stream.send_message(response)
 
     async def _drain(self) -> None:
         while self._tasks:

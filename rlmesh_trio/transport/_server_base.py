@@ -1,10 +1,5 @@
-"""What the env and model servers share: the blocking serve and the ways to run it.
-
-Both are grpclib servers on a plain asyncio loop (protocol notes §8) with the
-generation-only handshake and a Shutdown refused unless allowed; each keeps
-its own Join semantics. The blocking serve stops on an accepted remote
-Shutdown, on :meth:`ServerBase.stop_threadsafe` and (main thread only) on
-SIGINT/SIGTERM; every other way runs it on a thread (:mod:`._server_loop`).
+"""What the env and model servers share: the blocking serve on a plain asyncio loop
+(protocol notes §8), the ways to run it, Handshake and Shutdown; each keeps its own Join.
 """
 
 from __future__ import annotations
@@ -15,7 +10,7 @@ import os
 import ssl as ssl_module
 import sys
 import threading
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar
 
@@ -118,7 +113,10 @@ class ServerBase:
         Raises:
             OSError: the address cannot be bound.
         """
-        raise NotImplementedError
+        self._serve_here(announce)
+
+    def _serve_here(self, announce: Callable[[], None]) -> None:
+        aio.run_plain_asyncio(lambda: self._serve_plain_asyncio(announce))
 
     def serve(self, ready_fd: int | None = None, *, announce_as: str | None = None) -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
@@ -233,11 +231,8 @@ class ServerBase:
         self.shutdown()
 
     def _announcer(self, ready_fd: int | None, label: str | None) -> Callable[[], None]:
-        """Once bound: the ready-fd line (0.1.0's way: the URL, then the fd is closed), and
-        with ``label`` a ``serving <label> on <address>`` line on stderr."""
-
         def announce() -> None:
-            if ready_fd is not None:
+            if ready_fd is not None:  # as 0.1.0 does: the URL, then the fd is closed
                 with os.fdopen(ready_fd, "w") as ready:
                     ready.write(self.url + "\n")
             if label is not None:
@@ -267,7 +262,7 @@ class ServerBase:
         self._shutdown_reason = describe_signal(signum)
         log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
 
-    def request_shutdown(self, reason: str = "") -> None:
+    def request_shutdown(self, reason: str) -> None:
         """Ask the serve to stop, recording ``reason`` (on the serving loop's thread;
         never blocks): an accepted remote Shutdown, or a signal."""
         self._shutdown_reason = reason
@@ -281,26 +276,22 @@ class ServerBase:
     # -- the gRPC service (asyncio side) ----------------------------------------------------
 
     def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        """What grpclib serves: Handshake and Shutdown through the codec, Join as raw bytes
-        each way, which :meth:`_join` parses and builds itself (:mod:`rlmesh_trio.wire`)."""
+        """What grpclib serves, every message through :class:`._server_net.SizeLimitedCodec`."""
         pb, one = self.messages, grpclib.const.Cardinality.UNARY_UNARY
         return {
             f"/{self.service}/Handshake": grpclib.const.Handler(
                 unary(self._handshake), one, pb.HandshakeRequest, pb.HandshakeResponse
             ),
             f"/{self.service}/Join": grpclib.const.Handler(
-                self._join, grpclib.const.Cardinality.STREAM_STREAM, bytes, bytes
+                self._join, grpclib.const.Cardinality.STREAM_STREAM, pb.JoinRequest, pb.JoinResponse
             ),
             f"/{self.service}/Shutdown": grpclib.const.Handler(
                 unary(self._shutdown), one, pb.ShutdownRequest, pb.ShutdownResponse
             ),
         }
 
-    async def _handshake(self, message: Any) -> Any:
-        raise NotImplementedError
-
-    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
-        raise NotImplementedError
+    _handshake: Callable[[Any], Awaitable[Any]]
+    _join: Callable[[grpclib.server.Stream[Any, Any]], Awaitable[None]]
 
     def _handshake_reply(
         self,
@@ -381,7 +372,7 @@ class ServerBase:
 
         def on_signal(signum: int) -> None:
             self._note_signal(signum)
-            self.request_shutdown(self._shutdown_reason or "signal")
+            stop.set()
 
         with self._stop_lock:
             self._serving_loop = loop

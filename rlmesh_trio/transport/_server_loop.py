@@ -2,13 +2,10 @@
 that imports asyncio (public API only).
 
 grpclib is asyncio code, so each server runs a plain asyncio loop on a
-:class:`ServingThread` (never trio-asyncio, never the caller's Trio thread),
-using asyncio only through the names here; its requests never wait for the
-caller's Trio thread (only for the GIL). :func:`serving_in_thread` runs one for
-a Trio program. A policy that needs Trio (an async policy, a worker thread)
-runs in a Trio *guest run* hosted by the same loop (:func:`trio_guest`), Trio's
-public way to share a thread with asyncio; env calls run on :class:`EnvWorkers`.
-Nothing here runs at import.
+:class:`ServingThread` (never trio-asyncio, never the caller's Trio thread), so its
+requests never wait for the caller's Trio thread (only for the GIL). A policy that
+needs Trio runs in a Trio *guest run* on the same loop, Trio's public way to share a
+thread with asyncio.
 """
 
 from __future__ import annotations
@@ -60,6 +57,8 @@ AsyncioLock = asyncio.Lock
 AsyncioLoop = asyncio.AbstractEventLoop
 AsyncioSemaphore = asyncio.Semaphore
 AsyncioTask = asyncio.Task
+running_loop = asyncio.get_running_loop
+spawn = asyncio.create_task
 asyncio_shield = asyncio.shield
 asyncio_sleep = asyncio.sleep
 asyncio_wait = asyncio.wait
@@ -77,29 +76,12 @@ def run_plain_asyncio(main: Callable[[], Coroutine[Any, Any, T]]) -> T:
         return runner.run(main())
 
 
-def running_loop() -> asyncio.AbstractEventLoop:
-    """The asyncio loop of the calling coroutine or callback.
-
-    Raises:
-        RuntimeError: outside a running asyncio loop.
-    """
-    return asyncio.get_running_loop()
-
-
-def spawn(coro: Coroutine[Any, Any, T]) -> asyncio.Task[T]:
-    """Start ``coro`` as a task of the running loop (asyncio side only)."""
-    return asyncio.get_running_loop().create_task(coro)
-
-
 class TrioGuest:
     """A Trio guest run on the running asyncio loop; asyncio side code hands it calls."""
 
-    def __init__(
-        self, loop: asyncio.AbstractEventLoop, token: trio.lowlevel.TrioToken, nursery: Any
-    ) -> None:
-        self._loop = loop
+    def __init__(self, token: trio.lowlevel.TrioToken, nursery: trio.Nursery) -> None:
         self.token = token
-        self.nursery: trio.Nursery = nursery
+        self.nursery = nursery
 
     async def call(self, afn: Callable[..., Awaitable[T]], *args: Any) -> T:
         """Asyncio side: run ``await afn(*args)`` as a task of the guest; its result.
@@ -109,7 +91,7 @@ class TrioGuest:
         Raises:
             Whatever ``afn`` raised.
         """
-        future: asyncio.Future[T] = self._loop.create_future()
+        future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
         self.token.run_sync_soon(self.nursery.start_soon, self._one, afn, args, future)
         return await future
 
@@ -161,7 +143,7 @@ async def trio_guest() -> AsyncIterator[TrioGuest]:
 
     async def main() -> None:
         async with trio.open_nursery() as nursery:
-            guest = TrioGuest(loop, trio.lowlevel.current_trio_token(), nursery)
+            guest = TrioGuest(trio.lowlevel.current_trio_token(), nursery)
             loop.call_soon(started.set_result, guest)
             await trio.sleep_forever()
 
@@ -260,26 +242,6 @@ class ServingThread:
             self.left_behind(bound)
 
 
-def _thread_for_trio(server: ServerBase) -> tuple[ServingThread, trio.Event, trio.Event]:
-    """The serving thread, and two events it sets in the calling Trio run: listening
-    or ended, and ended."""
-    token = trio.lowlevel.current_trio_token()
-    settled, finished = trio.Event(), trio.Event()
-
-    def tell(fn: Callable[[], None]) -> None:
-        with contextlib.suppress(trio.RunFinishedError):  # the caller stopped waiting long ago
-            token.run_sync_soon(fn)
-
-    def ended() -> None:
-        finished.set()
-        settled.set()
-
-    serving = ServingThread(
-        server, on_listening=lambda: tell(settled.set), on_ended=lambda: tell(ended)
-    )
-    return serving, settled, finished
-
-
 @asynccontextmanager
 async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
     """Run ``server.serve_blocking`` on a dedicated thread for the ``async with`` block;
@@ -297,7 +259,20 @@ async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
         Whatever the server raised while serving or stopping, on leaving the
         block, unless the body raised first (then it is logged).
     """
-    serving, settled, finished = _thread_for_trio(server)
+    token = trio.lowlevel.current_trio_token()
+    settled, finished = trio.Event(), trio.Event()  # listening or ended; ended
+
+    def tell(fn: Callable[[], None]) -> None:
+        with contextlib.suppress(trio.RunFinishedError):  # the caller stopped waiting long ago
+            token.run_sync_soon(fn)
+
+    def ended() -> None:
+        finished.set()
+        settled.set()
+
+    serving = ServingThread(
+        server, on_listening=lambda: tell(settled.set), on_ended=lambda: tell(ended)
+    )
     server._reset_stop()
     serving.thread.start()
     try:
@@ -333,26 +308,21 @@ class EnvWorkers:
     blocking ``serve()``, for envs tied to the thread that made them).
 
     Leaner than ``loop.run_in_executor`` (a concurrent.futures future and two
-    hops per call): a finished job resolves its waiter through the serving
-    loop's ``call_soon_threadsafe``. Jobs start in submission order, which the
+    hops per call): a finished job resolves its waiter through its loop's
+    ``call_soon_threadsafe``. Jobs start in submission order, which the
     env host's scheduler relies on (an earlier request always gets a thread
     before a later one that waits for it).
     """
 
     def __init__(self, size: int) -> None:
-        self._schedule: Callable[..., Any] | None = None
         self._jobs: queue.SimpleQueue[Any] = queue.SimpleQueue()
         self._stopped = False
         self._threads = [
-            threading.Thread(target=self._work, name=f"rlmesh-trio-env-{i}", daemon=True)
+            threading.Thread(target=self.work_here, name=f"rlmesh-trio-env-{i}", daemon=True)
             for i in range(size)
         ]
         for thread in self._threads:
             thread.start()
-
-    def bind_loop(self, loop: asyncio.AbstractEventLoop) -> None:
-        """Report finished jobs to a plain asyncio loop (``call_soon_threadsafe``)."""
-        self._schedule = loop.call_soon_threadsafe
 
     def submit(self, fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
         """Run ``fn(*args)`` on a worker; the returned future resolves on the event loop.
@@ -366,16 +336,7 @@ class EnvWorkers:
         if self._stopped:
             raise RuntimeError("the env worker pool is stopped")
         future: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-
-        def settle(result: Any, error: BaseException | None) -> None:
-            if future.done():
-                return
-            if error is not None:
-                future.set_exception(error)
-            else:
-                future.set_result(result)
-
-        self._jobs.put((fn, args, settle))
+        self._jobs.put((fn, args, future))
         return future
 
     def stop(self) -> None:
@@ -390,24 +351,27 @@ class EnvWorkers:
         """Unblock :meth:`work_here` so it can notice that it should return."""
         self._jobs.put(_WAKE)
 
-    def work_here(self, until: threading.Event) -> None:
-        """Run jobs on the calling thread until ``until`` is set (blocking)."""
-        self._work(until)
-
-    def _work(self, until: threading.Event | None = None) -> None:
+    def work_here(self, until: threading.Event | None = None) -> None:
+        """Run jobs on the calling thread until ``until`` is set (``None``: until stopped)."""
         while until is None or not until.is_set():
             job = self._jobs.get()
             if job is _STOP:
                 return
-            if job is not _WAKE:
-                self._run(*job)
-
-    def _run(self, fn: Callable[..., Any], args: tuple[Any, ...], settle: Any) -> None:
-        try:
-            result, error = fn(*args), None
-        except BaseException as exc:
-            result, error = None, exc
-        schedule = self._schedule
-        if schedule is not None:
+            if job is _WAKE:
+                continue
+            fn, args, future = job
+            try:
+                result, error = fn(*args), None
+            except BaseException as exc:
+                result, error = None, exc
             with contextlib.suppress(RuntimeError):  # the loop is closed; nobody waits any more
-                schedule(settle, result, error)
+                future.get_loop().call_soon_threadsafe(_settle, future, result, error)
+
+
+def _settle(future: AsyncioFuture[Any], result: Any, error: BaseException | None) -> None:
+    if future.done():  # cancelled: the caller stopped waiting
+        return
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(result)

@@ -1,11 +1,7 @@
 """The grpclib side both servers share: listening sockets, the codec, the token, handlers.
 
 Public API only: grpclib's ``Server`` started on a listening socket of ours, a
-codec subclass, a ``RecvRequest`` listener for the bearer token, plain
-``socket`` calls. Our socket resolves port 0, gives accepted sockets
-``TCP_NODELAY`` (its protocol is ``IPPROTO_TCP``) and remembers what it
-accepted, so stopping a server shuts those connections down and a client
-mid-session sees its connection end at once.
+codec subclass, a ``RecvRequest`` listener for the bearer token, plain ``socket`` calls.
 """
 
 from __future__ import annotations
@@ -19,7 +15,7 @@ import ssl as ssl_module
 import stat
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any, TypeVar
+from typing import Any
 
 import grpclib.config
 import grpclib.server
@@ -29,15 +25,15 @@ from grpclib.events import RecvRequest, listen
 from grpclib.exceptions import GRPCError
 from grpclib.health.service import Health
 
-from .._wire import MAX_MESSAGE_BYTES
+from .._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
+from ..wire import _env_codec as env_codec
+from ..wire import _model_codec as model_codec
 from . import _server_loop as aio
 from ._address import Address
 
-__all__ = ["Listener", "SizeLimitedCodec", "decode_or_refuse", "open_listener", "unary"]
+__all__ = ["Listener", "SizeLimitedCodec", "open_listener", "unary"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
-
-M = TypeVar("M")
 
 
 def _too_big(size: int) -> GRPCError:
@@ -47,17 +43,27 @@ def _too_big(size: int) -> GRPCError:
     )
 
 
+#: The Join messages go through the hand codecs of :mod:`rlmesh_trio.wire` (the hot path).
+_HAND_DECODERS: dict[Any, Callable[[bytes], Any]] = {
+    env_pb.JoinRequest: env_codec.decode_join_request,
+    model_pb.JoinRequest: model_codec.decode_join_request,
+}
+_HAND_ENCODERS: dict[Any, Callable[[Any], bytes]] = {
+    env_pb.JoinResponse: env_codec.encode_join_response,
+    model_pb.JoinResponse: model_codec.encode_join_response,
+}
+
+
 class SizeLimitedCodec(ProtoCodec):
     """grpclib caps no message size itself; apply wire-v1's 256 MiB in both directions.
 
-    A method registered with ``bytes`` types (Join) gets the raw message, for
-    the hand codecs of :mod:`rlmesh_trio.wire`. An undecodable message becomes
-    INVALID_ARGUMENT: without a request id no typed reply is possible, and
-    grpclib would say UNKNOWN.
+    An undecodable message becomes INVALID_ARGUMENT: without a request id no
+    typed reply is possible, and grpclib would say UNKNOWN.
     """
 
     def encode(self, message: Any, message_type: Any) -> bytes:
-        data = message if message_type is bytes else super().encode(message, message_type)
+        hand = _HAND_ENCODERS.get(message_type)
+        data = super().encode(message, message_type) if hand is None else hand(message)
         if len(data) > MAX_MESSAGE_BYTES:
             raise _too_big(len(data))
         return data  # type: ignore[no-any-return]
@@ -65,10 +71,9 @@ class SizeLimitedCodec(ProtoCodec):
     def decode(self, data: bytes, message_type: Any) -> Any:
         if len(data) > MAX_MESSAGE_BYTES:
             raise _too_big(len(data))
-        if message_type is bytes:
-            return data
         try:
-            return super().decode(data, message_type)
+            hand = _HAND_DECODERS.get(message_type)
+            return super().decode(data, message_type) if hand is None else hand(data)
         except Exception as exc:
             name = getattr(message_type, "__name__", "message")
             raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a {name}: {exc}") from exc
@@ -84,21 +89,9 @@ def unary(answer: Callable[[Any], Awaitable[Any]]) -> Callable[[Any], Awaitable[
     return handle
 
 
-def decode_or_refuse(decode: Callable[[bytes], M], data: bytes) -> M:
-    """``decode(data)``; the stream ends INVALID_ARGUMENT (once the requests in flight are
-    answered) when ``data`` does not parse, as no request id is there to reply to.
-
-    Raises:
-        GRPCError: INVALID_ARGUMENT when ``data`` is not a message ``decode`` reads.
-    """
-    try:
-        return decode(data)
-    except Exception as exc:
-        raise GRPCError(Status.INVALID_ARGUMENT, f"could not decode a JoinRequest: {exc}") from exc
-
-
 class _TrackingSocket(socket.socket):
-    """A listening socket that remembers the connections it accepted (weakly)."""
+    """A listening socket that remembers the connections it accepted (weakly), so that
+    stopping shuts them down and a client mid-session sees its connection end at once."""
 
     def __init__(self, family: int, kind: int, proto: int) -> None:
         super().__init__(family, kind, proto)
