@@ -149,8 +149,6 @@ class Connection:
         except RuntimeError:
             return False
 
-    # ---- streams -------------------------------------------------------------
-
     def open_stream(
         self,
         path: str,
@@ -272,8 +270,6 @@ class Connection:
             if self.lost is None and (self._unsent or core.wants_write):
                 self._write_wanted.set()
 
-    # ---- the connection's tasks ----------------------------------------------
-
     async def _run(self) -> None:
         try:
             async with trio.open_nursery() as nursery:
@@ -284,7 +280,6 @@ class Connection:
                 nursery.cancel_scope.cancel()
         except Exception:  # a bug here must not crash the Trio run (system task)
             log.exception("connection task failed")
-            self.lose(CLOSED)
         finally:
             self.lose(CLOSED)
             with trio.CancelScope(shield=True):
@@ -398,8 +393,6 @@ class Connection:
             if not self._ping_answered.is_set():
                 self.lose("keepalive ping not answered")
                 return
-
-    # ---- ending --------------------------------------------------------------
 
     def lose(self, detail: str) -> None:
         """Record the connection as lost (``detail`` says how) and tell every stream."""

@@ -9,8 +9,9 @@ and so does every later one.
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import trio
 
@@ -23,6 +24,9 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 T = TypeVar("T")
+
+#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
+_request_id_of: Callable[[Any], str] = operator.attrgetter("request_id")
 
 
 class SessionClosed(Exception):
@@ -95,8 +99,8 @@ class _Callback(Generic[T]):
 class JoinSession(Generic[R]):
     """A Join stream shared by every request of one client (or of several routes).
 
-    ``parse`` turns response bytes into the response envelope; ``request_id_of``
-    reads its ``request_id``. The stream's headers go out with the first request.
+    ``parse`` turns response bytes into the response envelope. The stream's
+    headers go out with the first request.
     """
 
     def __init__(
@@ -104,12 +108,11 @@ class JoinSession(Generic[R]):
         conn: Connection,
         path: str,
         parse: Callable[[bytes], R],
-        request_id_of: Callable[[R], str],
         *,
         metadata: dict[str, str] | None,
     ) -> None:
         self._conn = conn
-        self._demux: wire.JoinDemux[R] = wire.JoinDemux(parse, request_id_of)
+        self._demux: wire.JoinDemux[R] = wire.JoinDemux(parse, _request_id_of)
         self._stream_id: int | None = None
         self._ending: SessionClosed | None = None
         self._finished = trio.Event()

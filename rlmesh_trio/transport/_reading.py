@@ -1,19 +1,16 @@
 """Who reads a connection's socket: the task waiting for a reply, or the background reader.
 
-A route waiting for its own reply reads the socket itself (wait until
-readable, read, feed the core, dispatch): the reply then reaches it with no
-hand-off from another task, which saves a trip through Trio's scheduler per
-reply. Only one task reads at a time. Others waiting on the same connection
-park on their own event and are woken by whoever reads (their reply was
-dispatched to them) or handed the read role when the reader leaves.
+A route waiting for its own reply reads the socket itself: the reply then
+reaches it with no hand-off from another task, one trip through Trio's
+scheduler less per reply. One task reads at a time; others waiting on the same
+connection park and are woken by their reply or handed the read role.
 
-The background reader covers everything else: replies nobody waits for in a
-task (``submit`` callbacks, unary calls), pings, GOAWAY and EOF on an idle
-connection. It takes the socket only after :data:`IDLE` seconds (at most
-twice that) without a foreground reader, or at once when such replies are owed, and gives it up
-(its wait is cancelled) the moment a waiting task wants to read.
-
-Plain TCP and unix sockets only (a TLS stream is read by its own task).
+The background reader covers the rest (``submit`` callbacks, unary calls,
+pings, GOAWAY, EOF on an idle connection). It takes the socket after
+:data:`IDLE` seconds (at most twice that) without a foreground reader, or at
+once when such replies are owed, and gives it up (its wait is cancelled) the
+moment a waiting task wants to read. Plain TCP and unix sockets only (a TLS
+stream is read by its own task).
 """
 
 from __future__ import annotations

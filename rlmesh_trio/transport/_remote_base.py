@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import operator
 import ssl as _ssl
 from collections.abc import Callable
 from types import TracebackType
@@ -33,8 +32,6 @@ __all__ = [
 CLOSE_GRACE = 1.0
 SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (shutting down)"
 
-#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
-_request_id_of: Callable[[Any], str] = operator.attrgetter("request_id")
 _NS_PER_MS = 1_000_000.0
 
 
@@ -99,8 +96,7 @@ class RemoteEndpoint:
             self._conn.close()
 
     def _open_session(self, conn: Connection, parse: Callable[[bytes], Any]) -> JoinSession[Any]:
-        path = f"{self._service}/Join"
-        return JoinSession(conn, path, parse, _request_id_of, metadata=self._conn.metadata)
+        return JoinSession(conn, f"{self._service}/Join", parse, metadata=self._conn.metadata)
 
     @property
     def _service(self) -> str:
@@ -113,7 +109,6 @@ class RemoteEndpoint:
             ConnectError: unreachable, refused or timed out (``connect_timeout`` each).
             HandshakeError: the endpoint refused the handshake.
         """
-        await self._conn.connect()
         request = self._pb.HandshakeRequest(base=handshake_request(component))
         try:
             return await self._conn.unary(

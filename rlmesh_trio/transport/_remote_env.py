@@ -42,8 +42,6 @@ class RemoteEnv(RemoteEndpoint):
     _kind: ClassVar[str] = "env"
     _pb: ClassVar[Any] = env_pb
 
-    # ---- lifecycle -------------------------------------------------------
-
     async def connect(self) -> EndpointInfo:
         """Handshake: learn the contract, editions and capabilities. Takes no session slot.
 
@@ -76,8 +74,6 @@ class RemoteEnv(RemoteEndpoint):
         """
         if self._session is not None and self._session.alive:
             raise RuntimeError(f"{self!r} already has an open Join session")
-        if self._closed:
-            raise ConnectError(self.address, "the client was closed")
         session = self._open_session(await self._conn.connect(), decode_env_response)
         self._session = session
         envelope = env_pb.JoinRequest(
@@ -103,8 +99,6 @@ class RemoteEnv(RemoteEndpoint):
         if response.configure is None:
             raise self._unexpected("env.configure", response)
 
-    # ---- operations ------------------------------------------------------
-
     async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
         """Reset (all lanes, or ``env_indices``). Cancellation tears the stream down."""
         return await self._call("reset", env_pb.JoinRequest(reset=request))
@@ -123,8 +117,6 @@ class RemoteEnv(RemoteEndpoint):
         """
         request = env_pb.RenderRequest(env_indices=[env_index], timeout_ms=timeout_ms)
         reply = (await self._call("render", env_pb.JoinRequest(render=request))).response
-        if reply.frame is None:
-            return None
         if reply.format not in (env_pb.RenderFormat.UNSPECIFIED, env_pb.RenderFormat.PNG):
             return None
         return reply.frame
@@ -147,8 +139,6 @@ class RemoteEnv(RemoteEndpoint):
             with trio.move_on_after(CLOSE_GRACE):
                 await session.wait_finished()
         return list(reply.final_episodes)
-
-    # ---- internals -------------------------------------------------------
 
     async def _call(
         self, kind: str, envelope: env_pb.JoinRequest | env_pb.StepRequest

@@ -5,9 +5,6 @@ one per model address): the handshake is done once, one Join stream is opened
 lazily and shared, and responses are demultiplexed by ``request_id``. The
 envelope id is the request's ``AdapterContext.request_id`` (the route's own id,
 e.g. ``<env_id>:predict:<n>``), made unique if a duplicate is in flight.
-
-Cancellation abandons the cancelled request only (a late response is
-dropped): the stream stays up for the other routes sharing it.
 """
 
 from __future__ import annotations
@@ -38,6 +35,8 @@ __all__ = ["RemoteModel"]
 #: What a route's model call hands :meth:`RemoteModel._encode`: a whole envelope, or the
 #: bare predict (or list of them, a grouped predict) that the hand codec wraps itself.
 _Envelope = model_pb.JoinRequest | model_pb.PredictRequest | list[model_pb.PredictRequest]
+#: One group's outcome in a grouped predict.
+_GroupOutcome = Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch
 
 
 class RemoteModel(RemoteEndpoint):
@@ -46,8 +45,6 @@ class RemoteModel(RemoteEndpoint):
     _session: JoinSession[model_pb.JoinResponse] | None
     _kind: ClassVar[str] = "model"
     _pb: ClassVar[Any] = model_pb
-
-    # ---- lifecycle -------------------------------------------------------
 
     async def connect(self) -> EndpointInfo:
         """Handshake once (later calls return the first result; concurrent callers share it).
@@ -61,8 +58,6 @@ class RemoteModel(RemoteEndpoint):
             reply = model_pb.HandshakeResponse.parse(await self._handshake(MODEL_COMPONENT))
             self._info = endpoint_info(self.address, reply.base)
             return self._info
-
-    # ---- operations ------------------------------------------------------
 
     async def resolve_adapter(self, request: model_pb.ResolveAdapterRequest) -> None:
         """Create or update the route's adapter (idempotent upsert keyed by ``env_id``).
@@ -85,7 +80,7 @@ class RemoteModel(RemoteEndpoint):
 
     async def grouped_predict(
         self, requests: Sequence[model_pb.PredictRequest]
-    ) -> list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch]:
+    ) -> list[_GroupOutcome]:
         """Several routes' predictions in one GroupedPredict round trip.
 
         Returns one entry per request, in order: a :class:`Reply` (telemetry
@@ -99,7 +94,7 @@ class RemoteModel(RemoteEndpoint):
         self,
         requests: Sequence[model_pb.PredictRequest],
         grouped: Reply[model_pb.GroupedPredictResponse],
-    ) -> list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch]:
+    ) -> list[_GroupOutcome]:
         results = grouped.response.results
         if len(results) != len(requests):
             raise ProtocolError(
@@ -107,7 +102,7 @@ class RemoteModel(RemoteEndpoint):
                 f"{len(requests)} groups with {len(results)} results"
             )
         telemetry = {**grouped.telemetry, "group.size": float(len(requests))}
-        out: list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch] = []
+        out: list[_GroupOutcome] = []
         for request, result in zip(requests, results, strict=True):
             if result.error is not None:
                 out.append(self._model_error(result.error))
@@ -202,14 +197,7 @@ class RemoteModel(RemoteEndpoint):
         with time_limit(timeout, lambda why: ModelRpcError(self.address, f"close {why}")):
             await self._call("close", None, envelope)
 
-    # ---- internals -------------------------------------------------------
-
     async def _ensure_session(self) -> JoinSession[model_pb.JoinResponse]:
-        session = self._session
-        if session is not None:
-            return session
-        if self._closed:
-            raise ModelRpcError(self.address, "transport error: the client was closed")
         try:
             conn = await self._conn.connect()
         except ConnectError as exc:
