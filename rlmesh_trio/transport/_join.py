@@ -80,13 +80,7 @@ class _Callback(Generic[T]):
         self._on_done = on_done
         self.done = False
 
-    def resolve(self, value: T) -> None:
-        self._call(value)
-
-    def fail(self, error: BaseException) -> None:
-        self._call(error)
-
-    def _call(self, outcome: T | BaseException) -> None:
+    def resolve(self, outcome: T | BaseException) -> None:
         if self.done:
             return
         self.done = True
@@ -94,6 +88,8 @@ class _Callback(Generic[T]):
             self._on_done(outcome)
         except Exception:  # it runs inside the reader: a bug there must not end the stream
             log.exception("a Join response callback failed")
+
+    fail = resolve  # the callback tells a value from an error itself
 
 
 class JoinSession(Generic[R]):
