@@ -17,11 +17,6 @@ __all__ = ["DEFAULT_HOST", "Address", "parse_address"]
 DEFAULT_HOST = "127.0.0.1"
 
 
-def _check_port(port: int | None, _attr: object = None, _value: object = None) -> None:
-    if port is not None and not 0 <= port <= 65535:
-        raise ValueError(f"port {port} out of range 0..65535")
-
-
 @attrs.frozen
 class Address:
     """A parsed endpoint address: either ``host``/``port`` (TCP) or ``path`` (unix socket)."""
@@ -35,7 +30,8 @@ class Address:
             raise ValueError("an address is either host:port or a unix socket path")
         if self.host is not None and self.port is None:
             raise ValueError("a TCP address needs a port")
-        _check_port(self.port)
+        if self.port is not None and not 0 <= self.port <= 65535:
+            raise ValueError(f"port {self.port} out of range 0..65535")
 
     def __str__(self) -> str:
         if self.path is not None:

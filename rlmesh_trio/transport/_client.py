@@ -1,14 +1,10 @@
-"""A client's link to one endpoint: connect on demand, unary calls, error mapping.
-
-:class:`ClientConnection` keeps at most one live :class:`Connection`; when it
-was lost (or belongs to an earlier Trio run) the next :meth:`connect` opens a
-fresh one. Unary RPCs (handshake, shutdown, health) are ordinary gRPC streams
-on it.
-"""
+"""A client's link to one endpoint: connect on demand, unary calls, error mapping."""
 
 from __future__ import annotations
 
+import contextlib
 import ssl as _ssl
+from collections.abc import Callable, Iterator
 
 import trio
 
@@ -17,15 +13,21 @@ from .._errors import ConnectError, format_duration
 from ._address import parse_address
 from ._conn import Connection, ConnectionLost
 
-__all__ = ["ClientConnection", "auth_metadata", "describe_os_error"]
+__all__ = ["ClientConnection", "time_limit"]
 
 
-def auth_metadata(token: str | None) -> dict[str, str] | None:
-    """Request metadata for an optional bearer token, sent verbatim as ``authorization``.
+@contextlib.contextmanager
+def time_limit(seconds: float, error: Callable[[str], Exception]) -> Iterator[None]:
+    """Bound the block by ``seconds``; then raise ``error("timed out after <seconds>")``.
 
-    rlmesh compares the header to the token exactly (no ``Bearer `` prefix handling).
+    Raises:
+        Exception: what ``error`` makes of the reason, once the time has run out.
     """
-    return {"authorization": token} if token else None
+    try:
+        with trio.fail_after(seconds):
+            yield
+    except trio.TooSlowError:
+        raise error(f"timed out after {format_duration(seconds)}") from None
 
 
 class _Unary:
@@ -63,7 +65,8 @@ class ClientConnection:
     """One client's connection to one endpoint, used from Trio.
 
     Bounds each connect by ``connect_timeout`` and maps failures to
-    :class:`ConnectError` naming the address. Reconnects lazily after a loss.
+    :class:`ConnectError` naming the address. Keeps at most one live
+    :class:`Connection`; one lost (or of an earlier Trio run) is replaced lazily.
     """
 
     def __init__(
@@ -79,11 +82,12 @@ class ClientConnection:
         self.label = address
         self.address = parse_address(address)
         self.connect_timeout = connect_timeout
-        self.metadata = auth_metadata(token)
+        # rlmesh compares the header to the token exactly (no ``Bearer `` prefix handling).
+        self.metadata = {"authorization": token} if token else None
         self._ssl = ssl
         self._conn: Connection | None = None
         self._closed = False
-        self._lock: trio.Lock | None = None
+        self._lock = trio.Lock()
         self.nursery: trio.Nursery | None = None  # set by the client's ``async with``
 
     async def connect(self) -> Connection:
@@ -98,8 +102,6 @@ class ClientConnection:
             return conn
         if self._closed:
             raise ConnectError(self.label, "the client was closed")
-        if self._lock is None:
-            self._lock = trio.Lock()
         async with self._lock:
             conn = self._conn
             if conn is not None and conn.usable:
@@ -111,23 +113,19 @@ class ClientConnection:
 
     async def _open(self) -> Connection:
         try:
-            with trio.fail_after(self.connect_timeout):
+            with time_limit(self.connect_timeout, lambda why: ConnectError(self.label, why)):
                 return await Connection.open(self.address, ssl=self._ssl, nursery=self.nursery)
-        except trio.TooSlowError:
-            raise ConnectError(
-                self.label, f"timed out after {format_duration(self.connect_timeout)}"
-            ) from None
         except _ssl.SSLError as exc:
             raise ConnectError(self.label, f"TLS handshake failed: {exc}") from exc
         except OSError as exc:
-            raise ConnectError(self.label, describe_os_error(exc)) from exc
+            raise ConnectError(self.label, _describe_os_error(exc)) from exc
         except trio.BrokenResourceError as exc:
             cause = exc.__cause__
             if isinstance(cause, _ssl.SSLError):
                 raise ConnectError(self.label, f"TLS handshake failed: {cause}") from exc
             raise ConnectError(self.label, "connection lost during the TLS handshake") from exc
 
-    async def unary(self, path: str, payload: bytes, *, timeout: float | None) -> bytes:
+    async def unary(self, path: str, payload: bytes, *, timeout: float) -> bytes:
         """One unary RPC (connecting first if needed).
 
         Raises:
@@ -145,15 +143,10 @@ class ClientConnection:
         except ConnectionLost as exc:
             raise ConnectError(self.label, exc.detail) from exc
         try:
-            with trio.fail_after(timeout) if timeout is not None else trio.CancelScope():
+            with time_limit(timeout, lambda why: ConnectError(self.label, f"{path} {why}")):
                 await conn.flush()
                 conn.wake_reader()
                 await call.done.wait()
-        except trio.TooSlowError:
-            conn.reset_stream(stream_id)
-            raise ConnectError(
-                self.label, f"{path} timed out after {format_duration(timeout or 0)}"
-            ) from None
         except BaseException:
             conn.reset_stream(stream_id)
             raise
@@ -175,7 +168,7 @@ class ClientConnection:
             conn.close()
 
 
-def describe_os_error(exc: BaseException) -> str:
+def _describe_os_error(exc: BaseException) -> str:
     """A short reason for a failed connect (trio wraps per-address failures in a group)."""
     cause = exc.__cause__
     if isinstance(cause, BaseExceptionGroup):

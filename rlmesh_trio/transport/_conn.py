@@ -1,19 +1,10 @@
 """One HTTP/2 connection to an endpoint, driven from Trio over the I/O-free core.
 
-A :class:`Connection` owns a Trio stream (TCP, unix socket, or TLS with ALPN
-``h2``) and a :class:`~rlmesh_trio.wire.ClientCore`. One reader task feeds
-what arrives to the core and dispatches its events to the stream handlers; a
-writer task flushes bytes queued by code that cannot wait (``submit``, window
-updates, ping replies); a keepalive task pings every 30 s. A caller that can
-wait writes its own request straight to the stream (:meth:`Connection.flush`),
-which saves a task switch on the hot path.
-
-The tasks run in a nursery owned by the client's ``async with`` when there is
-one, else in a Trio system task that ends with the connection (the client's
-``aclose``) or with the Trio run. Connection loss (EOF, a reset, a keepalive
-ping not answered, bytes that are not HTTP/2) is reported to every open
-stream's handler with a short detail such as ``connection closed`` or
-``not a gRPC/HTTP2 endpoint``.
+Its reader, writer and keepalive tasks run in the client's ``async with``
+nursery when there is one, else in a Trio system task that ends with the
+connection or with the run. A caller that can wait writes its own request
+straight to the socket (:meth:`Connection.flush`), which saves a task switch
+on the hot path; the writer task flushes what callers that cannot wait queued.
 """
 
 from __future__ import annotations
@@ -29,22 +20,12 @@ import trio
 
 from .. import wire
 from ._address import Address
-from ._reading import RECEIVE_SIZE, ReplyWait, SharedReader
+from ._reading import CLOSED, RECEIVE_SIZE, ReplyWait, SharedReader
 
-__all__ = [
-    "CLOSED",
-    "EAGER_ACK_READS",
-    "KEEPALIVE_INTERVAL",
-    "KEEPALIVE_TIMEOUT",
-    "NOT_HTTP2",
-    "Connection",
-    "ConnectionLost",
-    "StreamHandler",
-]
+__all__ = ["CLOSED", "Connection", "ConnectionLost", "StreamHandler"]
 
 log = logging.getLogger(__name__)
 
-CLOSED = "connection closed"
 NOT_HTTP2 = "not a gRPC/HTTP2 endpoint"
 #: Seconds between keepalive pings (as 0.1.0 clients do) and to wait for the answer.
 KEEPALIVE_INTERVAL = 30.0
@@ -168,8 +149,6 @@ class Connection:
         except RuntimeError:
             return False
 
-    # ---- streams -------------------------------------------------------------
-
     def open_stream(
         self,
         path: str,
@@ -291,8 +270,6 @@ class Connection:
             if self.lost is None and (self._unsent or core.wants_write):
                 self._write_wanted.set()
 
-    # ---- the connection's tasks ----------------------------------------------
-
     async def _run(self) -> None:
         try:
             async with trio.open_nursery() as nursery:
@@ -303,7 +280,6 @@ class Connection:
                 nursery.cancel_scope.cancel()
         except Exception:  # a bug here must not crash the Trio run (system task)
             log.exception("connection task failed")
-            self.lose(CLOSED)
         finally:
             self.lose(CLOSED)
             with trio.CancelScope(shield=True):
@@ -417,8 +393,6 @@ class Connection:
             if not self._ping_answered.is_set():
                 self.lose("keepalive ping not answered")
                 return
-
-    # ---- ending --------------------------------------------------------------
 
     def lose(self, detail: str) -> None:
         """Record the connection as lost (``detail`` says how) and tell every stream."""

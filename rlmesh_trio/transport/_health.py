@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import ssl as _ssl
 
-import trio
-
-from .._errors import ConnectError, format_duration
+from .._errors import ConnectError
 from ..wire import GrpcError, GrpcStatus
 from ..wire._pb import Fallback, fields, put_len
-from ._client import ClientConnection
+from ._client import ClientConnection, time_limit
 
 __all__ = ["check_health"]
 
@@ -63,12 +61,8 @@ async def check_health(
     """
     client = ClientConnection(address, connect_timeout=timeout, token=token, ssl=ssl)
     try:
-        with trio.fail_after(timeout):
+        with time_limit(timeout, lambda why: ConnectError(address, f"health check {why}")):
             data = await client.unary(_CHECK, _request(service), timeout=timeout)
-    except trio.TooSlowError:
-        raise ConnectError(
-            address, f"health check timed out after {format_duration(timeout)}"
-        ) from None
     except GrpcError as exc:
         if exc.status is GrpcStatus.UNIMPLEMENTED:
             return None

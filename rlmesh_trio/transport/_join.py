@@ -1,20 +1,17 @@
 """One bidirectional Join stream on a :class:`Connection`, multiplexed by ``request_id``.
 
-:meth:`JoinSession.request` registers a waiter with the stream's
-:class:`~rlmesh_trio.wire.JoinDemux`, queues the encoded request and writes
-it straight to the socket; the connection's reader parses each response and
-wakes its waiter. :meth:`JoinSession.submit` does the same without waiting
-(the answer goes to a callback). A session ends when the server ends the
-stream (status OK or not), the connection drops, or the owner kills it; every
-waiter still pending then fails with :class:`SessionClosed`, and later
-requests fail at once.
+The connection's reader parses each response and wakes its waiter (or calls
+its callback). Once the stream ends (status OK or not), the connection drops
+or the owner kills it, every pending request fails with :class:`SessionClosed`,
+and so does every later one.
 """
 
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import trio
 
@@ -27,6 +24,9 @@ log = logging.getLogger(__name__)
 
 R = TypeVar("R")
 T = TypeVar("T")
+
+#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
+_request_id_of: Callable[[Any], str] = operator.attrgetter("request_id")
 
 
 class SessionClosed(Exception):
@@ -80,13 +80,7 @@ class _Callback(Generic[T]):
         self._on_done = on_done
         self.done = False
 
-    def resolve(self, value: T) -> None:
-        self._call(value)
-
-    def fail(self, error: BaseException) -> None:
-        self._call(error)
-
-    def _call(self, outcome: T | BaseException) -> None:
+    def resolve(self, outcome: T | BaseException) -> None:
         if self.done:
             return
         self.done = True
@@ -95,12 +89,14 @@ class _Callback(Generic[T]):
         except Exception:  # it runs inside the reader: a bug there must not end the stream
             log.exception("a Join response callback failed")
 
+    fail = resolve  # the callback tells a value from an error itself
+
 
 class JoinSession(Generic[R]):
     """A Join stream shared by every request of one client (or of several routes).
 
-    ``parse`` turns response bytes into the response envelope; ``request_id_of``
-    reads its ``request_id``. Create it from Trio, then :meth:`start` it.
+    ``parse`` turns response bytes into the response envelope. The stream's
+    headers go out with the first request.
     """
 
     def __init__(
@@ -108,26 +104,20 @@ class JoinSession(Generic[R]):
         conn: Connection,
         path: str,
         parse: Callable[[bytes], R],
-        request_id_of: Callable[[R], str],
         *,
         metadata: dict[str, str] | None,
     ) -> None:
         self._conn = conn
-        self._path = path
-        self._metadata = metadata
-        self._demux: wire.JoinDemux[R] = wire.JoinDemux(parse, request_id_of)
+        self._demux: wire.JoinDemux[R] = wire.JoinDemux(parse, _request_id_of)
         self._stream_id: int | None = None
         self._ending: SessionClosed | None = None
         self._finished = trio.Event()
         self._end_waits: list[_Slot[None]] = []
         self._half_closed = False
-
-    def start(self) -> None:
-        """Open the stream (its headers go out with the first request). Never blocks."""
         try:
-            self._stream_id = self._conn.open_stream(self._path, self, metadata=self._metadata)
+            self._stream_id = conn.open_stream(path, self, metadata=metadata)
         except ConnectionLost as exc:
-            self._finish(SessionClosed(f"transport error: {exc.detail}"))
+            self.on_lost(exc.detail)
 
     @property
     def alive(self) -> bool:
@@ -200,13 +190,21 @@ class JoinSession(Generic[R]):
         try:
             self._conn.send(self._stream_id, payload)
         except ConnectionLost as exc:
-            self._finish(SessionClosed(f"transport error: {exc.detail}"))
+            self.on_lost(exc.detail)
 
-    def half_close(self) -> None:
-        """End our side of the stream after everything queued so far. Never blocks."""
-        if not self._half_closed and self._ending is None and self._stream_id is not None:
-            self._half_closed = True
-            self._conn.end_stream(self._stream_id)
+    async def end(self, grace: float) -> None:
+        """Half-close the stream, give the server ``grace`` seconds to end it, then kill it.
+
+        Cancellation: the stream is killed all the same.
+        """
+        try:
+            if self._ending is None and self._stream_id is not None:
+                self._half_closed = True  # no request may follow our end of the stream
+                self._conn.end_stream(self._stream_id)
+                with trio.move_on_after(grace):
+                    await self.wait_finished()
+        finally:
+            self.kill()
 
     async def wait_finished(self) -> None:
         """Wait until the stream has ended (after the server ends it, or a kill).
@@ -229,7 +227,7 @@ class JoinSession(Generic[R]):
         """Tear the stream down now (RST_STREAM) and fail every pending request. Never blocks."""
         if self._stream_id is not None and self._ending is None:
             self._conn.reset_stream(self._stream_id)
-        self._finish(SessionClosed(f"transport error: {CLOSED}"))
+        self.on_lost(CLOSED)
 
     # ---- the connection's reader calls these ---------------------------------
 
@@ -246,7 +244,7 @@ class JoinSession(Generic[R]):
 
     def on_end(self, status: wire.GrpcStatus | None, message: str | None) -> None:
         if status is None or status is wire.GrpcStatus.OK:
-            self._finish(SessionClosed(f"transport error: {CLOSED}"))
+            self.on_lost(CLOSED)
             return
         text = f"{status.name}: {message}" if message else status.name
         self._finish(SessionClosed(f"transport error: status {text}", status, message))

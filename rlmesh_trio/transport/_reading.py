@@ -1,30 +1,31 @@
 """Who reads a connection's socket: the task waiting for a reply, or the background reader.
 
-A route waiting for its own reply reads the socket itself (wait until
-readable, read, feed the core, dispatch): the reply then reaches it with no
-hand-off from another task, which saves a trip through Trio's scheduler per
-reply. Only one task reads at a time. Others waiting on the same connection
-park on their own event and are woken by whoever reads (their reply was
-dispatched to them) or handed the read role when the reader leaves.
+A route waiting for its own reply reads the socket itself: the reply then
+reaches it with no hand-off from another task, one trip through Trio's
+scheduler less per reply. One task reads at a time; others waiting on the same
+connection park and are woken by their reply or handed the read role.
 
-The background reader covers everything else: replies nobody waits for in a
-task (``submit`` callbacks, unary calls), pings, GOAWAY and EOF on an idle
-connection. It takes the socket only after :data:`IDLE` seconds (at most
-twice that) without a foreground reader, or at once when such replies are owed, and gives it up
-(its wait is cancelled) the moment a waiting task wants to read.
-
-Plain TCP and unix sockets only (a TLS stream is read by its own task).
+The background reader covers the rest (``submit`` callbacks, unary calls,
+pings, GOAWAY, EOF on an idle connection). It takes the socket after
+:data:`IDLE` seconds (at most twice that) without a foreground reader, or at
+once when such replies are owed, and gives it up (its wait is cancelled) the
+moment a waiting task wants to read. Plain TCP and unix sockets only (a TLS
+stream is read by its own task).
 """
 
 from __future__ import annotations
 
 import os
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import trio
 
-__all__ = ["IDLE", "RECEIVE_SIZE", "ReadOwner", "ReplyWait", "SharedReader"]
+if TYPE_CHECKING:
+    from ._conn import Connection
 
+__all__ = ["CLOSED", "IDLE", "RECEIVE_SIZE", "ReplyWait", "SharedReader"]
+
+CLOSED = "connection closed"
 #: Seconds without a foreground reader before the background reader takes the socket.
 IDLE = 0.05
 RECEIVE_SIZE = 256 * 1024
@@ -39,25 +40,10 @@ class ReplyWait(Protocol):
     def done(self) -> bool: ...
 
 
-class ReadOwner(Protocol):
-    """The connection whose socket is read: it handles the bytes and the loss."""
-
-    lost: str | None
-
-    def process(self, data: bytes) -> None:
-        """Handle bytes read (may resolve waiters)."""
-
-    def lose(self, detail: str) -> None:
-        """Record the connection as lost and fail every waiter."""
-
-    def replies_owed(self) -> bool:
-        """Whether replies are owed that no task may be reading for."""
-
-
 class SharedReader:
-    """The read role of one plain socket (descriptor ``fd``) of ``owner``'s connection."""
+    """The read role of one plain socket (descriptor ``fd``) of the connection ``owner``."""
 
-    def __init__(self, fd: int, owner: ReadOwner) -> None:
+    def __init__(self, fd: int, owner: Connection) -> None:
         self._fd = fd
         self._owner = owner
         self._reader: str | None = None  # "fg", "bg", "baton" (handed over) or None
@@ -78,7 +64,7 @@ class SharedReader:
         except OSError:
             data = b""
         if not data:
-            self._owner.lose("connection closed")
+            self._owner.lose(CLOSED)
             return False
         owner = self._owner
         owner.process(data)
@@ -101,7 +87,7 @@ class SharedReader:
                             try:
                                 await trio.lowlevel.wait_readable(self._fd)
                             except (trio.ClosedResourceError, OSError):
-                                owner.lose("connection closed")
+                                owner.lose(CLOSED)
                                 return
                             if not self._read_once_ready():
                                 return
@@ -168,7 +154,7 @@ class SharedReader:
                 try:
                     await trio.lowlevel.wait_readable(self._fd)
                 except (trio.ClosedResourceError, OSError):
-                    owner.lose("connection closed")
+                    owner.lose(CLOSED)
                     return
             self._bg_scope = None
             self._reader = None

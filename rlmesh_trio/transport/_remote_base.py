@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import operator
 import ssl as _ssl
 from collections.abc import Callable
 from types import TracebackType
@@ -21,14 +20,19 @@ from ._conn import Connection, ConnectionLost
 from ._handshake import handshake_failure, handshake_request
 from ._join import JoinSession
 
-__all__ = ["CLOSE_GRACE", "SHUTDOWN_CONNECTION_LOST", "RemoteEndpoint"]
+__all__ = [
+    "CLOSE_GRACE",
+    "SHUTDOWN_CONNECTION_LOST",
+    "RemoteEndpoint",
+    "code_label",
+    "reply_telemetry",
+]
 
 #: Seconds ``aclose`` (and an env ``close``) wait for the server to end a half-closed stream.
 CLOSE_GRACE = 1.0
 SHUTDOWN_CONNECTION_LOST = "the server closed the connection before replying (shutting down)"
 
-#: A response's ``request_id`` (a C-level getter: the demux calls it once per response).
-_request_id_of: Callable[[Any], str] = operator.attrgetter("request_id")
+_NS_PER_MS = 1_000_000.0
 
 
 class RemoteEndpoint:
@@ -61,6 +65,7 @@ class RemoteEndpoint:
         self._last_id = 0
         self._closed = False
         self._exit_stack: contextlib.AsyncExitStack | None = None
+        self._connect_lock = trio.Lock()  # a shared model client's routes share one handshake
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._conn.label!r})"
@@ -84,23 +89,14 @@ class RemoteEndpoint:
         if self._closed:
             return
         self._closed = True
-        session = self._session
         try:
-            if session is not None and session.alive:
-                session.half_close()
-                with trio.move_on_after(CLOSE_GRACE):
-                    await session.wait_finished()
+            if self._session is not None:
+                await self._session.end(CLOSE_GRACE)
         finally:
-            if session is not None:
-                session.kill()
             self._conn.close()
 
     def _open_session(self, conn: Connection, parse: Callable[[bytes], Any]) -> JoinSession[Any]:
-        session: JoinSession[Any] = JoinSession(
-            conn, f"{self._service}/Join", parse, _request_id_of, metadata=self._conn.metadata
-        )
-        session.start()
-        return session
+        return JoinSession(conn, f"{self._service}/Join", parse, metadata=self._conn.metadata)
 
     @property
     def _service(self) -> str:
@@ -113,7 +109,6 @@ class RemoteEndpoint:
             ConnectError: unreachable, refused or timed out (``connect_timeout`` each).
             HandshakeError: the endpoint refused the handshake.
         """
-        await self._conn.connect()
         request = self._pb.HandshakeRequest(base=handshake_request(component))
         try:
             return await self._conn.unary(
@@ -186,3 +181,41 @@ class RemoteEndpoint:
             stack, self._exit_stack = self._exit_stack, None
             if stack is not None:
                 await stack.aclose()
+
+
+def reply_telemetry(
+    envelope: Any, request_bytes: int, response_bytes: int, *, model: bool = False
+) -> dict[str, float]:
+    """Telemetry for one reply: endpoint timings (ms) and encoded sizes (bytes).
+
+    ``endpoint.total`` comes from ``endpoint_total_ns`` when the peer set it;
+    the finer timings (the additive timing fields of 0.1.0, protocol notes
+    §1.8) appear only when non-zero (a peer that does not time a phase leaves
+    the field unset). Read field by field: this runs for every reply.
+    """
+    telemetry: dict[str, float] = {
+        "request.bytes": float(request_bytes),
+        "response.bytes": float(response_bytes),
+    }
+    value = envelope.endpoint_total_ns
+    if value is not None:
+        telemetry["endpoint.total"] = value / _NS_PER_MS
+    value = envelope.decode_ns
+    if value:
+        telemetry["endpoint.decode"] = value / _NS_PER_MS
+    value = envelope.user_ns
+    if value:
+        telemetry["endpoint.user"] = value / _NS_PER_MS
+    value = envelope.encode_ns
+    if value:
+        telemetry["endpoint.encode"] = value / _NS_PER_MS
+    value = envelope.adapter_ns if model else envelope.queue_ns
+    if value:
+        telemetry["endpoint.adapter" if model else "endpoint.queue"] = value / _NS_PER_MS
+    return telemetry
+
+
+def code_label(code: Any) -> str:
+    """``INVALID_ACTION`` -> ``InvalidAction``: how 0.1.0 prints an error code in messages."""
+    name = getattr(code, "name", None) or str(code)
+    return "".join(part.capitalize() for part in name.split("_"))

@@ -5,14 +5,9 @@ carry ids ``grpc-req-<n>`` (configure is ``grpc-req-1``) and responses are
 matched by id, so a lane endpoint can have one request per lane in flight
 from several Trio tasks at once.
 
-Errors: an ``EnvError`` reply raises :class:`EnvRpcError` with the env's code
-and recoverability; a stream that ends or a connection that drops raises
-:class:`EnvRpcError` with message ``transport error: connection closed``. The
-client does not know the runtime step, so these carry ``step=0``; the driver
-re-raises with the real step (``message``, ``code`` and ``recoverable`` are
-attributes for that).
-
-Everything runs on Trio (no asyncio): any Trio task may use the client.
+Errors raise :class:`EnvRpcError` with ``step=0``: the client does not know
+the runtime step, so the driver re-raises with the real one (``message``,
+``code`` and ``recoverable`` are attributes for that).
 """
 
 from __future__ import annotations
@@ -22,30 +17,30 @@ from typing import Any, ClassVar
 import trio
 
 from .._endpoints import EndpointInfo, Reply
-from .._errors import ConnectError, EnvRpcError, HandshakeError, format_duration
+from .._errors import ConnectError, EnvRpcError, HandshakeError
 from .._wire import env_pb
 from ..wire import GrpcStatus
 from ..wire._client_codec import decode_env_response, encode_env_step
+from ._client import time_limit
 from ._handshake import ENV_COMPONENT, parse_env_handshake
 from ._join import JoinSession, SessionClosed
-from ._remote_base import CLOSE_GRACE, SHUTDOWN_CONNECTION_LOST, RemoteEndpoint
-from ._replies import code_label, reply_telemetry
+from ._remote_base import (
+    CLOSE_GRACE,
+    SHUTDOWN_CONNECTION_LOST,
+    RemoteEndpoint,
+    code_label,
+    reply_telemetry,
+)
 
 __all__ = ["SHUTDOWN_CONNECTION_LOST", "RemoteEnv"]
 
 
 class RemoteEnv(RemoteEndpoint):
-    """A remote env endpoint (``host:port``, ``tcp://``, ``http://`` or ``unix:///path``).
-
-    ``token`` is sent verbatim as ``authorization`` metadata; ``ssl`` turns on TLS.
-    The address is parsed at once: a malformed one raises :class:`InvalidSpec`.
-    """
+    """A remote env endpoint; the address and options are :class:`RemoteEndpoint`'s."""
 
     _session: JoinSession[env_pb.JoinResponse] | None
     _kind: ClassVar[str] = "env"
     _pb: ClassVar[Any] = env_pb
-
-    # ---- lifecycle -------------------------------------------------------
 
     async def connect(self) -> EndpointInfo:
         """Handshake: learn the contract, editions and capabilities. Takes no session slot.
@@ -62,17 +57,10 @@ class RemoteEnv(RemoteEndpoint):
         """
         session = self._session
         if session is not None and session.alive and session.idle:
-            await self._end_idle_session(session)
+            await session.end(CLOSE_GRACE)
         data = await self._handshake(ENV_COMPONENT)
         self._info = parse_env_handshake(self.address, data)
         return self._info
-
-    async def _end_idle_session(self, session: JoinSession[env_pb.JoinResponse]) -> None:
-        """Half-close ``session`` and wait (bounded) for the server to end it."""
-        session.half_close()
-        with trio.move_on_after(CLOSE_GRACE):
-            await session.wait_finished()
-        session.kill()
 
     async def configure(self, edition: str) -> None:
         """Open the Join session and pin the workflow edition (the first Join message).
@@ -86,8 +74,6 @@ class RemoteEnv(RemoteEndpoint):
         """
         if self._session is not None and self._session.alive:
             raise RuntimeError(f"{self!r} already has an open Join session")
-        if self._closed:
-            raise ConnectError(self.address, "the client was closed")
         session = self._open_session(await self._conn.connect(), decode_env_response)
         self._session = session
         envelope = env_pb.JoinRequest(
@@ -113,28 +99,16 @@ class RemoteEnv(RemoteEndpoint):
         if response.configure is None:
             raise self._unexpected("env.configure", response)
 
-    # ---- operations ------------------------------------------------------
-
     async def reset(self, request: env_pb.ResetRequest) -> Reply[env_pb.ResetResponse]:
         """Reset (all lanes, or ``env_indices``). Cancellation tears the stream down."""
-        response, req_bytes, resp_bytes = await self._call(
-            "env.reset", env_pb.JoinRequest(reset=request)
-        )
-        reply = response.reset
-        if reply is None:
-            raise self._unexpected("env.reset", response)
-        return Reply(reply, reply_telemetry(response, req_bytes, resp_bytes))
+        return await self._call("reset", env_pb.JoinRequest(reset=request))
 
     async def step(self, request: env_pb.StepRequest) -> Reply[env_pb.StepResponse]:
         """Step (all lanes, or ``env_indices``). Safe to call concurrently for different lanes.
 
         Cancellation tears the stream down.
         """
-        response, req_bytes, resp_bytes = await self._call("env.step", request)
-        reply = response.step
-        if reply is None:
-            raise self._unexpected("env.step", response)
-        return Reply(reply, reply_telemetry(response, req_bytes, resp_bytes))
+        return await self._call("step", request)
 
     async def render(self, env_index: int = 0, *, timeout_ms: int = 0) -> bytes | None:
         """One lane's frame as PNG bytes; ``None`` when the env has none (or an unknown format).
@@ -142,12 +116,7 @@ class RemoteEnv(RemoteEndpoint):
         Cancellation tears the stream down.
         """
         request = env_pb.RenderRequest(env_indices=[env_index], timeout_ms=timeout_ms)
-        response, _req, _resp = await self._call("env.render", env_pb.JoinRequest(render=request))
-        reply = response.render
-        if reply is None:
-            raise self._unexpected("env.render", response)
-        if reply.frame is None:
-            return None
+        reply = (await self._call("render", env_pb.JoinRequest(render=request))).response
         if reply.format not in (env_pb.RenderFormat.UNSPECIFIED, env_pb.RenderFormat.PNG):
             return None
         return reply.frame
@@ -163,32 +132,24 @@ class RemoteEnv(RemoteEndpoint):
         if session is None or not session.alive:
             return []
         envelope = env_pb.JoinRequest(close=env_pb.CloseEnvsRequest(reason="client close"))
-        try:
-            with trio.fail_after(timeout):
-                response, _req, _resp = await self._call("env.close", envelope)
-                # the server ends the stream after its reply; wait for that so a
-                # following configure() finds the env's Join slot free
-                with trio.move_on_after(CLOSE_GRACE):
-                    await session.wait_finished()
-        except trio.TooSlowError:
-            raise EnvRpcError(
-                "env.close", 0, f"close timed out after {format_duration(timeout)}"
-            ) from None
-        reply = response.close
-        if reply is None:
-            raise self._unexpected("env.close", response)
+        with time_limit(timeout, lambda why: EnvRpcError("env.close", 0, f"close {why}")):
+            reply = (await self._call("close", envelope)).response
+            # the server ends the stream after its reply; wait for that so a
+            # following configure() finds the env's Join slot free
+            with trio.move_on_after(CLOSE_GRACE):
+                await session.wait_finished()
         return list(reply.final_episodes)
 
-    # ---- internals -------------------------------------------------------
-
     async def _call(
-        self,
-        operation: str,
-        envelope: env_pb.JoinRequest | env_pb.StepRequest,
-    ) -> tuple[env_pb.JoinResponse, int, int]:
-        """One Join round trip: a failed stream or an ``EnvError`` reply raises ``EnvRpcError``.
+        self, kind: str, envelope: env_pb.JoinRequest | env_pb.StepRequest
+    ) -> Reply[Any]:
+        """One Join round trip: the response's ``kind`` reply, with its telemetry.
 
         A bare ``StepRequest`` (the hot call) goes into its envelope by the hand codec.
+
+        Raises:
+            EnvRpcError: the stream failed, or the env answered with an ``EnvError``.
+            ProtocolError: the env answered with another kind of reply.
         """
         session = self._session
         if session is None:
@@ -203,14 +164,17 @@ class RemoteEnv(RemoteEndpoint):
         try:
             response, size = await session.request(request_id, payload, kill_on_cancel=True)
         except SessionClosed as exc:
-            raise EnvRpcError(operation, 0, exc.detail) from None
+            raise EnvRpcError(f"env.{kind}", 0, exc.detail) from None
         error = response.error
         if error is not None:
             raise EnvRpcError(
-                operation,
+                f"env.{kind}",
                 0,
                 f"environment error: [{code_label(error.code)}] {error.message}",
                 code=int(error.code),
                 recoverable=error.is_recoverable,
             )
-        return response, len(payload), size
+        reply = getattr(response, kind)
+        if reply is None:
+            raise self._unexpected(f"env.{kind}", response)
+        return Reply(reply, reply_telemetry(response, len(payload), size))

@@ -5,25 +5,12 @@ one per model address): the handshake is done once, one Join stream is opened
 lazily and shared, and responses are demultiplexed by ``request_id``. The
 envelope id is the request's ``AdapterContext.request_id`` (the route's own id,
 e.g. ``<env_id>:predict:<n>``), made unique if a duplicate is in flight.
-
-Cancellation abandons the cancelled request only (a late response is
-dropped): the stream stays up for the other routes sharing it.
-
-Errors: a ``ModelError`` reply raises :class:`ModelRpcError` with the code and
-recoverability; a lost stream raises :class:`ModelRpcError` with message
-``transport error: connection closed``; a response whose context differs from
-the request's raises :class:`ModelRouteMismatch`.
-
-Everything runs on Trio (no asyncio): any Trio task may use the client.
 """
 
 from __future__ import annotations
 
-import ssl as _ssl
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
-
-import trio
 
 from .._endpoints import EndpointInfo, Reply
 from .._errors import (
@@ -31,7 +18,6 @@ from .._errors import (
     ModelRouteMismatch,
     ModelRpcError,
     ProtocolError,
-    format_duration,
 )
 from .._wire import model_pb
 from ..wire._client_codec import (
@@ -39,41 +25,26 @@ from ..wire._client_codec import (
     encode_model_grouped_predict,
     encode_model_predict,
 )
+from ._client import time_limit
 from ._handshake import MODEL_COMPONENT, endpoint_info
 from ._join import JoinSession, SessionClosed
-from ._remote_base import RemoteEndpoint
-from ._replies import code_label, reply_telemetry
+from ._remote_base import RemoteEndpoint, code_label, reply_telemetry
 
 __all__ = ["RemoteModel"]
 
 #: What a route's model call hands :meth:`RemoteModel._encode`: a whole envelope, or the
 #: bare predict (or list of them, a grouped predict) that the hand codec wraps itself.
 _Envelope = model_pb.JoinRequest | model_pb.PredictRequest | list[model_pb.PredictRequest]
+#: One group's outcome in a grouped predict.
+_GroupOutcome = Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch
 
 
 class RemoteModel(RemoteEndpoint):
-    """A remote model endpoint (``host:port``, ``tcp://``, ``http://`` or ``unix:///path``).
-
-    ``token`` is sent verbatim as ``authorization`` metadata; ``ssl`` turns on TLS.
-    The address is parsed at once: a malformed one raises :class:`InvalidSpec`.
-    """
+    """A remote model endpoint; the address and options are :class:`RemoteEndpoint`'s."""
 
     _session: JoinSession[model_pb.JoinResponse] | None
     _kind: ClassVar[str] = "model"
     _pb: ClassVar[Any] = model_pb
-
-    def __init__(
-        self,
-        address: str,
-        *,
-        connect_timeout: float = 10.0,
-        token: str | None = None,
-        ssl: _ssl.SSLContext | None = None,
-    ) -> None:
-        super().__init__(address, connect_timeout=connect_timeout, token=token, ssl=ssl)
-        self._connect_lock = trio.Lock()
-
-    # ---- lifecycle -------------------------------------------------------
 
     async def connect(self) -> EndpointInfo:
         """Handshake once (later calls return the first result; concurrent callers share it).
@@ -88,18 +59,13 @@ class RemoteModel(RemoteEndpoint):
             self._info = endpoint_info(self.address, reply.base)
             return self._info
 
-    # ---- operations ------------------------------------------------------
-
     async def resolve_adapter(self, request: model_pb.ResolveAdapterRequest) -> None:
         """Create or update the route's adapter (idempotent upsert keyed by ``env_id``).
 
         Cancellation abandons this request only; the shared stream stays up.
         """
-        response, _req, _resp = await self._call(
-            "resolve_adapter", request.context, model_pb.JoinRequest(resolve_adapter=request)
-        )
-        if response.resolve_adapter is None:
-            raise self._unexpected("resolve_adapter", response)
+        envelope = model_pb.JoinRequest(resolve_adapter=request)
+        await self._call("resolve_adapter", request.context, envelope)
 
     async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
         """One prediction for R rows. Checks the echoed context and that actions came back.
@@ -108,25 +74,13 @@ class RemoteModel(RemoteEndpoint):
         :class:`ProtocolError` (no actions). Cancellation abandons this request
         only (a late reply is dropped); the shared stream stays up.
         """
-        response, req_bytes, resp_bytes = await self._call("predict", request.context, request)
-        return self._predict_reply(request, response, req_bytes, resp_bytes)
-
-    def _predict_reply(
-        self,
-        request: model_pb.PredictRequest,
-        response: model_pb.JoinResponse,
-        req_bytes: int,
-        resp_bytes: int,
-    ) -> Reply[model_pb.PredictResponse]:
-        reply = response.predict
-        if reply is None:
-            raise self._unexpected("predict", response)
-        self._check_prediction(request, reply)
-        return Reply(reply, reply_telemetry(response, req_bytes, resp_bytes, model=True))
+        reply = await self._call("predict", request.context, request)
+        self._check_prediction(request, reply.response)
+        return reply
 
     async def grouped_predict(
         self, requests: Sequence[model_pb.PredictRequest]
-    ) -> list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch]:
+    ) -> list[_GroupOutcome]:
         """Several routes' predictions in one GroupedPredict round trip.
 
         Returns one entry per request, in order: a :class:`Reply` (telemetry
@@ -134,28 +88,22 @@ class RemoteModel(RemoteEndpoint):
         the whole call (transport, or a top-level ``ModelError``) raises.
         """
         groups = list(requests)
-        response, req_bytes, resp_bytes = await self._call("grouped_predict", None, groups)
-        return self._grouped_replies(groups, response, req_bytes, resp_bytes)
+        return self._grouped_replies(groups, await self._call("grouped_predict", None, groups))
 
     def _grouped_replies(
         self,
         requests: Sequence[model_pb.PredictRequest],
-        response: model_pb.JoinResponse,
-        req_bytes: int,
-        resp_bytes: int,
-    ) -> list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch]:
-        reply = response.grouped_predict
-        if reply is None:
-            raise self._unexpected("grouped_predict", response)
-        if len(reply.results) != len(requests):
+        grouped: Reply[model_pb.GroupedPredictResponse],
+    ) -> list[_GroupOutcome]:
+        results = grouped.response.results
+        if len(results) != len(requests):
             raise ProtocolError(
                 f"model endpoint {self.address} answered a grouped predict of "
-                f"{len(requests)} groups with {len(reply.results)} results"
+                f"{len(requests)} groups with {len(results)} results"
             )
-        telemetry = reply_telemetry(response, req_bytes, resp_bytes, model=True)
-        telemetry["group.size"] = float(len(requests))
-        out: list[Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch] = []
-        for request, result in zip(requests, reply.results, strict=True):
+        telemetry = {**grouped.telemetry, "group.size": float(len(requests))}
+        out: list[_GroupOutcome] = []
+        for request, result in zip(requests, results, strict=True):
             if result.error is not None:
                 out.append(self._model_error(result.error))
             elif result.response is None:
@@ -187,9 +135,11 @@ class RemoteModel(RemoteEndpoint):
             return False
         groups = list(requests)
         if len(groups) == 1:
-            request_id, payload = self._encode(session, "predict", groups[0].context, groups[0])
+            kind = "predict"
+            request_id, payload = self._encode(session, kind, groups[0].context, groups[0])
         else:
-            request_id, payload = self._encode(session, "grouped_predict", None, groups)
+            kind = "grouped_predict"
+            request_id, payload = self._encode(session, kind, None, groups)
 
         def landed(outcome: tuple[model_pb.JoinResponse, int] | BaseException) -> None:
             results: list[Reply[model_pb.PredictResponse] | Exception]
@@ -198,13 +148,12 @@ class RemoteModel(RemoteEndpoint):
                     raise ModelRpcError(self.address, outcome.detail)
                 if isinstance(outcome, BaseException):
                     raise outcome
-                response, size = outcome
-                if response.error is not None:
-                    raise self._model_error(response.error)
+                reply = self._reply(kind, outcome[0], len(payload), outcome[1])
                 if len(groups) == 1:
-                    results = [self._predict_reply(groups[0], response, len(payload), size)]
+                    self._check_prediction(groups[0], reply.response)
+                    results = [reply]
                 else:
-                    results = list(self._grouped_replies(groups, response, len(payload), size))
+                    results = list(self._grouped_replies(groups, reply))
             except Exception as exc:
                 results = [exc] * len(groups)
             on_done(results)
@@ -220,11 +169,8 @@ class RemoteModel(RemoteEndpoint):
 
         Cancellation abandons this request only.
         """
-        response, _req, _resp = await self._call(
-            "reset_adapter", request.context, model_pb.JoinRequest(reset_adapter=request)
-        )
-        if response.reset_adapter is None:
-            raise self._unexpected("reset_adapter", response)
+        envelope = model_pb.JoinRequest(reset_adapter=request)
+        await self._call("reset_adapter", request.context, envelope)
 
     async def release_adapter(
         self, request: model_pb.ReleaseAdapterRequest, timeout: float
@@ -235,17 +181,8 @@ class RemoteModel(RemoteEndpoint):
         abandoned; the shared stream stays up).
         """
         envelope = model_pb.JoinRequest(release_adapter=request)
-        try:
-            with trio.fail_after(timeout):
-                response, _req, _resp = await self._call(
-                    "release_adapter", request.context, envelope
-                )
-        except trio.TooSlowError:
-            raise ModelRpcError(
-                self.address, f"release_adapter timed out after {format_duration(timeout)}"
-            ) from None
-        if response.release_adapter is None:
-            raise self._unexpected("release_adapter", response)
+        with time_limit(timeout, lambda why: ModelRpcError(self.address, f"release_adapter {why}")):
+            await self._call("release_adapter", request.context, envelope)
 
     async def close(self, reason: str = "client close", *, timeout: float = 5.0) -> None:
         """Send CloseParticipant: the server releases EVERY adapter (all routes), ends the stream.
@@ -257,24 +194,10 @@ class RemoteModel(RemoteEndpoint):
         if session is None or not session.alive:
             return
         envelope = model_pb.JoinRequest(close=model_pb.CloseParticipantRequest(reason=reason))
-        try:
-            with trio.fail_after(timeout):
-                response, _req, _resp = await self._call("close", None, envelope)
-        except trio.TooSlowError:
-            raise ModelRpcError(
-                self.address, f"close timed out after {format_duration(timeout)}"
-            ) from None
-        if response.close is None:
-            raise self._unexpected("close", response)
-
-    # ---- internals -------------------------------------------------------
+        with time_limit(timeout, lambda why: ModelRpcError(self.address, f"close {why}")):
+            await self._call("close", None, envelope)
 
     async def _ensure_session(self) -> JoinSession[model_pb.JoinResponse]:
-        session = self._session
-        if session is not None:
-            return session
-        if self._closed:
-            raise ModelRpcError(self.address, "transport error: the client was closed")
         try:
             conn = await self._conn.connect()
         except ConnectError as exc:
@@ -309,17 +232,30 @@ class RemoteModel(RemoteEndpoint):
 
     async def _call(
         self, kind: str, context: model_pb.AdapterContext | None, envelope: _Envelope
-    ) -> tuple[model_pb.JoinResponse, int, int]:
-        """One Join round trip; a ``ModelError`` reply raises."""
+    ) -> Reply[Any]:
+        """One Join round trip: the response's ``kind`` reply, with its telemetry.
+
+        Raises:
+            ModelRpcError: the stream failed, or the model answered with a ``ModelError``.
+            ProtocolError: the model answered with another kind of reply.
+        """
         session = self._session or await self._ensure_session()
         request_id, payload = self._encode(session, kind, context, envelope)
         try:
             response, size = await session.request(request_id, payload, kill_on_cancel=False)
         except SessionClosed as exc:
             raise ModelRpcError(self.address, exc.detail) from None
+        return self._reply(kind, response, len(payload), size)
+
+    def _reply(
+        self, kind: str, response: model_pb.JoinResponse, request_bytes: int, response_bytes: int
+    ) -> Reply[Any]:
         if response.error is not None:
             raise self._model_error(response.error)
-        return response, len(payload), size
+        reply = getattr(response, kind)
+        if reply is None:
+            raise self._unexpected(kind, response)
+        return Reply(reply, reply_telemetry(response, request_bytes, response_bytes, model=True))
 
     def _model_error(self, error: model_pb.ModelError) -> ModelRpcError:
         return ModelRpcError(

@@ -36,7 +36,6 @@ SERVER_FILES = (
     "_server_net.py",
     "_env_server.py",
     "_model_server.py",
-    "_replies.py",
 )
 
 
