@@ -1,4 +1,4 @@
-"""The I/O-free wire core: gRPC over HTTP/2 (h2's public API), Join demux, codecs.
+"""The I/O-free wire core: gRPC over HTTP/2 (h2's public API), Join demux, hand codecs.
 
 Nothing here opens a socket or touches an event loop: bytes go in, events
 come out (:class:`ClientCore`), and the transport layer does the I/O.
@@ -27,7 +27,6 @@ from ._grpc import (
     status_from_headers,
 )
 from ._h2core import DEFAULT_WINDOW, ClientCore, NotHttp2, ProtocolFailure
-from ._registry import decode, encode
 
 __all__ = [
     "DEFAULT_WINDOW",
@@ -50,8 +49,6 @@ __all__ = [
     "Undecodable",
     "Waiter",
     "check_size",
-    "decode",
-    "encode",
     "frame",
     "grpc_timeout",
     "request_headers",
