@@ -22,14 +22,11 @@ from ._grpc import (
     MessageReader,
     check_size,
     frame,
-    grpc_timeout,
     request_headers,
-    status_from_headers,
 )
-from ._h2core import DEFAULT_WINDOW, ClientCore, NotHttp2, ProtocolFailure
+from ._h2core import ClientCore, NotHttp2, ProtocolFailure
 
 __all__ = [
-    "DEFAULT_WINDOW",
     "MAX_MESSAGE_BYTES",
     "ClientCore",
     "ConnectionTerminated",
@@ -50,7 +47,5 @@ __all__ = [
     "Waiter",
     "check_size",
     "frame",
-    "grpc_timeout",
     "request_headers",
-    "status_from_headers",
 ]

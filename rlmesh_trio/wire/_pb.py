@@ -119,8 +119,6 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
 def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     """Every field of a message, in order: (number, wire type, int or bytes).
 
-    One-byte keys, sizes and values (the common case) are read inline.
-
     Raises:
         Fallback: a fixed-width or group field, field number 0, or truncated data.
     """
@@ -136,28 +134,21 @@ def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
             else:
                 tag, pos = read_varint(data, pos)
             wire = tag & 7
-            if wire == LEN:
-                size = data[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_varint(data, pos)
-                stop = pos + size
-                if stop > end:
-                    raise Fallback
-                append((tag >> 3, LEN, data[pos:stop]))
-                pos = stop
-            elif wire == VARINT:
-                value = data[pos]
-                if value < 0x80:
-                    pos += 1
-                else:
-                    value, pos = read_varint(data, pos)
-                append((tag >> 3, VARINT, value))
+            if tag < 8 or (wire != LEN and wire != VARINT):
+                raise Fallback  # field number 0, or a fixed-width or group field
+            value = data[pos]  # a varint's value or a length-delimited field's size
+            if value < 0x80:
+                pos += 1
             else:
+                value, pos = read_varint(data, pos)
+            if wire == VARINT:
+                append((tag >> 3, VARINT, value))
+                continue
+            stop = pos + value
+            if stop > end:
                 raise Fallback
-            if tag < 8:
-                raise Fallback  # field number 0
+            append((tag >> 3, LEN, data[pos:stop]))
+            pos = stop
     except IndexError:
         raise Fallback from None
     return out
