@@ -23,36 +23,30 @@ __all__ = [
     "encode_model_grouped_predict",
     "encode_model_predict",
     "fast_path_counts",
+    "put_context",
 ]
 
 #: How often each hot path was taken (a test proves the fast path runs, not only agrees).
 fast_path_counts: dict[str, int] = {"encode": 0, "decode": 0, "fallback": 0}
 
-_ENV_REQ = env_pb.JoinRequest
-_STEP_REQ = env_pb.StepRequest
-_MODEL_REQ = model_pb.JoinRequest
-_PREDICT_REQ = model_pb.PredictRequest
-_CONTEXT = model_pb.AdapterContext
-_INFO = model_pb.EpisodeInfo
-
-_K_ENV_STEP = key(_ENV_REQ, "step")
-_K_ENV_RID = key(_ENV_REQ, "request_id")
-_K_STEP_ACTION = key(_STEP_REQ, "action")
-_K_STEP_TIMEOUT = key(_STEP_REQ, "timeout_ms", _pb.VARINT)
-_K_STEP_INDICES = key(_STEP_REQ, "env_indices")
-_K_STEP_EPISODES = key(_STEP_REQ, "episode_ids")
-_K_MODEL_PREDICT = key(_MODEL_REQ, "predict")
-_K_MODEL_GROUPED = key(_MODEL_REQ, "grouped_predict")
-_K_MODEL_RID = key(_MODEL_REQ, "request_id")
+_K_ENV_STEP = key(env_pb.JoinRequest, "step")
+_K_ENV_RID = key(env_pb.JoinRequest, "request_id")
+_K_STEP_ACTION = key(env_pb.StepRequest, "action")
+_K_STEP_TIMEOUT = key(env_pb.StepRequest, "timeout_ms", _pb.VARINT)
+_K_STEP_INDICES = key(env_pb.StepRequest, "env_indices")
+_K_STEP_EPISODES = key(env_pb.StepRequest, "episode_ids")
+_K_MODEL_PREDICT = key(model_pb.JoinRequest, "predict")
+_K_MODEL_GROUPED = key(model_pb.JoinRequest, "grouped_predict")
+_K_MODEL_RID = key(model_pb.JoinRequest, "request_id")
 _K_GROUPS = key(model_pb.GroupedPredictRequest, "groups")
-_K_PREDICT_CONTEXT = key(_PREDICT_REQ, "context")
-_K_PREDICT_OBSERVATION = key(_PREDICT_REQ, "observation")
-_K_PREDICT_INFO = key(_PREDICT_REQ, "episode_info")
-_K_CTX_SESSION = key(_CONTEXT, "session_id")
-_K_CTX_ENV = key(_CONTEXT, "env_id")
-_K_CTX_REQUEST = key(_CONTEXT, "request_id")
-_K_INFO_EPISODE = key(_INFO, "episode_id")
-_K_INFO_SEED = key(_INFO, "seed", _pb.VARINT)
+_K_PREDICT_CONTEXT = key(model_pb.PredictRequest, "context")
+_K_PREDICT_OBSERVATION = key(model_pb.PredictRequest, "observation")
+_K_PREDICT_INFO = key(model_pb.PredictRequest, "episode_info")
+_K_CTX_SESSION = key(model_pb.AdapterContext, "session_id")
+_K_CTX_ENV = key(model_pb.AdapterContext, "env_id")
+_K_CTX_REQUEST = key(model_pb.AdapterContext, "request_id")
+_K_INFO_EPISODE = key(model_pb.EpisodeInfo, "episode_id")
+_K_INFO_SEED = key(model_pb.EpisodeInfo, "seed", _pb.VARINT)
 
 # ---- encoding ----------------------------------------------------------------
 
@@ -104,6 +98,14 @@ def _route_bytes(route: tuple[str, str]) -> bytes:
     return bytes(out)
 
 
+def put_context(out: bytearray, tag: bytes, context: model_pb.AdapterContext) -> None:
+    """Append an ``AdapterContext`` field (the model server's replies carry one too)."""
+    route = (context.session_id, context.env_id)
+    context_fields = bytearray(_cached(_route_prefix, route, _route_bytes))
+    put_text(context_fields, _K_CTX_REQUEST, context.request_id)
+    put_len(out, tag, context_fields)
+
+
 def _info_bytes(episode: tuple[str, int | None]) -> bytes:
     body = bytearray()
     put_text(body, _K_INFO_EPISODE, episode[0])
@@ -117,12 +119,8 @@ def _info_bytes(episode: tuple[str, int | None]) -> bytes:
 
 def _predict_body(predict: model_pb.PredictRequest) -> bytearray:
     body = bytearray()
-    context = predict.context
-    if context is not None:
-        route = (context.session_id, context.env_id)
-        context_fields = bytearray(_cached(_route_prefix, route, _route_bytes))
-        put_text(context_fields, _K_CTX_REQUEST, context.request_id)
-        put_len(body, _K_PREDICT_CONTEXT, context_fields)
+    if predict.context is not None:
+        put_context(body, _K_PREDICT_CONTEXT, predict.context)
     if predict.observation is not None:
         put_space_value(body, _K_PREDICT_OBSERVATION, predict.observation)
     for info in predict.episode_info:

@@ -9,7 +9,6 @@ from __future__ import annotations
 __all__ = [
     "DATA",
     "END_STREAM",
-    "HEADER_SIZE",
     "PADDED",
     "WINDOW_UPDATE",
     "FrameSplitter",

@@ -341,7 +341,6 @@ class ClientCore:
             out.append(MessageReceived(stream_id, message))
 
     def _credit_all(self) -> None:
-        """Send WINDOW_UPDATEs for everything received since the last batch."""
         for stream_id, stream in self._streams.items():
             if stream.owed:
                 self._out += _frames.window_update(stream_id, stream.owed)

@@ -8,6 +8,7 @@ falls back to it (``tests/wire/test_model_server_fastwire.py`` checks both ways)
 from __future__ import annotations
 
 from .._wire import model_pb
+from ._client_codec import put_context
 from ._pb import (
     MODEL_COUNTERS,
     Fallback,
@@ -19,18 +20,13 @@ from ._pb import (
     integer,
     key,
     number,
-    put_len,
     put_space_value,
-    put_text,
     signed64,
     text,
 )
 
 __all__ = ["decode_join_request", "encode_join_response"]
 
-_CONTEXT_KEYS = tuple(
-    (key(model_pb.AdapterContext, name), name) for name in ("session_id", "env_id", "request_id")
-)
 _I_EPISODE = number(model_pb.EpisodeInfo, "episode_id")
 _I_SEED = number(model_pb.EpisodeInfo, "seed")
 _P_CONTEXT, _P_OBSERVATION, _P_INFO = (
@@ -77,12 +73,8 @@ _K_PR_ACTIONS = key(model_pb.PredictResponse, "actions")
 
 def _encode_predict(predict: model_pb.PredictResponse) -> bytearray:
     out = bytearray()
-    context = predict.context
-    if context is not None:
-        body = bytearray()
-        for tag, name in _CONTEXT_KEYS:
-            put_text(body, tag, getattr(context, name))
-        put_len(out, _K_PR_CONTEXT, body)
+    if predict.context is not None:
+        put_context(out, _K_PR_CONTEXT, predict.context)
     for frame in predict.actions:
         put_space_value(out, _K_PR_ACTIONS, frame)
     return out

@@ -96,24 +96,19 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     Raises:
         Fallback: the varint is truncated or longer than ten bytes.
     """
+    result = 0
+    shift = 0
     try:
-        byte = data[pos]
-        if byte < 0x80:
-            return byte, pos + 1
-        result = byte & 0x7F
-        shift = 7
-        pos += 1
-        while True:
+        while shift < 64:
             byte = data[pos]
             pos += 1
             result |= (byte & 0x7F) << shift
             if byte < 0x80:
                 return result & U64, pos
             shift += 7
-            if shift > 63:
-                raise Fallback
     except IndexError:
         raise Fallback from None
+    raise Fallback
 
 
 def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
@@ -385,24 +380,20 @@ class JoinCodec(Generic[Q, R]):
         """Serialise a response."""
         kind, body = betterproto2.which_one_of(response, "kind")
         arm = self._encoders.get(kind)
-        if arm is not None:
-            try:
-                out = bytearray()
-                put_len(out, arm[0], arm[1](body))
-            except Fallback:
-                pass
-            else:
-                server_counts["encode"] += 1
-                return self._put_tail(out, response)
-        server_counts["fallback"] += 1
-        return bytes(response)
-
-    def _put_tail(self, out: bytearray, response: Any) -> bytes:
-        put_text(out, self._request_id, response.request_id)
-        total = response.endpoint_total_ns
-        if total is not None:
+        out = bytearray()
+        try:
+            if arm is None:
+                raise Fallback
+            put_len(out, arm[0], arm[1](body))
+        except Fallback:
+            server_counts["fallback"] += 1
+            return bytes(response)
+        server_counts["encode"] += 1
+        tail: Any = response  # the Join responses' shared fields, not on betterproto2.Message
+        put_text(out, self._request_id, tail.request_id)
+        if tail.endpoint_total_ns is not None:
             out += self._total_ns
-            put_varint(out, total)
+            put_varint(out, tail.endpoint_total_ns)
         for tag, name in self._counters:
             value = getattr(response, name)
             if value:
