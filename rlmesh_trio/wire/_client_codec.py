@@ -48,8 +48,6 @@ _K_CTX_REQUEST = key(model_pb.AdapterContext, "request_id")
 _K_INFO_EPISODE = key(model_pb.EpisodeInfo, "episode_id")
 _K_INFO_SEED = key(model_pb.EpisodeInfo, "seed", _pb.VARINT)
 
-# ---- encoding ----------------------------------------------------------------
-
 
 def _join(arm: bytes, body: bytearray, rid: bytes, request_id: str) -> bytes:
     out = bytearray()
@@ -140,8 +138,6 @@ def encode_model_grouped_predict(request_id: str, groups: list[model_pb.PredictR
         put_len(body, _K_GROUPS, _predict_body(group))
     return _join(_K_MODEL_GROUPED, body, _K_MODEL_RID, request_id)
 
-
-# ---- decoding ----------------------------------------------------------------
 
 _STEP = env_pb.StepResponse
 _F_STEP_OBS = number(_STEP, "observation")

@@ -85,11 +85,7 @@ def frame(payload: bytes | bytearray) -> bytes:
 
 
 class MessageReader:
-    """Cuts gRPC messages out of a stream's DATA payloads, however they are split.
-
-    ``feed`` returns the messages completed by ``data`` (often exactly one
-    whole message per DATA frame, which takes no copy of the buffer).
-    """
+    """Cuts gRPC messages out of a stream's DATA payloads, however they are split."""
 
     __slots__ = ("_buffer", "_limit")
 

@@ -261,14 +261,18 @@ def put_packed(out: bytearray, tag: bytes | int, values: list[int]) -> None:
     put_len(out, tag, body)
 
 
-def put_space_value(out: bytearray, tag: bytes | int, value: spaces_pb.SpaceValue) -> None:
+def put_space_value(out: bytearray, tag: bytes, value: spaces_pb.SpaceValue) -> None:
     """Append a ``SpaceValue`` sub-message field (its known field, ``leaves``)."""
+    leaves = value.leaves
+    if len(leaves) == 1 and len(leaves[0]) < 0x7E:
+        # The usual value on a step's path: one leaf, both sizes one byte, no body copy.
+        out += tag
+        out += bytes((len(leaves[0]) + 2, _LEAVES_KEY, len(leaves[0])))
+        out += leaves[0]
+        return
     body = bytearray()
-    leaf_key = _LEAVES_KEY
     for leaf in value.leaves:
-        body.append(leaf_key)
-        put_varint(body, len(leaf))
-        body += leaf
+        put_len(body, _LEAVES_KEY, leaf)
     put_len(out, tag, body)
 
 
