@@ -1,4 +1,4 @@
-"""The I/O-free wire core: gRPC over HTTP/2 (h2's public API), Join demux, codecs.
+"""The I/O-free wire core: gRPC over HTTP/2 (h2's public API), Join demux, hand codecs.
 
 Nothing here opens a socket or touches an event loop: bytes go in, events
 come out (:class:`ClientCore`), and the transport layer does the I/O.
@@ -22,15 +22,11 @@ from ._grpc import (
     MessageReader,
     check_size,
     frame,
-    grpc_timeout,
     request_headers,
-    status_from_headers,
 )
-from ._h2core import DEFAULT_WINDOW, ClientCore, NotHttp2, ProtocolFailure
-from ._registry import decode, encode
+from ._h2core import ClientCore, NotHttp2, ProtocolFailure
 
 __all__ = [
-    "DEFAULT_WINDOW",
     "MAX_MESSAGE_BYTES",
     "ClientCore",
     "ConnectionTerminated",
@@ -50,10 +46,6 @@ __all__ = [
     "Undecodable",
     "Waiter",
     "check_size",
-    "decode",
-    "encode",
     "frame",
-    "grpc_timeout",
     "request_headers",
-    "status_from_headers",
 ]

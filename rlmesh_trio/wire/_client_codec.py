@@ -1,24 +1,20 @@
 """Hand codecs for the client's hot Join messages: Step/Predict out, Step/Reset/Predict in.
 
 A route step sends a step and a predict request and receives their replies;
-betterproto2 spends 40-120 µs on each. These functions produce exactly the
-bytes betterproto2 writes for the known fields and exactly the message objects
-it parses. Anything outside the hot shapes -- another ``oneof`` arm, an unknown
-field, an unexpected wire type -- makes a decoder fall back to betterproto2, so
-correctness never depends on this module being complete. Encoders write the
-known fields only: unknown fields a message carried in from a peer are not
-forwarded to another peer.
+betterproto2 spends 40-120 µs on each. The output equals betterproto2's bytes
+and objects; any other shape falls back to it (see :mod:`._pb`). Encoders write
+the known fields only: unknown fields carried in from one peer never reach another.
 """
 
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from .._wire import env_pb, model_pb, spaces_pb
 from . import _pb
-from ._pb import Fallback, key, number, put_len, put_varint
+from ._pb import Fallback, key, number, put_len, put_space_value, put_text, put_varint
 
 __all__ = [
     "decode_env_response",
@@ -27,78 +23,53 @@ __all__ = [
     "encode_model_grouped_predict",
     "encode_model_predict",
     "fast_path_counts",
+    "put_context",
 ]
 
 #: How often each hot path was taken (a test proves the fast path runs, not only agrees).
 fast_path_counts: dict[str, int] = {"encode": 0, "decode": 0, "fallback": 0}
 
-_ENV_REQ = env_pb.JoinRequest
-_STEP_REQ = env_pb.StepRequest
-_MODEL_REQ = model_pb.JoinRequest
-_PREDICT_REQ = model_pb.PredictRequest
-_CONTEXT = model_pb.AdapterContext
-_INFO = model_pb.EpisodeInfo
-
-_K_ENV_STEP = key(_ENV_REQ, "step")
-_K_ENV_RID = key(_ENV_REQ, "request_id")
-_K_STEP_ACTION = key(_STEP_REQ, "action")
-_K_STEP_TIMEOUT = key(_STEP_REQ, "timeout_ms", _pb.VARINT)
-_K_STEP_INDICES = key(_STEP_REQ, "env_indices")
-_K_STEP_EPISODES = key(_STEP_REQ, "episode_ids")
-_K_MODEL_PREDICT = key(_MODEL_REQ, "predict")
-_K_MODEL_GROUPED = key(_MODEL_REQ, "grouped_predict")
-_K_MODEL_RID = key(_MODEL_REQ, "request_id")
+_K_ENV_STEP = key(env_pb.JoinRequest, "step")
+_K_ENV_RID = key(env_pb.JoinRequest, "request_id")
+_K_STEP_ACTION = key(env_pb.StepRequest, "action")
+_K_STEP_TIMEOUT = key(env_pb.StepRequest, "timeout_ms", _pb.VARINT)
+_K_STEP_INDICES = key(env_pb.StepRequest, "env_indices")
+_K_STEP_EPISODES = key(env_pb.StepRequest, "episode_ids")
+_K_MODEL_PREDICT = key(model_pb.JoinRequest, "predict")
+_K_MODEL_GROUPED = key(model_pb.JoinRequest, "grouped_predict")
+_K_MODEL_RID = key(model_pb.JoinRequest, "request_id")
 _K_GROUPS = key(model_pb.GroupedPredictRequest, "groups")
-_K_PREDICT_CONTEXT = key(_PREDICT_REQ, "context")
-_K_PREDICT_OBSERVATION = key(_PREDICT_REQ, "observation")
-_K_PREDICT_INFO = key(_PREDICT_REQ, "episode_info")
-_K_CTX_SESSION = key(_CONTEXT, "session_id")
-_K_CTX_ENV = key(_CONTEXT, "env_id")
-_K_CTX_REQUEST = key(_CONTEXT, "request_id")
-_K_INFO_EPISODE = key(_INFO, "episode_id")
-_K_INFO_SEED = key(_INFO, "seed", _pb.VARINT)
-_LEAF = key(spaces_pb.SpaceValue, "leaves")
-
-# ---- encoding ----------------------------------------------------------------
+_K_PREDICT_CONTEXT = key(model_pb.PredictRequest, "context")
+_K_PREDICT_OBSERVATION = key(model_pb.PredictRequest, "observation")
+_K_PREDICT_INFO = key(model_pb.PredictRequest, "episode_info")
+_K_CTX_SESSION = key(model_pb.AdapterContext, "session_id")
+_K_CTX_ENV = key(model_pb.AdapterContext, "env_id")
+_K_CTX_REQUEST = key(model_pb.AdapterContext, "request_id")
+_K_INFO_EPISODE = key(model_pb.EpisodeInfo, "episode_id")
+_K_INFO_SEED = key(model_pb.EpisodeInfo, "seed", _pb.VARINT)
 
 
-_SIZES = [bytes((size,)) for size in range(0x80)]
-
-
-def _ld(tag: bytes, payload: bytes | bytearray) -> bytes:
-    """A length-delimited field (short payloads, the usual case, take no varint loop)."""
-    size = len(payload)
-    return tag + (_SIZES[size] if size < 0x80 else _pb.varint_bytes(size)) + payload
-
-
-def _put_text(out: bytearray, tag: bytes, value: str) -> None:
-    if value:
-        out += _ld(tag, value.encode())
-
-
-def _space_value(tag: bytes, value: spaces_pb.SpaceValue) -> bytes:
-    leaves = value.leaves
-    if len(leaves) == 1:  # the usual observation or action: one leaf
-        return _ld(tag, _ld(_LEAF, leaves[0]))
-    return _ld(tag, b"".join([_ld(_LEAF, leaf) for leaf in leaves]))
+def _join(arm: bytes, body: bytearray, rid: bytes, request_id: str) -> bytes:
+    out = bytearray()
+    put_len(out, arm, body)
+    put_text(out, rid, request_id)
+    fast_path_counts["encode"] += 1
+    return bytes(out)
 
 
 def encode_env_step(request_id: str, step: env_pb.StepRequest) -> bytes:
     """``JoinRequest{step, request_id}`` as betterproto2 encodes it."""
     body = bytearray()
     if step.action is not None:
-        body += _space_value(_K_STEP_ACTION, step.action)
+        put_space_value(body, _K_STEP_ACTION, step.action)
     if step.timeout_ms:
         body += _K_STEP_TIMEOUT
         put_varint(body, step.timeout_ms)
     if step.env_indices:
         _pb.put_packed(body, _K_STEP_INDICES, step.env_indices)
     for episode_id in step.episode_ids:
-        body += _ld(_K_STEP_EPISODES, episode_id.encode())
-    fast_path_counts["encode"] += 1
-    if request_id:
-        return _ld(_K_ENV_STEP, body) + _ld(_K_ENV_RID, request_id.encode())
-    return _ld(_K_ENV_STEP, body)
+        put_len(body, _K_STEP_EPISODES, episode_id.encode())
+    return _join(_K_ENV_STEP, body, _K_ENV_RID, request_id)
 
 
 # A route's session and env ids, and an episode's id and seed, repeat on every step:
@@ -106,58 +77,58 @@ def encode_env_step(request_id: str, step: env_pb.StepRequest) -> bytes:
 _CACHE_LIMIT = 4096
 _route_prefix: dict[tuple[str, str], bytes] = {}
 _episode_info: dict[tuple[str, int | None], bytes] = {}
+_Key = TypeVar("_Key", bound=Hashable)
 
 
-def _put_context(out: bytearray, context: model_pb.AdapterContext) -> None:
-    route = (context.session_id, context.env_id)
-    prefix = _route_prefix.get(route)
-    if prefix is None:
-        if len(_route_prefix) >= _CACHE_LIMIT:
-            _route_prefix.clear()
-        built = bytearray()
-        _put_text(built, _K_CTX_SESSION, route[0])
-        _put_text(built, _K_CTX_ENV, route[1])
-        prefix = _route_prefix[route] = bytes(built)
-    if context.request_id:
-        out += _ld(_K_PREDICT_CONTEXT, prefix + _ld(_K_CTX_REQUEST, context.request_id.encode()))
-    else:
-        out += _ld(_K_PREDICT_CONTEXT, prefix)
-
-
-def _put_info(out: bytearray, info: model_pb.EpisodeInfo) -> None:
-    episode = (info.episode_id, info.seed)
-    encoded = _episode_info.get(episode)
+def _cached(cache: dict[_Key, bytes], key: _Key, build: Callable[[_Key], bytes]) -> bytes:
+    encoded = cache.get(key)
     if encoded is None:
-        if len(_episode_info) >= _CACHE_LIMIT:
-            _episode_info.clear()
-        body = bytearray()
-        _put_text(body, _K_INFO_EPISODE, episode[0])
-        if episode[1] is not None:
-            body += _K_INFO_SEED
-            put_varint(body, episode[1])
-        encoded = _episode_info[episode] = _ld(_K_PREDICT_INFO, body)
-    out += encoded
+        if len(cache) >= _CACHE_LIMIT:
+            cache.clear()
+        encoded = cache[key] = build(key)
+    return encoded
+
+
+def _route_bytes(route: tuple[str, str]) -> bytes:
+    out = bytearray()
+    put_text(out, _K_CTX_SESSION, route[0])
+    put_text(out, _K_CTX_ENV, route[1])
+    return bytes(out)
+
+
+def put_context(out: bytearray, tag: bytes, context: model_pb.AdapterContext) -> None:
+    """Append an ``AdapterContext`` field (the model server's replies carry one too)."""
+    route = (context.session_id, context.env_id)
+    context_fields = bytearray(_cached(_route_prefix, route, _route_bytes))
+    put_text(context_fields, _K_CTX_REQUEST, context.request_id)
+    put_len(out, tag, context_fields)
+
+
+def _info_bytes(episode: tuple[str, int | None]) -> bytes:
+    body = bytearray()
+    put_text(body, _K_INFO_EPISODE, episode[0])
+    if episode[1] is not None:
+        body += _K_INFO_SEED
+        put_varint(body, episode[1])
+    out = bytearray()
+    put_len(out, _K_PREDICT_INFO, body)
+    return bytes(out)
 
 
 def _predict_body(predict: model_pb.PredictRequest) -> bytearray:
     body = bytearray()
     if predict.context is not None:
-        _put_context(body, predict.context)
+        put_context(body, _K_PREDICT_CONTEXT, predict.context)
     if predict.observation is not None:
-        body += _space_value(_K_PREDICT_OBSERVATION, predict.observation)
+        put_space_value(body, _K_PREDICT_OBSERVATION, predict.observation)
     for info in predict.episode_info:
-        _put_info(body, info)
+        body += _cached(_episode_info, (info.episode_id, info.seed), _info_bytes)
     return body
 
 
 def encode_model_predict(request_id: str, predict: model_pb.PredictRequest) -> bytes:
     """``JoinRequest{predict, request_id}`` as betterproto2 encodes it."""
-    fast_path_counts["encode"] += 1
-    if request_id:
-        return _ld(_K_MODEL_PREDICT, _predict_body(predict)) + _ld(
-            _K_MODEL_RID, request_id.encode()
-        )
-    return _ld(_K_MODEL_PREDICT, _predict_body(predict))
+    return _join(_K_MODEL_PREDICT, _predict_body(predict), _K_MODEL_RID, request_id)
 
 
 def encode_model_grouped_predict(request_id: str, groups: list[model_pb.PredictRequest]) -> bytes:
@@ -165,14 +136,8 @@ def encode_model_grouped_predict(request_id: str, groups: list[model_pb.PredictR
     body = bytearray()
     for group in groups:
         put_len(body, _K_GROUPS, _predict_body(group))
-    out = bytearray()
-    put_len(out, _K_MODEL_GROUPED, body)
-    _put_text(out, _K_MODEL_RID, request_id)
-    fast_path_counts["encode"] += 1
-    return bytes(out)
+    return _join(_K_MODEL_GROUPED, body, _K_MODEL_RID, request_id)
 
-
-# ---- decoding ----------------------------------------------------------------
 
 _STEP = env_pb.StepResponse
 _F_STEP_OBS = number(_STEP, "observation")
@@ -269,31 +234,8 @@ def _decode_reset(data: bytes) -> env_pb.ResetResponse:
     return env_pb.ResetResponse(observation=observation, infos=infos)
 
 
-_F_CTX = {
-    number(_CONTEXT, name): index
-    for index, name in enumerate(("session_id", "env_id", "request_id"))
-}
 _F_PREDICT_CONTEXT = number(model_pb.PredictResponse, "context")
 _F_PREDICT_ACTIONS = number(model_pb.PredictResponse, "actions")
-
-
-def _decode_context(data: bytes) -> model_pb.AdapterContext:
-    texts = ["", "", ""]
-    pos, end = 0, len(data)
-    while pos < end:
-        index = _F_CTX.get(data[pos] >> 3)
-        if index is None or data[pos] & 7 != _LEN:
-            raise Fallback  # includes multi-byte keys: no such field in the schema
-        size = data[pos + 1]
-        pos += 2
-        if size >= 0x80:
-            size, pos = _read_varint(data, pos - 1)
-        stop = pos + size
-        if stop > end:
-            raise Fallback
-        texts[index] = data[pos:stop].decode()
-        pos = stop
-    return _CONTEXT(session_id=texts[0], env_id=texts[1], request_id=texts[2])
 
 
 def _decode_predict(data: bytes) -> model_pb.PredictResponse:
@@ -315,7 +257,7 @@ def _decode_predict(data: bytes) -> model_pb.PredictResponse:
         if field == _F_PREDICT_ACTIONS:
             actions.append(_pb.decode_space_value(data[pos:stop]))
         elif field == _F_PREDICT_CONTEXT and context is None:
-            context = _decode_context(data[pos:stop])
+            context = _pb.decode_context(data[pos:stop])
         else:
             raise Fallback
         pos = stop
@@ -350,23 +292,8 @@ def _varint_fields(message: type, names: tuple[str, ...]) -> dict[int, str]:
     return {number(message, name) << 3 | _VARINT: name for name in names}
 
 
-_ENV_COUNTERS = _varint_fields(
-    env_pb.JoinResponse,
-    ("endpoint_total_ns", "decode_ns", "user_ns", "encode_ns", "lane_skew_ns", "queue_ns"),
-)
-_MODEL_COUNTERS = _varint_fields(
-    model_pb.JoinResponse,
-    (
-        "endpoint_total_ns",
-        "decode_ns",
-        "user_ns",
-        "encode_ns",
-        "adapter_ns",
-        "in_flight",
-        "held_episodes",
-        "held_bytes",
-    ),
-)
+_ENV_COUNTERS = _varint_fields(env_pb.JoinResponse, ("endpoint_total_ns", *_pb.ENV_COUNTERS))
+_MODEL_COUNTERS = _varint_fields(model_pb.JoinResponse, ("endpoint_total_ns", *_pb.MODEL_COUNTERS))
 _Arms = dict[int, tuple[str, Callable[[bytes], Any]]]
 _ENV_ARMS: _Arms = {
     number(env_pb.JoinResponse, "reset") << 3 | _LEN: ("reset", _decode_reset),
@@ -434,9 +361,6 @@ def _decode_envelope(
     return kwargs
 
 
-_DECODE_ERRORS = (Fallback, IndexError, UnicodeDecodeError, struct.error)
-
-
 _Response = TypeVar("_Response", env_pb.JoinResponse, model_pb.JoinResponse)
 
 
@@ -445,7 +369,7 @@ def _decode_response(
 ) -> _Response:
     try:
         fields = _decode_envelope(data, arms, counters, rid)
-    except _DECODE_ERRORS:
+    except _pb.DECODE_ERRORS:
         fast_path_counts["fallback"] += 1
         return message.parse(data)
     fast_path_counts["decode"] += 1

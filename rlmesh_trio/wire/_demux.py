@@ -1,11 +1,7 @@
 """Join request-id demultiplexing: many requests in flight on one stream, answered by id.
 
-Env and model Join streams carry one response per request, echoing the
-request's ``request_id`` (tag 5), possibly out of order (lane servers answer
-lanes concurrently; a shared model stream serves several routes). The demux
-keeps the waiter of every request in flight and hands each parsed response to
-its waiter. It does no I/O: waiters are any objects with ``resolve`` and
-``fail``.
+Responses echo their request's ``request_id`` and may come out of order (lane
+servers answer lanes concurrently; a shared model stream serves several routes).
 """
 
 from __future__ import annotations

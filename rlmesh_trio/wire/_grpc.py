@@ -24,7 +24,6 @@ __all__ = [
     "MessageReader",
     "check_size",
     "frame",
-    "grpc_timeout",
     "request_headers",
     "status_from_headers",
 ]
@@ -86,11 +85,7 @@ def frame(payload: bytes | bytearray) -> bytes:
 
 
 class MessageReader:
-    """Cuts gRPC messages out of a stream's DATA payloads, however they are split.
-
-    ``feed`` returns the messages completed by ``data`` (often exactly one
-    whole message per DATA frame, which takes no copy of the buffer).
-    """
+    """Cuts gRPC messages out of a stream's DATA payloads, however they are split."""
 
     __slots__ = ("_buffer", "_limit")
 
@@ -131,14 +126,6 @@ class MessageReader:
         return out
 
 
-def grpc_timeout(seconds: float) -> str:
-    """A ``grpc-timeout`` header value (at most 8 digits, as the spec requires)."""
-    millis = max(1, int(seconds * 1000))
-    if millis < 10**8:
-        return f"{millis}m"
-    return f"{min(int(seconds), 10**8 - 1)}S"
-
-
 def request_headers(
     path: str,
     authority: str,
@@ -158,7 +145,10 @@ def request_headers(
         ("te", "trailers"),
     ]
     if timeout is not None:
-        headers.append(("grpc-timeout", grpc_timeout(timeout)))
+        # At most 8 digits, as the spec requires: milliseconds, else whole seconds.
+        millis = max(1, int(timeout * 1000))
+        value = f"{millis}m" if millis < 10**8 else f"{min(int(timeout), 10**8 - 1)}S"
+        headers.append(("grpc-timeout", value))
     if user_agent:
         headers.append(("user-agent", user_agent))
     if metadata:

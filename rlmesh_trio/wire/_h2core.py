@@ -1,14 +1,10 @@
 """The client side of gRPC over HTTP/2 as a state machine: bytes in, events out.
 
-:class:`ClientCore` drives ``h2.connection.H2Connection`` through its public
-API for the connection and stream lifecycle (preface, SETTINGS, HEADERS and
-trailers, PING, RST_STREAM, GOAWAY) and frames the hot part itself: DATA
-frames both ways and the WINDOW_UPDATEs that go with them (:mod:`._frames`),
-with flow control kept here as plain arithmetic. h2 never sees a DATA frame
-or a WINDOW_UPDATE (except a DATA frame that ends a stream, which it must),
-so its own windows are never used and never drift. It does no I/O: the
-transport writes :meth:`ClientCore.data_to_send` to its socket and feeds
-what it reads to :meth:`ClientCore.receive_data`.
+:class:`ClientCore` drives h2's public API for the connection and stream
+lifecycle and frames the hot part itself: DATA frames both ways and their
+WINDOW_UPDATEs (:mod:`._frames`), with flow control as plain arithmetic here.
+h2 never sees those (except a DATA frame that ends a stream, which it must),
+so its own windows are never used and never drift.
 """
 
 from __future__ import annotations
@@ -34,10 +30,10 @@ from ._events import (
 )
 from ._grpc import FramingError, GrpcStatus, MessageReader, frame, status_from_headers
 
-__all__ = ["DEFAULT_WINDOW", "ClientCore", "NotHttp2", "ProtocolFailure"]
+__all__ = ["ClientCore", "NotHttp2", "ProtocolFailure"]
 
 #: Stream and connection receive windows: large, so image observations keep flowing.
-DEFAULT_WINDOW = 16 * 1024 * 1024
+_WINDOW = 16 * 1024 * 1024
 #: HTTP/2's initial flow-control window (before the peer's SETTINGS say otherwise).
 _INITIAL_WINDOW = 65535
 _MAX_WINDOW = 2**31 - 1
@@ -86,7 +82,7 @@ class ClientCore:
     Every method that changes state may queue bytes; the caller writes them.
     """
 
-    def __init__(self, *, window: int = DEFAULT_WINDOW) -> None:
+    def __init__(self) -> None:
         # Outbound headers go as given: metadata such as a token must reach the
         # peer byte for byte (h2's normalisation would strip its whitespace).
         config = h2.config.H2Configuration(
@@ -96,7 +92,6 @@ class ClientCore:
             normalize_outbound_headers=False,
         )
         self._h2 = h2.connection.H2Connection(config)
-        self._window = window
         self._streams: dict[int, _Stream] = {}
         self._out = bytearray()
         self._splitter = _frames.FrameSplitter()
@@ -108,7 +103,7 @@ class ClientCore:
         # Received data is credited back in batches; the total owed across streams
         # stays under a quarter of our window, so the peer never stalls on it.
         self._owed_total = 0
-        self._ack_threshold = max(1, window // 4)
+        self._ack_threshold = _WINDOW // 4
         self.terminated: ConnectionTerminated | None = None
 
     # ---- sending -------------------------------------------------------------
@@ -117,8 +112,8 @@ class ClientCore:
         """Queue the connection preface and our settings (large receive windows)."""
         h2c = self._h2
         h2c.initiate_connection()
-        h2c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: self._window})
-        grow = self._window - h2c.inbound_flow_control_window
+        h2c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: _WINDOW})
+        grow = _WINDOW - h2c.inbound_flow_control_window
         if grow > 0:
             h2c.increment_flow_control_window(grow)
         self._collect()
@@ -346,7 +341,6 @@ class ClientCore:
             out.append(MessageReceived(stream_id, message))
 
     def _credit_all(self) -> None:
-        """Send WINDOW_UPDATEs for everything received since the last batch."""
         for stream_id, stream in self._streams.items():
             if stream.owed:
                 self._out += _frames.window_update(stream_id, stream.owed)
@@ -377,7 +371,10 @@ class ClientCore:
 
     def _on_h2_event(self, event: h2.events.Event, out: list[Event]) -> None:
         if isinstance(event, h2.events.ResponseReceived):
-            self._on_headers(event.stream_id, _text_headers(event), out)
+            stream = self._streams.get(event.stream_id)
+            if stream is not None:
+                stream.headers = _text_headers(event)
+                out.append(ResponseHeaders(event.stream_id, stream.headers))
         elif isinstance(event, h2.events.TrailersReceived):
             stream = self._streams.get(event.stream_id)
             if stream is not None:
@@ -421,13 +418,6 @@ class ClientCore:
         for stream in self._streams.values():
             stream.window += delta
         self._push_all()
-
-    def _on_headers(self, stream_id: int, headers: list[tuple[str, str]], out: list[Event]) -> None:
-        stream = self._streams.get(stream_id)
-        if stream is None:
-            return
-        stream.headers = headers
-        out.append(ResponseHeaders(stream_id, headers))
 
     def _on_end(self, stream_id: int, out: list[Event]) -> None:
         stream = self._streams.pop(stream_id, None)

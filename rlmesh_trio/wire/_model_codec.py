@@ -1,26 +1,25 @@
 """Hand-rolled protobuf for the model server's hot path: Predict in, Predict out.
 
 betterproto2 spends 100+ µs parsing one ``JoinRequest`` and as much encoding one
-``JoinResponse``, several times the cost of the predict itself. This reads and
-writes ``predict`` by hand, giving the same message objects and bytes; every other
-shape (another arm, unknown fields, a repeated singular field, an unexpected wire
-type) falls back to betterproto2. ``tests/wire/test_model_server_fastwire.py``
-checks both directions against it.
+``JoinResponse``, several times the cost of the predict itself. Every other arm
+falls back to it (``tests/wire/test_model_server_fastwire.py`` checks both ways).
 """
 
 from __future__ import annotations
 
 from .._wire import model_pb
+from ._client_codec import put_context
 from ._pb import (
+    MODEL_COUNTERS,
     Fallback,
     JoinCodec,
     blob,
+    decode_context,
     decode_space_value,
     fields,
     integer,
     key,
     number,
-    put_len,
     put_space_value,
     signed64,
     text,
@@ -28,10 +27,6 @@ from ._pb import (
 
 __all__ = ["decode_join_request", "encode_join_response"]
 
-_CTX = model_pb.AdapterContext
-_CONTEXT_NAMES = ("session_id", "env_id", "request_id")
-_CONTEXT_FIELDS = {number(_CTX, name): name for name in _CONTEXT_NAMES}
-_CONTEXT_KEYS = tuple((key(_CTX, name), name) for name in _CONTEXT_NAMES)
 _I_EPISODE = number(model_pb.EpisodeInfo, "episode_id")
 _I_SEED = number(model_pb.EpisodeInfo, "seed")
 _P_CONTEXT, _P_OBSERVATION, _P_INFO = (
@@ -39,16 +34,6 @@ _P_CONTEXT, _P_OBSERVATION, _P_INFO = (
 )
 
 # ---------------------------------------------------------------------- decoding
-
-
-def _context(data: bytes) -> model_pb.AdapterContext:
-    texts: dict[str, str] = {}
-    for field, _wire, value in fields(data):
-        name = _CONTEXT_FIELDS.get(field)
-        if name is None or name in texts:
-            raise Fallback
-        texts[name] = text(value)
-    return model_pb.AdapterContext(**texts)
 
 
 def _episode_info(data: bytes) -> model_pb.EpisodeInfo:
@@ -72,7 +57,7 @@ def _predict(data: bytes) -> model_pb.PredictRequest:
         if field == _P_INFO:
             infos.append(_episode_info(blob(value)))
         elif field == _P_CONTEXT and context is None:
-            context = _context(blob(value))
+            context = decode_context(blob(value))
         elif field == _P_OBSERVATION and observation is None:
             observation = decode_space_value(blob(value))
         else:
@@ -88,14 +73,8 @@ _K_PR_ACTIONS = key(model_pb.PredictResponse, "actions")
 
 def _encode_predict(predict: model_pb.PredictResponse) -> bytearray:
     out = bytearray()
-    context = predict.context
-    if context is not None:
-        body = bytearray()
-        for tag, name in _CONTEXT_KEYS:
-            value = getattr(context, name)
-            if value:
-                put_len(body, tag, value.encode())
-        put_len(out, _K_PR_CONTEXT, body)
+    if predict.context is not None:
+        put_context(out, _K_PR_CONTEXT, predict.context)
     for frame in predict.actions:
         put_space_value(out, _K_PR_ACTIONS, frame)
     return out
@@ -106,8 +85,7 @@ _CODEC = JoinCodec(
     {"predict": _predict},
     model_pb.JoinResponse,
     {"predict": _encode_predict},
-    # The additive uint64 counters of 0.1.0 (fields 11-15, 17, 18).
-    ("decode_ns", "user_ns", "encode_ns", "adapter_ns", "in_flight", "held_episodes", "held_bytes"),
+    MODEL_COUNTERS,
 )
 decode_join_request = _CODEC.decode
 encode_join_response = _CODEC.encode

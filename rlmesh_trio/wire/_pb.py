@@ -1,15 +1,10 @@
 """Protobuf wire primitives shared by every hand codec: varints, fields, keys, SpaceValue.
 
-The hand codecs (``_client_codec``, ``_env_codec``, ``_model_codec``) parse and
-build the few Join messages on a step's path directly, because betterproto2's
-reflective walk costs tens to hundreds of microseconds per message. Anything a
-hand codec does not handle raises :class:`Fallback` and the caller hands the
-bytes (or the message) to betterproto2, so a hand codec only has to be right for
-what it accepts. Decoders never ``assert``: a shape they do not expect is a
-``Fallback``.
-
-Field keys are computed from the generated classes (:func:`key`), so a tag is
-never typed by hand.
+The hand codecs exist because betterproto2's reflective walk costs tens to
+hundreds of microseconds per message. A shape a hand codec does not handle
+raises :class:`Fallback` (decoders never ``assert``) and the caller hands it to
+betterproto2, so a hand codec only has to be right for what it accepts. Field
+keys come from the generated classes (:func:`key`), never typed by hand.
 """
 
 from __future__ import annotations
@@ -22,15 +17,19 @@ from typing import Any, Generic, TypeVar
 
 import betterproto2
 
-from .._wire import spaces_pb
+from .._wire import model_pb, spaces_pb
 
 __all__ = [
+    "DECODE_ERRORS",
+    "ENV_COUNTERS",
     "LEN",
+    "MODEL_COUNTERS",
     "U64",
     "VARINT",
     "Fallback",
     "JoinCodec",
     "blob",
+    "decode_context",
     "decode_space_value",
     "fields",
     "integer",
@@ -40,12 +39,12 @@ __all__ = [
     "put_len",
     "put_packed",
     "put_space_value",
+    "put_text",
     "put_varint",
     "read_varint",
     "server_counts",
     "signed64",
     "text",
-    "varint_bytes",
 ]
 
 Q = TypeVar("Q", bound=betterproto2.Message)
@@ -58,6 +57,10 @@ LEN = 2
 
 class Fallback(Exception):
     """Not a shape the hand codec handles: let betterproto2 do it."""
+
+
+#: What a hand decoder can raise on bytes it does not handle (all mean: betterproto2's turn).
+DECODE_ERRORS = (Fallback, IndexError, UnicodeDecodeError, struct.error)
 
 
 # ---------------------------------------------------------------------- schema
@@ -93,30 +96,23 @@ def read_varint(data: bytes, pos: int) -> tuple[int, int]:
     Raises:
         Fallback: the varint is truncated or longer than ten bytes.
     """
+    result = 0
+    shift = 0
     try:
-        byte = data[pos]
-        if byte < 0x80:
-            return byte, pos + 1
-        result = byte & 0x7F
-        shift = 7
-        pos += 1
-        while True:
+        while shift < 64:
             byte = data[pos]
             pos += 1
             result |= (byte & 0x7F) << shift
             if byte < 0x80:
                 return result & U64, pos
             shift += 7
-            if shift > 63:
-                raise Fallback
     except IndexError:
         raise Fallback from None
+    raise Fallback
 
 
 def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     """Every field of a message, in order: (number, wire type, int or bytes).
-
-    One-byte keys, sizes and values (the common case) are read inline.
 
     Raises:
         Fallback: a fixed-width or group field, field number 0, or truncated data.
@@ -133,28 +129,21 @@ def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
             else:
                 tag, pos = read_varint(data, pos)
             wire = tag & 7
-            if wire == LEN:
-                size = data[pos]
-                if size < 0x80:
-                    pos += 1
-                else:
-                    size, pos = read_varint(data, pos)
-                stop = pos + size
-                if stop > end:
-                    raise Fallback
-                append((tag >> 3, LEN, data[pos:stop]))
-                pos = stop
-            elif wire == VARINT:
-                value = data[pos]
-                if value < 0x80:
-                    pos += 1
-                else:
-                    value, pos = read_varint(data, pos)
-                append((tag >> 3, VARINT, value))
+            if tag < 8 or (wire != LEN and wire != VARINT):
+                raise Fallback  # field number 0, or a fixed-width or group field
+            value = data[pos]  # a varint's value or a length-delimited field's size
+            if value < 0x80:
+                pos += 1
             else:
+                value, pos = read_varint(data, pos)
+            if wire == VARINT:
+                append((tag >> 3, VARINT, value))
+                continue
+            stop = pos + value
+            if stop > end:
                 raise Fallback
-            if tag < 8:
-                raise Fallback  # field number 0
+            append((tag >> 3, LEN, data[pos:stop]))
+            pos = stop
     except IndexError:
         raise Fallback from None
     return out
@@ -229,8 +218,6 @@ def decode_space_value(data: bytes) -> spaces_pb.SpaceValue:
 
 # ---------------------------------------------------------------------- writing
 
-_ONE_BYTE = [bytes((value,)) for value in range(0x80)]
-
 
 def put_varint(out: bytearray, value: int) -> None:
     """Append ``value`` as a varint (negative ``int64`` as ten bytes, like protobuf)."""
@@ -242,13 +229,6 @@ def put_varint(out: bytearray, value: int) -> None:
         out.append((value & 0x7F) | 0x80)
         value >>= 7
     out.append(value)
-
-
-def varint_bytes(value: int) -> bytes:
-    """``value`` as varint bytes (the client codec's sizes of 128 bytes and more)."""
-    out = bytearray()
-    put_varint(out, value)
-    return bytes(out)
 
 
 def put_len(out: bytearray, tag: bytes | int, payload: bytes | bytearray) -> None:
@@ -267,6 +247,12 @@ def put_len(out: bytearray, tag: bytes | int, payload: bytes | bytearray) -> Non
     out += payload
 
 
+def put_text(out: bytearray, tag: bytes, value: str) -> None:
+    """Append a string field, unless it is empty (proto3 writes no default)."""
+    if value:
+        put_len(out, tag, value.encode())
+
+
 def put_packed(out: bytearray, tag: bytes | int, values: list[int]) -> None:
     """Append a packed repeated varint field."""
     body = bytearray()
@@ -275,14 +261,18 @@ def put_packed(out: bytearray, tag: bytes | int, values: list[int]) -> None:
     put_len(out, tag, body)
 
 
-def put_space_value(out: bytearray, tag: bytes | int, value: spaces_pb.SpaceValue) -> None:
+def put_space_value(out: bytearray, tag: bytes, value: spaces_pb.SpaceValue) -> None:
     """Append a ``SpaceValue`` sub-message field (its known field, ``leaves``)."""
+    leaves = value.leaves
+    if len(leaves) == 1 and len(leaves[0]) < 0x7E:
+        # The usual value on a step's path: one leaf, both sizes one byte, no body copy.
+        out += tag
+        out += bytes((len(leaves[0]) + 2, _LEAVES_KEY, len(leaves[0])))
+        out += leaves[0]
+        return
     body = bytearray()
-    leaf_key = _LEAVES_KEY
     for leaf in value.leaves:
-        body.append(leaf_key)
-        put_varint(body, len(leaf))
-        body += leaf
+        put_len(body, _LEAVES_KEY, leaf)
     put_len(out, tag, body)
 
 
@@ -290,6 +280,49 @@ _LEAVES_KEY = key(spaces_pb.SpaceValue, "leaves")[0]
 
 
 # ---------------------------------------------------------------------- Join messages
+
+#: The additive uint64 counters of 0.1.0 Join responses besides ``endpoint_total_ns``.
+ENV_COUNTERS = ("decode_ns", "user_ns", "encode_ns", "lane_skew_ns", "queue_ns")
+MODEL_COUNTERS = (
+    "decode_ns",
+    "user_ns",
+    "encode_ns",
+    "adapter_ns",
+    "in_flight",
+    "held_episodes",
+    "held_bytes",
+)
+
+_CONTEXT = model_pb.AdapterContext
+_CONTEXT_FIELDS = {
+    number(_CONTEXT, name): index
+    for index, name in enumerate(("session_id", "env_id", "request_id"))
+}
+
+
+def decode_context(data: bytes) -> model_pb.AdapterContext:
+    """An ``AdapterContext`` (three strings), walked inline: one rides on every predict.
+
+    Raises:
+        Fallback, IndexError, UnicodeDecodeError: see :data:`DECODE_ERRORS`.
+    """
+    texts = ["", "", ""]
+    pos, end = 0, len(data)
+    while pos < end:
+        index = _CONTEXT_FIELDS.get(data[pos] >> 3)
+        if index is None or data[pos] & 7 != LEN:
+            raise Fallback  # includes multi-byte keys: no such field in the schema
+        size = data[pos + 1]
+        pos += 2
+        if size >= 0x80:
+            size, pos = read_varint(data, pos - 1)
+        stop = pos + size
+        if stop > end:
+            raise Fallback
+        texts[index] = data[pos:stop].decode()
+        pos = stop
+    return _CONTEXT(session_id=texts[0], env_id=texts[1], request_id=texts[2])
+
 
 #: How often the servers' hand codecs ran and fell back (a test proves the fast path runs).
 server_counts: dict[str, int] = {"decode": 0, "encode": 0, "fallback": 0}
@@ -342,7 +375,7 @@ class JoinCodec(Generic[Q, R]):
                 server_counts["decode"] += 1
                 build: Any = self._request
                 return build(**found)  # type: ignore[no-any-return]
-        except (Fallback, struct.error):
+        except DECODE_ERRORS:
             pass
         server_counts["fallback"] += 1
         return self._request.parse(data)  # type: ignore[attr-defined, no-any-return]
@@ -351,25 +384,20 @@ class JoinCodec(Generic[Q, R]):
         """Serialise a response."""
         kind, body = betterproto2.which_one_of(response, "kind")
         arm = self._encoders.get(kind)
-        if arm is not None:
-            try:
-                out = bytearray()
-                put_len(out, arm[0], arm[1](body))
-            except Fallback:
-                pass
-            else:
-                server_counts["encode"] += 1
-                return self._put_tail(out, response)
-        server_counts["fallback"] += 1
-        return bytes(response)
-
-    def _put_tail(self, out: bytearray, response: Any) -> bytes:
-        if response.request_id:
-            put_len(out, self._request_id, response.request_id.encode())
-        total = response.endpoint_total_ns
-        if total is not None:
+        out = bytearray()
+        try:
+            if arm is None:
+                raise Fallback
+            put_len(out, arm[0], arm[1](body))
+        except Fallback:
+            server_counts["fallback"] += 1
+            return bytes(response)
+        server_counts["encode"] += 1
+        tail: Any = response  # the Join responses' shared fields, not on betterproto2.Message
+        put_text(out, self._request_id, tail.request_id)
+        if tail.endpoint_total_ns is not None:
             out += self._total_ns
-            put_varint(out, total)
+            put_varint(out, tail.endpoint_total_ns)
         for tag, name in self._counters:
             value = getattr(response, name)
             if value:

@@ -235,12 +235,12 @@ def test_the_hot_paths_take_the_hand_codec() -> None:
     counts = _client_codec.fast_path_counts
     before = dict(counts)
     data = bytes(env_pb.JoinResponse(request_id="r", step=env_pb.StepResponse(rewards=[1.0])))
-    wire.decode(env_pb.JoinResponse, data)
-    wire._registry.encode_join("r", env_pb.JoinRequest(step=env_pb.StepRequest(timeout_ms=1)))
+    _client_codec.decode_env_response(data)
+    _client_codec.encode_env_step("r", env_pb.StepRequest(timeout_ms=1))
     assert counts["decode"] == before["decode"] + 1
     assert counts["encode"] == before["encode"] + 1
     assert counts["fallback"] == before["fallback"]
-    wire.decode(env_pb.JoinResponse, bytes(env_pb.JoinResponse(request_id="r")))
+    _client_codec.decode_env_response(bytes(env_pb.JoinResponse(request_id="r")))
     assert counts["fallback"] == before["fallback"] + 1
 
 
