@@ -25,9 +25,8 @@ from grpclib.events import RecvRequest, listen
 from grpclib.exceptions import GRPCError
 from grpclib.health.service import Health
 
-from .._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
-from ..wire import _env_codec as env_codec
-from ..wire import _model_codec as model_codec
+from .. import wire
+from .._wire import MAX_MESSAGE_BYTES
 from . import _server_loop as aio
 from ._address import Address
 
@@ -43,26 +42,16 @@ def _too_big(size: int) -> GRPCError:
     )
 
 
-#: The Join messages go through the hand codecs of :mod:`rlmesh_trio.wire` (the hot path).
-_HAND_DECODERS: dict[Any, Callable[[bytes], Any]] = {
-    env_pb.JoinRequest: env_codec.decode_join_request,
-    model_pb.JoinRequest: model_codec.decode_join_request,
-}
-_HAND_ENCODERS: dict[Any, Callable[[Any], bytes]] = {
-    env_pb.JoinResponse: env_codec.encode_join_response,
-    model_pb.JoinResponse: model_codec.encode_join_response,
-}
-
-
 class SizeLimitedCodec(ProtoCodec):
     """grpclib caps no message size itself; apply wire-v1's 256 MiB in both directions.
 
-    An undecodable message becomes INVALID_ARGUMENT: without a request id no
+    Messages go through :mod:`rlmesh_trio.wire`'s codec registry. An
+    undecodable message becomes INVALID_ARGUMENT: without a request id no
     typed reply is possible, and grpclib would say UNKNOWN.
     """
 
     def encode(self, message: Any, message_type: Any) -> bytes:
-        hand = _HAND_ENCODERS.get(message_type)
+        hand = wire.HAND_ENCODERS.get(message_type)
         data = super().encode(message, message_type) if hand is None else hand(message)
         if len(data) > MAX_MESSAGE_BYTES:
             raise _too_big(len(data))
@@ -72,7 +61,7 @@ class SizeLimitedCodec(ProtoCodec):
         if len(data) > MAX_MESSAGE_BYTES:
             raise _too_big(len(data))
         try:
-            hand = _HAND_DECODERS.get(message_type)
+            hand = wire.HAND_DECODERS.get(message_type)
             return super().decode(data, message_type) if hand is None else hand(data)
         except Exception as exc:
             name = getattr(message_type, "__name__", "message")

@@ -25,8 +25,11 @@ from ._grpc import (
     request_headers,
 )
 from ._h2core import ClientCore, NotHttp2, ProtocolFailure
+from ._registry import HAND_DECODERS, HAND_ENCODERS
 
 __all__ = [
+    "HAND_DECODERS",
+    "HAND_ENCODERS",
     "MAX_MESSAGE_BYTES",
     "ClientCore",
     "ConnectionTerminated",

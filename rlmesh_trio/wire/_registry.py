@@ -1,0 +1,28 @@
+"""One codec registry: the hand codecs of the hot Join messages, by message type.
+
+Every other message goes through betterproto2 (or, for grpclib's own health
+service, through grpclib's protobuf codec). The servers' codec looks the Join
+types up here; the client's Join sessions bind their reply decoder (the one
+listed here) once per stream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from .._wire import env_pb, model_pb
+from . import _client_codec, _env_codec, _model_codec
+
+__all__ = ["HAND_DECODERS", "HAND_ENCODERS"]
+
+HAND_DECODERS: dict[type, Callable[[bytes], Any]] = {
+    env_pb.JoinResponse: _client_codec.decode_env_response,
+    model_pb.JoinResponse: _client_codec.decode_model_response,
+    env_pb.JoinRequest: _env_codec.decode_join_request,
+    model_pb.JoinRequest: _model_codec.decode_join_request,
+}
+HAND_ENCODERS: dict[type, Callable[[Any], bytes]] = {
+    env_pb.JoinResponse: _env_codec.encode_join_response,
+    model_pb.JoinResponse: _model_codec.encode_join_response,
+}
