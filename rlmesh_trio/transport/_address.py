@@ -19,19 +19,11 @@ DEFAULT_HOST = "127.0.0.1"
 
 @attrs.frozen
 class Address:
-    """A parsed endpoint address: either ``host``/``port`` (TCP) or ``path`` (unix socket)."""
+    """An address as :func:`parse_address` validated it: ``host``/``port`` (TCP) or ``path``."""
 
     host: str | None = None
     port: int | None = None
     path: str | None = None
-
-    def __attrs_post_init__(self) -> None:
-        if (self.path is None) == (self.host is None):
-            raise ValueError("an address is either host:port or a unix socket path")
-        if self.host is not None and self.port is None:
-            raise ValueError("a TCP address needs a port")
-        if self.port is not None and not 0 <= self.port <= 65535:
-            raise ValueError(f"port {self.port} out of range 0..65535")
 
     def __str__(self) -> str:
         if self.path is not None:

@@ -1,10 +1,8 @@
 """One HTTP/2 connection to an endpoint, driven from Trio over the I/O-free core.
 
-Its reader, writer and keepalive tasks run in the client's ``async with``
-nursery when there is one, else in a Trio system task that ends with the
-connection or with the run. A caller that can wait writes its own request
-straight to the socket (:meth:`Connection.flush`), which saves a task switch
-on the hot path; the writer task flushes what callers that cannot wait queued.
+A caller that can wait writes its own request straight to the socket
+(:meth:`Connection.flush`), which saves a task switch on the hot path; the
+writer task flushes what callers that cannot wait queued.
 """
 
 from __future__ import annotations
@@ -170,7 +168,6 @@ class Connection:
             scheme=self.scheme,
             metadata=metadata,
             timeout=timeout,
-            user_agent="rlmesh-trio",
         )
         try:
             stream_id = self._core.open_stream(headers)

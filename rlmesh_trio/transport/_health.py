@@ -12,7 +12,7 @@ import ssl as _ssl
 
 from .._errors import ConnectError
 from ..wire import GrpcError, GrpcStatus
-from ..wire._pb import Fallback, fields, put_len
+from ..wire._pb import DECODE_ERRORS, fields, put_len
 from ._client import ClientConnection, time_limit
 
 __all__ = ["check_health"]
@@ -35,7 +35,7 @@ def _status_name(data: bytes) -> str:
         for number, _wire, value in fields(data):
             if number == 1 and isinstance(value, int):  # HealthCheckResponse.status = 1
                 status = value
-    except Fallback:
+    except DECODE_ERRORS:
         return "UNKNOWN"
     return _STATUS_NAMES.get(status, f"UNKNOWN({status})")
 

@@ -1,10 +1,4 @@
-"""One bidirectional Join stream on a :class:`Connection`, multiplexed by ``request_id``.
-
-The connection's reader parses each response and wakes its waiter (or calls
-its callback). Once the stream ends (status OK or not), the connection drops
-or the owner kills it, every pending request fails with :class:`SessionClosed`,
-and so does every later one.
-"""
+"""One bidirectional Join stream on a :class:`Connection`, multiplexed by ``request_id``."""
 
 from __future__ import annotations
 

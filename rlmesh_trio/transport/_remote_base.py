@@ -138,8 +138,7 @@ class RemoteEndpoint:
             )
         except ConnectError as exc:
             if isinstance(exc.__cause__, ConnectionLost):
-                # 0.1.0 servers sometimes drop the connection right after accepting,
-                # before the reply is flushed; a refusal always gets its reply.
+                # A refusal always gets its reply: a drop at this point means accepted.
                 return True, SHUTDOWN_CONNECTION_LOST
             raise
         except GrpcError as exc:

@@ -1,10 +1,5 @@
 """``RemoteEnv``: a wire-v1 env endpoint reached over gRPC, as a ``RuntimeEnv``.
 
-One client holds one Join session (env servers admit one at a time). Requests
-carry ids ``grpc-req-<n>`` (configure is ``grpc-req-1``) and responses are
-matched by id, so a lane endpoint can have one request per lane in flight
-from several Trio tasks at once.
-
 Errors raise :class:`EnvRpcError` with ``step=0``: the client does not know
 the runtime step, so the driver re-raises with the real one (``message``,
 ``code`` and ``recoverable`` are attributes for that).

@@ -87,11 +87,10 @@ def frame(payload: bytes | bytearray) -> bytes:
 class MessageReader:
     """Cuts gRPC messages out of a stream's DATA payloads, however they are split."""
 
-    __slots__ = ("_buffer", "_limit")
+    __slots__ = ("_buffer",)
 
-    def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
+    def __init__(self) -> None:
         self._buffer = b""
-        self._limit = limit
 
     @property
     def partial(self) -> bool:
@@ -114,7 +113,7 @@ class MessageReader:
             if data[pos]:
                 raise FramingError("a compressed gRPC message (compression is not supported)")
             size = int.from_bytes(data[pos + 1 : pos + 5], "big")
-            if size > self._limit:
+            if size > MAX_MESSAGE_BYTES:
                 raise FramingError(f"a gRPC message of {size} bytes is over the 256 MiB limit")
             stop = pos + 5 + size
             if stop > end:
@@ -133,7 +132,6 @@ def request_headers(
     scheme: str = "http",
     metadata: Mapping[str, str] | None = None,
     timeout: float | None = None,
-    user_agent: str | None = None,
 ) -> list[tuple[str, str]]:
     """The HTTP/2 request headers of one gRPC call to ``path``."""
     headers = [
@@ -143,14 +141,13 @@ def request_headers(
         (":authority", authority),
         ("content-type", "application/grpc"),
         ("te", "trailers"),
+        ("user-agent", "rlmesh-trio"),
     ]
     if timeout is not None:
         # At most 8 digits, as the spec requires: milliseconds, else whole seconds.
         millis = max(1, int(timeout * 1000))
         value = f"{millis}m" if millis < 10**8 else f"{min(int(timeout), 10**8 - 1)}S"
         headers.append(("grpc-timeout", value))
-    if user_agent:
-        headers.append(("user-agent", user_agent))
     if metadata:
         headers.extend((name.lower(), value) for name, value in metadata.items())
     return headers

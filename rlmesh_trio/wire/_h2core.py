@@ -113,9 +113,7 @@ class ClientCore:
         h2c = self._h2
         h2c.initiate_connection()
         h2c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: _WINDOW})
-        grow = _WINDOW - h2c.inbound_flow_control_window
-        if grow > 0:
-            h2c.increment_flow_control_window(grow)
+        h2c.increment_flow_control_window(_WINDOW - h2c.inbound_flow_control_window)
         self._collect()
 
     def data_to_send(self) -> bytes:

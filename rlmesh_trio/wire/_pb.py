@@ -115,37 +115,35 @@ def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     """Every field of a message, in order: (number, wire type, int or bytes).
 
     Raises:
-        Fallback: a fixed-width or group field, field number 0, or truncated data.
+        Fallback: a fixed-width or group field, field number 0, or a length past the end.
+        IndexError: truncated data (both are in :data:`DECODE_ERRORS`).
     """
     out: list[tuple[int, int, int | bytes]] = []
     append = out.append
     pos = 0
     end = len(data)
-    try:
-        while pos < end:
-            tag = data[pos]
-            if tag < 0x80:
-                pos += 1
-            else:
-                tag, pos = read_varint(data, pos)
-            wire = tag & 7
-            if tag < 8 or (wire != LEN and wire != VARINT):
-                raise Fallback  # field number 0, or a fixed-width or group field
-            value = data[pos]  # a varint's value or a length-delimited field's size
-            if value < 0x80:
-                pos += 1
-            else:
-                value, pos = read_varint(data, pos)
-            if wire == VARINT:
-                append((tag >> 3, VARINT, value))
-                continue
-            stop = pos + value
-            if stop > end:
-                raise Fallback
-            append((tag >> 3, LEN, data[pos:stop]))
-            pos = stop
-    except IndexError:
-        raise Fallback from None
+    while pos < end:
+        tag = data[pos]
+        if tag < 0x80:
+            pos += 1
+        else:
+            tag, pos = read_varint(data, pos)
+        wire = tag & 7
+        if tag < 8 or (wire != LEN and wire != VARINT):
+            raise Fallback  # field number 0, or a fixed-width or group field
+        value = data[pos]  # a varint's value or a length-delimited field's size
+        if value < 0x80:
+            pos += 1
+        else:
+            value, pos = read_varint(data, pos)
+        if wire == VARINT:
+            append((tag >> 3, VARINT, value))
+            continue
+        stop = pos + value
+        if stop > end:
+            raise Fallback
+        append((tag >> 3, LEN, data[pos:stop]))
+        pos = stop
     return out
 
 
@@ -179,40 +177,32 @@ def integer(value: int | bytes) -> int:
 
 
 def text(value: int | bytes) -> str:
-    """A string field's value (a Fallback if it is not valid UTF-8 bytes)."""
-    if not isinstance(value, bytes):
-        raise Fallback
-    try:
-        return value.decode("utf-8")
-    except UnicodeDecodeError:
-        raise Fallback from None
+    """A string field's value (a Fallback for a varint; UnicodeDecodeError if not UTF-8)."""
+    return blob(value).decode()
 
 
 def decode_space_value(data: bytes) -> spaces_pb.SpaceValue:
     """A ``SpaceValue`` (only ``leaves``, repeated bytes).
 
     Raises:
-        Fallback: any other field, or a malformed one.
+        Fallback, IndexError: any other field, or a malformed one (:data:`DECODE_ERRORS`).
     """
     leaves: list[bytes] = []
     pos, end = 0, len(data)
     tag = _LEAVES_KEY
-    try:
-        while pos < end:
-            if data[pos] != tag:
-                raise Fallback
-            size = data[pos + 1]
-            if size < 0x80:
-                pos += 2
-            else:
-                size, pos = read_varint(data, pos + 1)
-            stop = pos + size
-            if stop > end:
-                raise Fallback
-            leaves.append(data[pos:stop])
-            pos = stop
-    except IndexError:
-        raise Fallback from None
+    while pos < end:
+        if data[pos] != tag:
+            raise Fallback
+        size = data[pos + 1]
+        if size < 0x80:
+            pos += 2
+        else:
+            size, pos = read_varint(data, pos + 1)
+        stop = pos + size
+        if stop > end:
+            raise Fallback
+        leaves.append(data[pos:stop])
+        pos = stop
     return spaces_pb.SpaceValue(leaves=leaves)
 
 
