@@ -1,11 +1,10 @@
-"""Where server code runs: a plain asyncio loop on a thread of its own; the one module
-that imports asyncio (public API only).
+"""Where server code runs; the one module that imports asyncio (public API only).
 
 grpclib is asyncio code, so each server runs a plain asyncio loop on a
-:class:`ServingThread` (never trio-asyncio, never the caller's Trio thread), so its
-requests never wait for the caller's Trio thread (only for the GIL). A policy that
-needs Trio runs in a Trio *guest run* on the same loop, Trio's public way to share a
-thread with asyncio.
+:class:`ServingThread` of its own (never trio-asyncio, never the caller's Trio thread),
+so its requests never wait for the caller's Trio thread (only for the GIL). A policy
+that needs Trio runs in a Trio *guest run* on the same loop, Trio's public way to
+share a thread with asyncio.
 """
 
 from __future__ import annotations
