@@ -41,11 +41,9 @@ CLOSE_TIMEOUT = 5.0
 # How long stopping waits for an open Join session to end by itself.
 _CLOSE_GRACE = 0.5
 
-_ENV_THREADS = ("auto", "loop", "worker", "caller")
-
 
 def _check_env_thread(mode: str) -> None:
-    if mode not in _ENV_THREADS:
+    if mode not in ("auto", "loop", "worker", "caller"):
         raise ValueError(f'env_thread must be "auto", "loop", "worker" or "caller", got {mode!r}')
 
 
@@ -105,9 +103,9 @@ class EnvServer(ServerBase):
         """Stopping drains in-flight env calls, then closes the env, each bounded."""
         return DRAIN_TIMEOUT + CLOSE_TIMEOUT
 
-    def refuse_thread(self, what: str) -> None:
+    def refuse_thread(self) -> None:
         if self.env_thread == "caller":
-            raise ValueError(f'{what} cannot use env_thread="caller"; use EnvServer.serve()')
+            raise ValueError('env_thread="caller" needs the blocking EnvServer.serve()')
 
     def serve(
         self,
@@ -143,14 +141,7 @@ class EnvServer(ServerBase):
         self._serve_mode(mode, self._announcer(ready_fd, announce_as))
 
     def serve_blocking(self, announce: Callable[[], None]) -> None:
-        """Serve on the calling thread until stopped, ``announce()`` once listening
-        (what ``serve_env``, ``run`` and ``start`` run on their thread).
-
-        Raises:
-            ValueError: ``env_thread="caller"`` (that mode needs the caller's thread).
-        """
-        if self.env_thread == "caller":
-            raise ValueError('env_thread="caller" is for the blocking serve() only')
+        """:meth:`ServerBase.serve_blocking`, env calls where ``env_thread`` says."""
         self._serve_mode(self.env_thread, announce)
 
     def _serve_mode(self, env_thread: str, announce: Callable[[], None]) -> None:
@@ -162,7 +153,7 @@ class EnvServer(ServerBase):
         workers = None if env_thread == "loop" else aio.EnvWorkers(self.host.num_envs + 1)
         self._workers = workers
         try:
-            self._serve_here(announce)
+            super().serve_blocking(announce)
         finally:
             if workers is not None:
                 workers.stop()  # idempotent; covers a failed start (e.g. the port is taken)
@@ -182,13 +173,13 @@ class EnvServer(ServerBase):
         serving = aio.ServingThread(
             self,
             on_listening=announce,
-            on_ended=pool.wake,
-            serve=self._serve_here,
+            on_ended=pool.stop,
+            serve=super().serve_blocking,
         )
         with on_first_signal(SERVER_SIGNALS, on_signal):
             serving.thread.start()
             try:
-                pool.work_here(serving.ended)
+                pool.work_here()
             finally:
                 serving.thread.join()
         if serving.failure is not None:
@@ -242,7 +233,6 @@ class EnvServer(ServerBase):
 
 
 async def _within(event: aio.AsyncioEvent, seconds: float) -> bool:
-    """Whether ``event`` is set within ``seconds``."""
     try:
         await aio.asyncio_wait_for(event.wait(), seconds)
     except TimeoutError:
@@ -275,7 +265,6 @@ async def serve_env(
         OSError: the server cannot listen (the port is taken, say).
     """
     server = EnvServer(env, address, **options)
-    server.refuse_thread("serve_env")
     async with aio.serving_in_thread(server):
         yield server
 

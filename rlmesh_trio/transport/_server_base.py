@@ -68,7 +68,7 @@ class ServerBase:
         self.allow_remote_shutdown = allow_remote_shutdown
         self._address: str | None = None
         self._shutdown_reason: str | None = None
-        self._stop: aio.AsyncioEvent | None = None  # set to stop serving (asyncio side)
+        self._stop = aio.AsyncioEvent()  # set to stop serving (asyncio side; one per serve)
         self._listener: Listener | None = None
         # The thread-safe stop hand-off (see stop_threadsafe): the serving loop, while
         # it runs, and whether a stop was asked before it ran.
@@ -113,9 +113,6 @@ class ServerBase:
         Raises:
             OSError: the address cannot be bound.
         """
-        self._serve_here(announce)
-
-    def _serve_here(self, announce: Callable[[], None]) -> None:
         aio.run_plain_asyncio(lambda: self._serve_plain_asyncio(announce))
 
     def serve(self, ready_fd: int | None = None, *, announce_as: str | None = None) -> None:
@@ -133,9 +130,8 @@ class ServerBase:
         self._reset_stop()
         self.serve_blocking(self._announcer(ready_fd, announce_as))
 
-    def refuse_thread(self, what: str) -> None:
-        """Refuse to serve from a thread of its own (``what`` names the call), as only an
-        env server with ``env_thread="caller"`` does.
+    def refuse_thread(self) -> None:
+        """Refuse to serve from a thread of its own, as only ``env_thread="caller"`` does.
 
         Raises:
             ValueError: the server needs the caller's thread.
@@ -153,7 +149,6 @@ class ServerBase:
             ValueError: see :meth:`refuse_thread`.
             OSError: the address cannot be bound.
         """
-        self.refuse_thread(f"{type(self).__name__}.run")
         async with aio.serving_in_thread(self) as stopped:
             task_status.started(self)
             await stopped.wait()
@@ -168,6 +163,7 @@ class ServerBase:
         Raises:
             RuntimeError: the server was started before, or did not bind within
                 ``timeout`` (it is then asked to stop).
+            ValueError: see :meth:`refuse_thread`.
             OSError: the address cannot be bound (the port is taken, say).
         """
         ready = threading.Event()
@@ -180,6 +176,7 @@ class ServerBase:
         with self._life_lock:
             if self._serving is not None:
                 raise RuntimeError(f"the {self.kind} server was started already")
+            self.refuse_thread()
             self._reset_stop()
             serving = aio.ServingThread(self, on_listening=ready.set, on_ended=ended)
             self._serving = serving
@@ -210,11 +207,10 @@ class ServerBase:
         if serving is None or serving.ended.is_set():
             return
         self.stop_threadsafe()
-        bound = serving.bound()
-        if not serving.ended.wait(bound):
-            serving.left_behind(bound)
+        if not serving.ended.wait(serving.bound):
+            serving.left_behind()
             return
-        serving.thread.join(bound)
+        serving.thread.join(serving.bound)
 
     def __enter__(self) -> Any:
         """Start the server unless it runs already; the ``with`` block's value is the server."""
@@ -248,10 +244,10 @@ class ServerBase:
         :attr:`shutdown_reason` alone; asked before the loop is up, it stops once up."""
         with self._stop_lock:
             self._stop_asked = True
-            loop = self._serving_loop
+            loop, stop = self._serving_loop, self._stop
         if loop is not None:
             with contextlib.suppress(RuntimeError):  # the loop is closed: serving is over
-                loop.call_soon_threadsafe(self._owner_stop)
+                loop.call_soon_threadsafe(stop.set)
 
     def _reset_stop(self) -> None:
         with self._stop_lock:
@@ -266,12 +262,7 @@ class ServerBase:
         """Ask the serve to stop, recording ``reason`` (on the serving loop's thread;
         never blocks): an accepted remote Shutdown, or a signal."""
         self._shutdown_reason = reason
-        self._owner_stop()
-
-    def _owner_stop(self) -> None:
-        # stop_threadsafe's hook, on the loop: stop without recording a reason.
-        if self._stop is not None:
-            self._stop.set()
+        self._stop.set()
 
     # -- the gRPC service (asyncio side) ----------------------------------------------------
 
@@ -359,14 +350,7 @@ class ServerBase:
         """
         loop = aio.running_loop()
         self._stop = stop = aio.AsyncioEvent()
-        self._listener = await open_listener(
-            self._bind,
-            [self],
-            kind=self.kind,
-            token=self._token,
-            ssl=self._ssl,
-            window=self.http2_window,
-        )
+        self._listener = await open_listener(self, self._bind, token=self._token, ssl=self._ssl)
         self._address = self._listener.address
         handled = threading.current_thread() is threading.main_thread()
 

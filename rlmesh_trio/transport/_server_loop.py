@@ -1,11 +1,10 @@
-"""Where server code runs: a plain asyncio loop on a thread of its own; the one module
-that imports asyncio (public API only).
+"""Where server code runs; the one module that imports asyncio (public API only).
 
 grpclib is asyncio code, so each server runs a plain asyncio loop on a
-:class:`ServingThread` (never trio-asyncio, never the caller's Trio thread), so its
-requests never wait for the caller's Trio thread (only for the GIL). A policy that
-needs Trio runs in a Trio *guest run* on the same loop, Trio's public way to share a
-thread with asyncio.
+:class:`ServingThread` of its own (never trio-asyncio, never the caller's Trio thread),
+so its requests never wait for the caller's Trio thread (only for the GIL). A policy
+that needs Trio runs in a Trio *guest run* on the same loop, Trio's public way to
+share a thread with asyncio.
 """
 
 from __future__ import annotations
@@ -27,7 +26,6 @@ if TYPE_CHECKING:
 __all__ = [
     "AsyncioCancelledError",
     "AsyncioEvent",
-    "AsyncioFuture",
     "AsyncioLock",
     "AsyncioLoop",
     "AsyncioSemaphore",
@@ -52,7 +50,6 @@ log = logging.getLogger("rlmesh_trio.transport.server")
 
 AsyncioCancelledError = asyncio.CancelledError
 AsyncioEvent = asyncio.Event
-AsyncioFuture = asyncio.Future
 AsyncioLock = asyncio.Lock
 AsyncioLoop = asyncio.AbstractEventLoop
 AsyncioSemaphore = asyncio.Semaphore
@@ -194,6 +191,8 @@ class ServingThread:
         self.server = server
         self.failure: BaseException | None = None
         self.ended = threading.Event()
+        # How long stopping may take: the server's close bound plus a second.
+        self.bound = server.close_bound() + 1.0
         self._serve = server.serve_blocking if serve is None else serve
         self._on_listening = on_listening
         self._on_ended = on_ended
@@ -219,27 +218,22 @@ class ServingThread:
             raise self.failure
         raise RuntimeError(f"the {self.server.kind} server stopped before it was listening")
 
-    def bound(self) -> float:
-        """How long stopping may take: the server's close bound plus a second."""
-        return self.server.close_bound() + 1.0
-
-    def left_behind(self, bound: float) -> None:
+    def left_behind(self) -> None:
         log.warning(
             "%s server %s did not stop within %ss; leaving its thread behind",
             self.server.kind,
             self.server._address,
-            bound,
+            self.bound,
         )
 
     async def stop_from_trio(self, finished: trio.Event) -> None:
         """Ask the server to stop and wait for ``finished`` (the thread's end): shielded,
-        bounded by :meth:`bound`."""
+        bounded by :attr:`bound`."""
         self.server.stop_threadsafe()
-        bound = self.bound()
-        with trio.CancelScope(shield=True), trio.move_on_after(bound):
+        with trio.CancelScope(shield=True), trio.move_on_after(self.bound):
             await finished.wait()
         if not finished.is_set():
-            self.left_behind(bound)
+            self.left_behind()
 
 
 @asynccontextmanager
@@ -254,11 +248,13 @@ async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
     behind (a daemon thread) with a warning.
 
     Raises:
+        ValueError: see :meth:`ServerBase.refuse_thread`.
         OSError: the server could not listen.
         RuntimeError: the server stopped before it was listening.
         Whatever the server raised while serving or stopping, on leaving the
         block, unless the body raised first (then it is logged).
     """
+    server.refuse_thread()
     token = trio.lowlevel.current_trio_token()
     settled, finished = trio.Event(), trio.Event()  # listening or ended; ended
 
@@ -299,13 +295,12 @@ async def serving_in_thread(server: ServerBase) -> AsyncIterator[trio.Event]:
 
 
 _STOP = object()
-_WAKE = object()
 
 
 class EnvWorkers:
     """A FIFO of blocking env calls and ``size`` daemon threads that run them; with
-    ``size=0`` another thread runs them (:meth:`work_here`: the one that called a
-    blocking ``serve()``, for envs tied to the thread that made them).
+    ``size=0`` another thread runs them (:meth:`work_here` until :meth:`stop`: the one
+    that called a blocking ``serve()``, for envs tied to the thread that made them).
 
     Leaner than ``loop.run_in_executor`` (a concurrent.futures future and two
     hops per call): a finished job resolves its waiter through its loop's
@@ -344,21 +339,12 @@ class EnvWorkers:
         if self._stopped:
             return
         self._stopped = True
-        for _ in self._threads:
+        for _ in range(max(1, len(self._threads))):  # size 0: one for work_here's caller
             self._jobs.put(_STOP)
 
-    def wake(self) -> None:
-        """Unblock :meth:`work_here` so it can notice that it should return."""
-        self._jobs.put(_WAKE)
-
-    def work_here(self, until: threading.Event | None = None) -> None:
-        """Run jobs on the calling thread until ``until`` is set (``None``: until stopped)."""
-        while until is None or not until.is_set():
-            job = self._jobs.get()
-            if job is _STOP:
-                return
-            if job is _WAKE:
-                continue
+    def work_here(self) -> None:
+        """Run jobs on the calling thread until :meth:`stop`, the jobs queued before it too."""
+        while (job := self._jobs.get()) is not _STOP:
             fn, args, future = job
             try:
                 result, error = fn(*args), None
@@ -368,7 +354,7 @@ class EnvWorkers:
                 future.get_loop().call_soon_threadsafe(_settle, future, result, error)
 
 
-def _settle(future: AsyncioFuture[Any], result: Any, error: BaseException | None) -> None:
+def _settle(future: asyncio.Future[Any], result: Any, error: BaseException | None) -> None:
     if future.done():  # cancelled: the caller stopped waiting
         return
     if error is not None:

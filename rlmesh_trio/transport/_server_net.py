@@ -15,7 +15,7 @@ import ssl as ssl_module
 import stat
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import grpclib.config
 import grpclib.server
@@ -29,6 +29,9 @@ from .. import wire
 from .._wire import MAX_MESSAGE_BYTES
 from . import _server_loop as aio
 from ._address import Address
+
+if TYPE_CHECKING:
+    from ._server_base import ServerBase
 
 __all__ = ["Listener", "SizeLimitedCodec", "open_listener", "unary"]
 
@@ -168,28 +171,23 @@ class Listener:
 
 
 async def open_listener(
-    bind: Address,
-    services: list[Any],
-    *,
-    kind: str,
-    token: str | None,
-    ssl: ssl_module.SSLContext | None,
-    window: int | None,
+    service: ServerBase, bind: Address, *, token: str | None, ssl: ssl_module.SSLContext | None
 ) -> Listener:
-    """Start a grpclib server for ``services`` plus health on ``bind`` (asyncio side), with
-    HTTP/2 flow-control windows of ``window`` bytes (``None``: grpclib's).
+    """Start a grpclib server for ``service`` plus health on ``bind`` (asyncio side), with
+    the service's HTTP/2 flow-control windows (``http2_window``; ``None``: grpclib's).
 
     Raises:
         OSError: the address cannot be bound (the port is taken, say).
     """
     config = None
+    window = service.http2_window
     if window is not None:
         config = grpclib.config.Configuration(
             http2_connection_window_size=window, http2_stream_window_size=window
         )
-    server = grpclib.server.Server([*services, Health()], codec=SizeLimitedCodec(), config=config)
+    server = grpclib.server.Server([service, Health()], codec=SizeLimitedCodec(), config=config)
     if token is not None:
-        listen(server, RecvRequest, _token_check(token, kind))
+        listen(server, RecvRequest, _token_check(token, service.kind))
     sock = _bound_socket(bind)
     try:
         await server.start(sock=sock, ssl=ssl)
@@ -197,5 +195,5 @@ async def open_listener(
         sock.close()
         raise
     listener = Listener(server, sock, bind)
-    log.info("%s server listening on %s", kind, listener.address)
+    log.info("%s server listening on %s", service.kind, listener.address)
     return listener
