@@ -17,7 +17,7 @@ from typing import Any
 import gymnasium as gym
 
 import rlmesh_trio as rt
-from rlmesh_trio._demo_policy import cartpole_policy
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
 #: In-process routes in case 6 (the issue's figure is for four).
 ROUTES = 4

@@ -112,7 +112,7 @@ def our_env(env_id: str = "CartPole-v1") -> contextlib.AbstractContextManager[Se
 
 
 def our_model(
-    policy: str = "rlmesh_trio._demo_policy:CARTPOLE_POLICY",
+    policy: str = "rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY",
 ) -> contextlib.AbstractContextManager[Server]:
     """Our ``ModelServer`` through the CLI (``rlmesh-trio serve-model``)."""
     argv = [sys.executable, "-m", "rlmesh_trio.cli", "serve-model", policy]

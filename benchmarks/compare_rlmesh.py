@@ -59,7 +59,7 @@ warnings.filterwarnings("ignore")  # rlmesh's unpinned-edition warning, gymnasiu
 import trio  # noqa: E402
 
 import rlmesh_trio as rt  # noqa: E402
-from rlmesh_trio._demo_policy import cartpole_policy  # noqa: E402
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _local_case  # noqa: E402

@@ -21,8 +21,8 @@ from typing import Any
 import gymnasium
 
 import rlmesh_trio as rt
-from rlmesh_trio._demo_policy import cartpole_policy
 from rlmesh_trio.distributed import run_distributed
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
 
 def routes(count: int, episodes: int, max_steps: int | None = None) -> list[rt.Route]:

@@ -40,7 +40,7 @@ warnings.filterwarnings("ignore")
 import trio  # noqa: E402
 
 import rlmesh_trio as rt  # noqa: E402
-from rlmesh_trio._demo_policy import cartpole_policy  # noqa: E402
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy  # noqa: E402
 from rlmesh_trio.orchestrator._ledger import LedgerWriter  # noqa: E402
 from rlmesh_trio.orchestrator._plan import Ticket  # noqa: E402
 from rlmesh_trio.testing import READY_FD, spawn_server  # noqa: E402

@@ -20,7 +20,7 @@ import time
 import gymnasium as gym
 
 import rlmesh_trio as rt
-from rlmesh_trio._demo_policy import cartpole_policy
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
 PLACEMENTS: list[tuple[str, bool | None, bool | None]] = [
     ("adaptive (default)", None, None),

@@ -26,10 +26,10 @@ import numpy as np
 import trio
 
 from rlmesh_trio import spaces
-from rlmesh_trio._demo_policy import cartpole_policy
-from rlmesh_trio._local_model import LocalModel
 from rlmesh_trio._modelhost import inline_invoke
 from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, model_pb
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
+from rlmesh_trio.inprocess._local_model import LocalModel
 from rlmesh_trio.runtime._watchdog import OperationWatchdog
 
 CALLS = 10_000

@@ -27,7 +27,7 @@ warnings.filterwarnings("ignore")
 import trio  # noqa: E402
 
 import rlmesh_trio as rt  # noqa: E402
-from rlmesh_trio._demo_policy import cartpole_policy  # noqa: E402
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _servers  # noqa: E402
@@ -42,7 +42,7 @@ _AREAS = (
     ("dataclasses.py", "startup: imports (one-off)"),
     ("/gymnasium/", "gymnasium env"),
     ("rlmesh_trio/_envhost", "ours: env host"),
-    ("rlmesh_trio/_local_env", "ours: env host"),
+    ("rlmesh_trio/inprocess/_local_env", "ours: env host"),
     ("method 'poll' of 'select.epoll'", "idle: epoll wait (not CPU)"),
     ("socket", "socket syscalls (send/recv)"),
     ("betterproto2", "betterproto2 encode/decode"),
@@ -58,8 +58,8 @@ _AREAS = (
     ("rlmesh_trio/transport", "ours: transport"),
     ("rlmesh_trio/spaces", "ours: value codec / model host"),
     ("rlmesh_trio/_modelhost", "ours: value codec / model host"),
-    ("rlmesh_trio/_local_model", "ours: value codec / model host"),
-    ("rlmesh_trio/_demo_policy", "ours: value codec / model host"),
+    ("rlmesh_trio/inprocess/_local_model", "ours: value codec / model host"),
+    ("rlmesh_trio/inprocess/_demo_policy", "ours: value codec / model host"),
     ("rlmesh_trio/orchestrator", "ours: orchestrator"),
     ("numpy", "numpy"),
     ("warnings", "warnings (betterproto2 default fields)"),

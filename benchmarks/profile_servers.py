@@ -58,7 +58,10 @@ def main() -> None:
         env_out, model_out = Path(tmp, "env.pyisession"), Path(tmp, "model.pyisession")
         env = _profiled("serve-env", "CartPole-v1", env_out, args.interval)
         model = _profiled(
-            "serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY", model_out, args.interval
+            "serve-model",
+            "rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY",
+            model_out,
+            args.interval,
         )
         try:
             wall0 = time.perf_counter()

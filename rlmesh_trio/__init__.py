@@ -24,12 +24,12 @@ from ._errors import (
     ShardLost,
     WrongEventLoop,
 )
-from ._local_env import LocalEnv
-from ._local_model import LocalModel
 from ._modelhost import policy
-from ._random_model import RANDOM
 from ._version import __version__
 from .distributed import run_distributed
+from .inprocess._local_env import LocalEnv
+from .inprocess._local_model import LocalModel
+from .inprocess._random_model import RANDOM
 from .orchestrator import (
     LedgerError,
     LedgerExists,

@@ -11,7 +11,7 @@ DEMO_RUN = (
     "--env",
     "CartPole-v1",
     "--model",
-    "rlmesh_trio._demo_policy:cartpole_policy",
+    "rlmesh_trio.inprocess._demo_policy:cartpole_policy",
 )
 
 

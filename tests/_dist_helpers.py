@@ -12,8 +12,8 @@ from typing import Any
 import gymnasium
 
 import rlmesh_trio as rt
-from rlmesh_trio._demo_policy import cartpole_policy
 from rlmesh_trio.distributed import ProcessBackend, ShardHandle, ShardWork
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.testing import READY_FD, ServerProcess, spawn_server
 
 make_cartpole = functools.partial(gymnasium.make, "CartPole-v1")

@@ -73,7 +73,7 @@ def our_env(target: str = "CartPole-v1", *args: str, **env: str) -> Iterator[Ser
 
 @contextlib.contextmanager
 def our_model(
-    target: str = "rlmesh_trio._demo_policy:CARTPOLE_POLICY", *args: str, **env: str
+    target: str = "rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY", *args: str, **env: str
 ) -> Iterator[ServerProc]:
     """``rlmesh-trio serve-model TARGET``."""
     argv = [*_CLI, "serve-model", target, *args, "--ready-fd", "{READY_FD}"]

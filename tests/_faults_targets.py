@@ -20,7 +20,7 @@ from typing import Any
 import gymnasium
 import trio
 
-from rlmesh_trio._demo_policy import cartpole_policy
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
 __all__ = ["STALL_SECONDS", "slow_cartpole", "stalling_policy"]
 

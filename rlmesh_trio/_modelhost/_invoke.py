@@ -7,7 +7,7 @@ from typing import Any, cast
 
 import trio
 
-from .._placement import CallPlacement
+from ..runtime._placement import CallPlacement
 from ._policy import PolicyFn
 
 __all__ = ["PlacedInvoker", "ThreadedInvoker"]
@@ -36,7 +36,7 @@ class ThreadedInvoker:
 
 
 class PlacedInvoker:
-    """Run sync policy functions where a :class:`~rlmesh_trio._placement.CallPlacement` says
+    """Run sync policy functions where a :class:`~rlmesh_trio.runtime._placement.CallPlacement` says
     (inline, in a worker thread, or adaptively); async functions are awaited in the
     calling task.
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import gymnasium
 
-from .._demo_policy import CARTPOLE_POLICY
 from ..hooks import RichProgress
+from ..inprocess._demo_policy import CARTPOLE_POLICY
 from ..orchestrator import Route, RunReport, run_routes
 from ..transport import serve_env, serve_model
 

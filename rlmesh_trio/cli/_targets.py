@@ -164,7 +164,7 @@ def resolve_model(spec: str) -> Any:
     if is_address(spec):
         return check_address(spec)
     if spec.strip() == "random":
-        from .._random_model import RANDOM
+        from ..inprocess._random_model import RANDOM
 
         return RANDOM
     return load_policy(spec, "model")

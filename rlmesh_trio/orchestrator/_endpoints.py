@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
-from .._random_model import RandomBaseline, RandomModel
+from ..inprocess._random_model import RandomBaseline, RandomModel
 from ..runtime import RuntimeEnv, RuntimeModel
 from ._batching import PredictBatcher
 
@@ -91,7 +91,7 @@ class EndpointPool:
         if isinstance(value, RuntimeEnv):
             return ResolvedEnv(value, _env_label(value), owned=False)
         if _is_gym_env(value) or callable(value):
-            from .._local_env import LocalEnv
+            from ..inprocess._local_env import LocalEnv
 
             local = LocalEnv(value)
             return ResolvedEnv(local, _env_label(value), owned=True)
@@ -132,7 +132,7 @@ class EndpointPool:
         if isinstance(value, RuntimeModel):
             return ResolvedModel(value, _env_label(value), owned=False)
         if callable(value) or hasattr(value, "predict"):
-            from .._local_model import LocalModel
+            from ..inprocess._local_model import LocalModel
 
             name = getattr(value, "__name__", None) or type(value).__name__
             return ResolvedModel(LocalModel(value), str(name), owned=True)

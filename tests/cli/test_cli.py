@@ -99,7 +99,7 @@ def test_serve_env_serve_model_and_run(tmp_path: Path) -> None:
     with (
         serving("serve-env", "CartPole-v1") as env_a,
         serving("serve-env", "CartPole-v1", "--lanes", "2") as env_b,
-        serving("serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY") as model,
+        serving("serve-model", "rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY") as model,
     ):
         data = run_to_json(out, "--env", env_a, "--env", env_b, "--model", model, "--seeds", "0:5")
     check_report_schema(data)
@@ -116,7 +116,7 @@ def test_run_against_unreachable_address(tmp_path: Path) -> None:
         "--env",
         "127.0.0.1:1",
         "--model",
-        "rlmesh_trio._demo_policy:cartpole_policy",
+        "rlmesh_trio.inprocess._demo_policy:cartpole_policy",
         "--episodes",
         "1",
         "--json",
@@ -197,7 +197,7 @@ def test_sigint_to_run_exits_130_with_partial_report(
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(paths))  # servers import tests.*
     with (
         serving("serve-env", "tests._episode_marks:cartpole_signalling_first_episode") as env,
-        serving("serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY") as model,
+        serving("serve-model", "rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY") as model,
     ):
         proc = subprocess.Popen(
             [
@@ -242,7 +242,7 @@ def test_run_and_check_with_a_bearer_token(tmp_path: Path) -> None:
     with (
         serving("serve-env", "CartPole-v1", "--token", token) as env,
         serving(
-            "serve-model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY", "--token", token
+            "serve-model", "rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY", "--token", token
         ) as model,
     ):
         ok = run_cli(
@@ -279,7 +279,7 @@ def test_serve_env_thread_modes_serve_the_same_episodes(mode: str, tmp_path: Pat
             "--env",
             env,
             "--model",
-            "rlmesh_trio._demo_policy:cartpole_policy",
+            "rlmesh_trio.inprocess._demo_policy:cartpole_policy",
             "--seeds",
             "3,4",
             "--max-episode-steps",
@@ -302,7 +302,7 @@ def test_run_deals_trial_blocks_and_reports_episode_timings(tmp_path: Path) -> N
             "--env",
             second,
             "--model",
-            "rlmesh_trio._demo_policy:cartpole_policy",
+            "rlmesh_trio.inprocess._demo_policy:cartpole_policy",
             "--seeds",
             "0:5",
             "--max-episode-steps",

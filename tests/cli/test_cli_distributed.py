@@ -11,7 +11,7 @@ import pytest
 
 from .._cli import run_cli
 
-POLICY = "rlmesh_trio._demo_policy:cartpole_policy"
+POLICY = "rlmesh_trio.inprocess._demo_policy:cartpole_policy"
 
 
 def _episodes(path: Path) -> list[tuple[str, int, int, float]]:

@@ -15,7 +15,7 @@ import rlmesh_trio as rt
 
 from .._cli import CLI, run_cli
 
-POLICY = "rlmesh_trio._demo_policy:cartpole_policy"
+POLICY = "rlmesh_trio.inprocess._demo_policy:cartpole_policy"
 
 BAD_ADDRESSES = [
     ("127.0.0.1:99999", "port out of range"),
@@ -122,8 +122,8 @@ def test_json_into_a_read_only_folder_fails_before_running(tmp_path: Path) -> No
 def test_a_report_that_cannot_be_written_late_goes_to_stdout(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from rlmesh_trio._demo_policy import cartpole_policy
     from rlmesh_trio.cli._summary import write_report
+    from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
     route = rt.Route(
         env=lambda: gymnasium.make("CartPole-v1"),
@@ -152,7 +152,7 @@ def test_check_timeout_must_be_a_positive_finite_number(value: str, why: str) ->
 
 
 # -- items 8 and 12: a target that is not callable is refused before serving or running -------
-NOT_CALLABLE = "rlmesh_trio._demo_policy:LOOKAHEAD"  # a float
+NOT_CALLABLE = "rlmesh_trio.inprocess._demo_policy:LOOKAHEAD"  # a float
 
 
 @pytest.mark.parametrize(

@@ -72,7 +72,7 @@ def test_resume_over_a_served_env_completes_the_plan(tmp_path: Path) -> None:
 
 def test_report_rebuilds_the_summary_json_and_html_from_a_ledger_alone(tmp_path: Path) -> None:
     ledger, out = tmp_path / "run.jsonl", tmp_path / "run.json"
-    policy = "rlmesh_trio._demo_policy:cartpole_policy"
+    policy = "rlmesh_trio.inprocess._demo_policy:cartpole_policy"
     ran = run_cli(
         "run",
         "--env",

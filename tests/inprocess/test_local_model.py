@@ -10,14 +10,14 @@ import pytest
 import trio
 
 from rlmesh_trio import ModelRpcError, spaces
-from rlmesh_trio._demo_policy import (
+from rlmesh_trio._endpoints import Reply, RuntimeModel
+from rlmesh_trio._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, core_pb, model_pb
+from rlmesh_trio.inprocess._demo_policy import (
     CARTPOLE_POLICY,
     cartpole_policy,
     cartpole_policy_batch,
 )
-from rlmesh_trio._endpoints import Reply, RuntimeModel
-from rlmesh_trio._local_model import LocalModel
-from rlmesh_trio._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, core_pb, model_pb
+from rlmesh_trio.inprocess._local_model import LocalModel
 
 ENV = gym.make("CartPole-v1")
 SPEC = core_pb.EnvSpec(

@@ -10,9 +10,9 @@ import pytest
 import trio
 
 from rlmesh_trio import spaces
-from rlmesh_trio._demo_policy import cartpole_policy
-from rlmesh_trio._local_model import LocalModel
 from rlmesh_trio._wire import model_pb
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
+from rlmesh_trio.inprocess._local_model import LocalModel
 
 from .test_local_model import SPEC, ctx, resolve
 

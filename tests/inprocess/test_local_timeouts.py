@@ -13,8 +13,13 @@ import trio
 import trio.testing
 
 import rlmesh_trio as rt
-from rlmesh_trio._demo_policy import cartpole_policy
-from rlmesh_trio._placement import MAX_DEMOTIONS, PROBE_CALLS, CallPlacement, threads_in_flight
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
+from rlmesh_trio.runtime._placement import (
+    MAX_DEMOTIONS,
+    PROBE_CALLS,
+    CallPlacement,
+    threads_in_flight,
+)
 
 FAST = rt.Limits(model_predict_timeout=0.2)
 

@@ -168,7 +168,7 @@ TOKEN = "s3cret-token"
 
 
 async def test_run_routes_passes_client_options_to_every_address() -> None:
-    from rlmesh_trio._demo_policy import cartpole_policy
+    from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
     async with (
         rt.serve_env(gymnasium.make("CartPole-v1"), token=TOKEN) as env_server,
@@ -198,7 +198,7 @@ def test_run_passes_client_options_too() -> None:
 
 
 async def test_remote_endpoint_routes_are_labelled_by_address() -> None:
-    from rlmesh_trio._demo_policy import cartpole_policy
+    from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
     async with (
         rt.serve_env(gymnasium.make("CartPole-v1")) as env_server,

@@ -97,7 +97,7 @@ def test_run_records_chosen_episodes_of_in_process_envs(tmp_path: Path) -> None:
     bundle = tmp_path / "bundle"
     result = run_cli(
         "run", "--env", "CartPole-v1", "--env", "CartPole-v1",
-        "--model", "rlmesh_trio._demo_policy:CARTPOLE_POLICY", "--seeds", "0:4",
+        "--model", "rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY", "--seeds", "0:4",
         "--max-episode-steps", "10", "--record", "1", "--record-seeds", "3",
         "--bundle", str(bundle), "--no-progress",
     )  # fmt: skip

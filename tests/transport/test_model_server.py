@@ -21,8 +21,8 @@ from grpclib.health.v1.health_grpc import HealthStub
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from rlmesh_trio import InvalidSpec, spaces
-from rlmesh_trio._demo_policy import CARTPOLE_POLICY, cartpole_policy
 from rlmesh_trio._wire import CAP_CONCURRENT_PREDICT, core_pb, model_pb
+from rlmesh_trio.inprocess._demo_policy import CARTPOLE_POLICY, cartpole_policy
 from rlmesh_trio.transport import serve_model
 from rlmesh_trio.transport._address import parse_address
 from rlmesh_trio.transport._model_server import ModelServer
@@ -461,7 +461,7 @@ async def test_remote_model_client_against_our_server() -> None:
 
 SERVE_SCRIPT = """
 import sys
-from rlmesh_trio._demo_policy import cartpole_policy
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.transport._model_server import ModelServer
 
 threaded, shutdown = sys.argv[2] == "threaded", sys.argv[3] == "shutdown"

@@ -9,7 +9,7 @@ import textwrap
 
 from .._cli import serving
 
-POLICY = "rlmesh_trio._demo_policy:cartpole_policy"
+POLICY = "rlmesh_trio.inprocess._demo_policy:cartpole_policy"
 
 
 def _run(code: str) -> str:

@@ -26,8 +26,8 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError
 
 import rlmesh_trio as rt
-from rlmesh_trio._demo_policy import cartpole_policy
 from rlmesh_trio._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.transport import _server_net
 from rlmesh_trio.wire import check_size
 
@@ -172,7 +172,7 @@ async def test_wrong_token_fails_the_route_with_a_clear_error() -> None:
 async def test_cli_servers_take_a_token() -> None:
     with (
         our_env("CartPole-v1", "--token", TOKEN) as env,
-        our_model("rlmesh_trio._demo_policy:CARTPOLE_POLICY", "--token", TOKEN) as model,
+        our_model("rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY", "--token", TOKEN) as model,
     ):
         async with (
             rt.RemoteEnv(env.address, token=TOKEN) as remote_env,
@@ -403,7 +403,7 @@ def test_cli_serves_and_runs_over_tls(tls: Tls, other_tls: Tls, tmp_path: Path) 
         serving("serve-env", "CartPole-v1", "--tls-cert", cert, "--tls-key", key) as env,
         serving(
             "serve-model",
-            "rlmesh_trio._demo_policy:CARTPOLE_POLICY",
+            "rlmesh_trio.inprocess._demo_policy:CARTPOLE_POLICY",
             "--tls-cert",
             cert,
             "--tls-key",

@@ -17,7 +17,7 @@ import pytest
 import trio
 
 import rlmesh_trio as rt
-from rlmesh_trio._demo_policy import cartpole_policy
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
 from .._cli import CLI
 
@@ -187,8 +187,8 @@ def _first_serving_line(*args: str) -> str:
     [
         (("serve-env", "CartPole-v1"), "CartPole-v1"),
         (
-            ("serve-model", "rlmesh_trio._demo_policy:cartpole_policy"),
-            "rlmesh_trio._demo_policy:cartpole_policy",
+            ("serve-model", "rlmesh_trio.inprocess._demo_policy:cartpole_policy"),
+            "rlmesh_trio.inprocess._demo_policy:cartpole_policy",
         ),
     ],
 )

@@ -23,7 +23,7 @@ import pytest
 import trio
 
 import rlmesh_trio as rt
-from rlmesh_trio._demo_policy import CARTPOLE_POLICY, cartpole_policy
+from rlmesh_trio.inprocess._demo_policy import CARTPOLE_POLICY, cartpole_policy
 
 pytestmark = [
     pytest.mark.slow,

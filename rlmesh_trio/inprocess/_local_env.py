@@ -6,7 +6,7 @@ contract, episode ids, completed and interrupted episodes, NEXT_STEP rolls,
 lanes, action checks and error codes. Requests and responses are the wire
 protobuf messages; nothing is serialised.
 
-Where env calls run is a :class:`~rlmesh_trio._placement.CallPlacement`:
+Where env calls run is a :class:`~rlmesh_trio.runtime._placement.CallPlacement`:
 by default the first calls run in a worker thread and are timed, and an env
 whose calls are cheap (CartPole: ~10 us) then runs inline on the Trio thread,
 where a thread handoff would cost several times the call; a slow call sends
@@ -23,11 +23,11 @@ from typing import Any
 
 import trio
 
-from ._endpoints import EndpointInfo, Reply
-from ._envhost import SUPPORTED_EDITIONS, Call, EnvHost, make_host
-from ._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
-from ._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
-from ._wire import WORKFLOW_EDITION, env_pb, spaces_pb
+from .._endpoints import EndpointInfo, Reply
+from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, make_host
+from .._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
+from .._wire import WORKFLOW_EDITION, env_pb, spaces_pb
+from ..runtime._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
 
 __all__ = ["LocalEnv"]
 

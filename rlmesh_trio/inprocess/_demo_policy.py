@@ -11,7 +11,7 @@ from typing import Any
 
 import numpy as np
 
-from ._modelhost import Policy, policy
+from .._modelhost import Policy, policy
 
 __all__ = ["CARTPOLE_POLICY", "cartpole_policy", "cartpole_policy_batch"]
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import trio
 
-from ._endpoints import EndpointInfo, Reply
-from ._errors import ModelRpcError
-from ._modelhost import ModelFault, ModelHost, PlacedInvoker
-from ._placement import DEFAULT_INLINE_LIMIT, CallPlacement, settle_inline
-from ._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from .._endpoints import EndpointInfo, Reply
+from .._errors import ModelRpcError
+from .._modelhost import ModelFault, ModelHost, PlacedInvoker
+from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from ..runtime._placement import DEFAULT_INLINE_LIMIT, CallPlacement, settle_inline
 
 __all__ = ["LocalModel"]
 

@@ -47,7 +47,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from .runtime._watchdog import current_watchdog
+from ._watchdog import current_watchdog
 
 __all__ = [
     "BLOCKING_FACTOR",

@@ -17,10 +17,10 @@ from typing import Any, Final
 import gymnasium
 import trio
 
-from . import spaces
-from ._endpoints import EndpointInfo, Reply
-from ._errors import ModelRpcError, ProtocolError
-from ._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from .. import spaces
+from .._endpoints import EndpointInfo, Reply
+from .._errors import ModelRpcError, ProtocolError
+from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 
 __all__ = ["RANDOM", "RandomBaseline", "RandomModel"]
 
