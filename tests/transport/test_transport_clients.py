@@ -471,18 +471,21 @@ async def test_cancelled_env_step_tears_the_stream_down() -> None:
 
 
 def model_join(*, hold_first: trio.Event | None = None, mangle_env: bool = False) -> Handler:
-    """A model Join answering predicts with action [0]; optionally never answers the first."""
+    """A model Join answering predicts with action [0]; optionally never answers predict 1."""
 
     async def join(stream: Any) -> None:
         await stream.send_initial_metadata()
-        first = True
         async for data in stream:
             request = model_pb.JoinRequest.parse(data)
             rid = request.request_id
             if request.predict is not None:
-                if first and hold_first is not None:
-                    first = False
-                    continue  # abandoned by the client; never answered
+                held = request.predict.context is not None and (
+                    request.predict.context.request_id.endswith(":predict:1")
+                )
+                if held and hold_first is not None:
+                    # The client abandons this one; never answered. Held by its id, not by
+                    # arrival order: under load the client may cancel it before it is sent.
+                    continue
                 context = request.predict.context
                 if mangle_env and context is not None:
                     context = model_pb.AdapterContext(
