@@ -1,4 +1,4 @@
-"""Without the extra, building a framework policy says how to install it; importing us loads none."""
+"""Without an extra, its policy says how to install it; importing us loads no framework."""
 
 from __future__ import annotations
 

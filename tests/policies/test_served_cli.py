@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("torch")
 
-import rlmesh_trio as rt  # noqa: E402
+import rlmesh_trio as rt
 
-from .._faults_procs import our_model  # noqa: E402
-from ._models import cartpole_logs, logged_actions_match, make_mlp  # noqa: E402
+from .._faults_procs import our_model
+from ._models import cartpole_logs, logged_actions_match, make_mlp
 
 pytestmark = pytest.mark.timeout(90)
 

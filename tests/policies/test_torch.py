@@ -126,7 +126,9 @@ def test_argmax_for_a_box_space_refuses_the_route() -> None:
     policy = rt.TorchPolicy(make_mlp(n_in=3, n_out=1), action="argmax")
     with pytest.raises(rt.RunFailed) as failed:
         rt.run(rt.shard(envs=[gym.make("Pendulum-v1")], model=policy, seeds=[0]))
-    assert "action='argmax' needs a Discrete action space" in str(failed.value.report.routes[0].error)
+    assert "action='argmax' needs a Discrete action space" in str(
+        failed.value.report.routes[0].error
+    )
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="torch sees no GPU")
