@@ -57,13 +57,10 @@ class JaxPolicy(FrameworkPolicy):
     ) -> None:
         try:
             import jax
-            import jax.numpy as jnp
         except ImportError as exc:
             raise MissingExtra("JaxPolicy", "jax", f"cannot import jax: {exc}") from None
         if not callable(fn):
             raise InvalidSpec(f"JaxPolicy needs a callable fn, got {type(fn).__name__}")
-        self._jax = jax
-        self._jnp = jnp
         self.name = f"JaxPolicy({getattr(fn, '__qualname__', None) or type(fn).__name__})"
         self.action = check_action(action)
         self.clip = bool(clip)
@@ -74,6 +71,9 @@ class JaxPolicy(FrameworkPolicy):
 
     def forward(self, obs_batch: Any) -> Any:
         """One call of ``fn`` over the (padded) batch; the output cut back to its rows."""
+        import jax  # imported by __init__ already (we hold no module: the policy pickles)
+        import jax.numpy as jnp
+
         rows = _rows(obs_batch)
         padded = _padded_rows(rows) if self.pad_batches else rows
 
@@ -81,7 +81,7 @@ class JaxPolicy(FrameworkPolicy):
             value = np.asarray(value)
             if padded != rows:
                 value = np.concatenate([value, np.repeat(value[-1:], padded - rows, axis=0)])
-            return self._jnp.asarray(value)
+            return jnp.asarray(value)
 
         inputs = map_leaves(obs_batch, leaf)
         if self.params is _NO_PARAMS:
@@ -90,11 +90,13 @@ class JaxPolicy(FrameworkPolicy):
             output = self.fn(self.params, inputs)
         if padded == rows:
             return output
-        return self._jax.tree_util.tree_map(lambda value: value[:rows], output)
+        return jax.tree_util.tree_map(lambda value: value[:rows], output)
 
     def to_numpy(self, output: Any) -> Any:
         """jax arrays as numpy arrays (a view on CPU); other leaves as they are."""
-        array_type = self._jax.Array
+        import jax
+
+        array_type = jax.Array
         return map_leaves(
             output, lambda value: np.asarray(value) if isinstance(value, array_type) else value
         )

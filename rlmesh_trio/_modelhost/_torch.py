@@ -72,7 +72,6 @@ class TorchPolicy(FrameworkPolicy):
         torch = import_torch("TorchPolicy")
         if not callable(module):
             raise InvalidSpec(f"TorchPolicy needs a callable module, got {type(module).__name__}")
-        self._torch = torch
         self.name = f"TorchPolicy({type(module).__name__})"
         self.action = check_action(action)
         self.clip = bool(clip)
@@ -95,7 +94,8 @@ class TorchPolicy(FrameworkPolicy):
         self._on_cpu = self.device.type == "cpu"
 
     def _tensor(self, value: Any) -> Any:
-        torch = self._torch
+        import torch  # already imported by __init__: a dict lookup (we hold no module: pickles)
+
         if not isinstance(value, np.ndarray):
             value = np.asarray(value)
         if not value.flags.writeable or value.dtype.byteorder == ">":
@@ -110,13 +110,17 @@ class TorchPolicy(FrameworkPolicy):
 
     def forward(self, obs_batch: Any) -> Any:
         """One forward pass over the batch, under ``torch.inference_mode()``."""
+        import torch
+
         inputs = map_leaves(obs_batch, self._tensor)
-        with self._torch.inference_mode():
+        with torch.inference_mode():
             return self.module(inputs)
 
     def to_numpy(self, output: Any) -> Any:
         """Tensors (of any device) as numpy arrays; other leaves as they are."""
-        tensor_type = self._torch.Tensor
+        import torch
+
+        tensor_type = torch.Tensor
 
         def leaf(value: Any) -> Any:
             if isinstance(value, tensor_type):

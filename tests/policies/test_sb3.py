@@ -92,3 +92,15 @@ def test_a_route_runs_on_an_sb3_model(ppo: Any) -> None:
     )
     assert report.ok and report.total_episodes == 2
     assert np.isfinite(report.episodes[0].reward)
+
+
+def test_a_failing_model_gives_the_routes_model_error_naming_the_policy(ppo: Any) -> None:
+    class Broken(CountingModel):
+        def predict(self, obs: Any, **kwargs: Any) -> Any:
+            raise ValueError("no such observation")
+
+    with pytest.raises(rt.RunFailed) as failed:
+        rt.run(rt.shard(envs=[gym.make("CartPole-v1")], model=rt.SB3Policy(Broken(ppo)), seeds=[0]))
+    error = failed.value.report.routes[0].error
+    assert isinstance(error, rt.ModelRpcError)
+    assert "PolicyError: SB3Policy(Broken) raised ValueError: no such observation" in str(error)

@@ -139,3 +139,14 @@ async def test_cuda_device() -> None:
     async with endpoint(rt.TorchPolicy(mlp, device="cuda"), "local") as model:
         actions = await grouped(model, env_spec(CARTPOLE), observations)
     assert [int(a) for a in actions] == reference
+
+
+async def test_a_torch_policy_pickles_with_its_module() -> None:
+    import pickle
+
+    mlp = make_mlp()
+    copy = pickle.loads(pickle.dumps(rt.TorchPolicy(mlp)))
+    observations = observations_of(CARTPOLE, 6)
+    async with endpoint(copy, "local") as model:
+        actions = await grouped(model, env_spec(CARTPOLE), observations)
+    assert [int(a) for a in actions] == argmax_actions(mlp, observations)
