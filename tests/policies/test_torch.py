@@ -150,3 +150,9 @@ async def test_a_torch_policy_pickles_with_its_module() -> None:
     async with endpoint(copy, "local") as model:
         actions = await grouped(model, env_spec(CARTPOLE), observations)
     assert [int(a) for a in actions] == argmax_actions(mlp, observations)
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="torch sees a GPU")
+def test_cuda_without_a_gpu_is_refused_when_built() -> None:
+    with pytest.raises(rt.InvalidSpec, match="device 'cuda'"):
+        rt.TorchPolicy(make_mlp(), device="cuda")
