@@ -156,3 +156,30 @@ async def test_a_torch_policy_pickles_with_its_module() -> None:
 def test_cuda_without_a_gpu_is_refused_when_built() -> None:
     with pytest.raises(rt.InvalidSpec, match="device 'cuda'"):
         rt.TorchPolicy(make_mlp(), device="cuda")
+
+
+async def test_dict_observations_arrive_as_a_dict_of_tensors() -> None:
+    class TwoInputs(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.body = make_mlp()
+
+        def forward(self, obs: dict[str, Any]) -> Any:
+            return self.body(torch.cat([obs["pos"], obs["vel"]], dim=1))
+
+    space = gym.spaces.Dict(
+        {
+            "pos": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+            "vel": gym.spaces.Box(-1.0, 1.0, (2,), np.float32),
+        }
+    )
+    space.seed(5)
+    shaped = gym.make("CartPole-v1")
+    shaped.observation_space = space
+    net = TwoInputs()
+    observations = [space.sample() for _ in range(6)]
+    flat = [np.concatenate([o["pos"], o["vel"]]) for o in observations]
+    for shape in sorted(SHAPES):
+        async with endpoint(net, "local") as model:
+            actions = await SHAPES[shape](model, env_spec(shaped), observations)
+        assert [int(a) for a in actions] == argmax_actions(net.body, flat), shape
