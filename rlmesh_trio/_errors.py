@@ -15,9 +15,11 @@ __all__ = [
     "HandshakeError",
     "HookError",
     "InvalidSpec",
+    "MissingExtra",
     "ModelRouteMismatch",
     "ModelRpcError",
     "OperationTimeout",
+    "PolicyError",
     "ProtocolError",
     "RlmeshTrioError",
     "RouteCancelled",
@@ -234,3 +236,28 @@ class WrongEventLoop(RlmeshTrioError, RuntimeError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(detail)
+
+
+class MissingExtra(RlmeshTrioError, ImportError):
+    """An optional framework is not installed; the message says which extra brings it."""
+
+    def __init__(self, what: str, extra: str, cause: str) -> None:
+        self.what = what
+        self.extra = extra
+        self.cause = cause
+        super().__init__(
+            f"{what} needs the {extra!r} extra ({cause}): pip install 'rlmesh-trio[{extra}]'"
+        )
+
+
+class PolicyError(RlmeshTrioError):
+    """A framework policy (torch, jax, Stable-Baselines3) failed on a batch of observations.
+
+    ``policy`` names the wrapper and the wrapped model (``TorchPolicy(Sequential)``);
+    the original exception is the ``__cause__``.
+    """
+
+    def __init__(self, policy: str, detail: str) -> None:
+        self.policy = policy
+        self.detail = detail
+        super().__init__(f"{policy} raised {detail}")

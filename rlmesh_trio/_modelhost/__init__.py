@@ -7,17 +7,23 @@ The gRPC ``ModelServer`` and the in-process ``LocalModel`` both wrap a
 from ._faults import ModelFault
 from ._host import Adapter, Invoke, ModelHost, inline_invoke
 from ._invoke import PlacedInvoker, ThreadedInvoker
+from ._jax import JaxPolicy
 from ._policy import Policy, PolicyFn, as_policy, policy
+from ._sb3 import SB3Policy
+from ._torch import TorchPolicy
 
 __all__ = [
     "Adapter",
     "Invoke",
+    "JaxPolicy",
     "ModelFault",
     "ModelHost",
     "PlacedInvoker",
     "Policy",
     "PolicyFn",
+    "SB3Policy",
     "ThreadedInvoker",
+    "TorchPolicy",
     "as_policy",
     "inline_invoke",
     "policy",

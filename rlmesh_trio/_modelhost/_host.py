@@ -35,6 +35,7 @@ import numpy as np
 from .. import spaces
 from .._errors import ProtocolError
 from .._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
+from ._bind import BoundPolicies
 from ._faults import Code, ModelFault
 from ._one_row import RowPlan, plan_rows, predict_row
 from ._phases import Invoke, PhaseTimes, describe, timed_call, timed_decode, timed_encode
@@ -69,6 +70,9 @@ class Adapter:
     execution_horizon: int
     #: Groups whose adapters share this key (the observation spec's bytes) can be fused.
     fuse_key: bytes
+    #: The policy this adapter calls: the host's, or what its ``for_spaces`` built for
+    #: these specs (one object per distinct pair of specs, shared by their adapters).
+    policy: Policy = attrs.field(eq=False, repr=False)
     #: The codec calls of one-row predicts, planned from the two specs (None: general path).
     row_plan: RowPlan | None = attrs.field(default=None, eq=False, repr=False)
 
@@ -85,6 +89,7 @@ class ModelHost:
         self._chunks_refused = False
         self.editions: tuple[str, ...] = tuple(editions)
         self._adapters: dict[str, Adapter] = {}
+        self._bound = BoundPolicies(self.policy)
 
     @property
     def adapters(self) -> Mapping[str, Adapter]:
@@ -169,14 +174,16 @@ class ModelHost:
             except ProtocolError as exc:
                 raise ModelFault.invalid(f"decode error: {describe(exc)}") from None
         obs = env_spec.observation_space
+        fuse_key = self._bound.fuse_key(obs, env_spec.action_space)
         self._adapters[context.env_id] = Adapter(
             env_id=context.env_id,
             env_spec=env_spec,
             observation_space=obs,
             action_space=env_spec.action_space,
             execution_horizon=request.execution_horizon,
-            fuse_key=bytes(obs) if obs is not None else b"",
+            fuse_key=fuse_key,
             row_plan=plan_rows(obs, env_spec.action_space),
+            policy=self._bound.policy_for(fuse_key, obs, env_spec.action_space),
         )
         return model_pb.ResolveAdapterResponse()
 
@@ -267,7 +274,7 @@ class ModelHost:
         """The adapter's one-row plan and the policy's ``predict`` if this request takes
         the planned path (one row, a per-observation ``predict``, single actions)."""
         plan = adapter.row_plan
-        predict = self.policy.predict
+        predict = adapter.policy.predict
         if (
             plan is None
             or predict is None
@@ -288,7 +295,7 @@ class ModelHost:
         if planned is not None:
             return await predict_row(*planned, invoke, request, times)
         rows = len(request.episode_info)
-        policy = self.policy
+        policy = adapter.policy
         if times is None:
             times = PhaseTimes()
         obs_space = _observation_space(adapter)
@@ -315,7 +322,7 @@ class ModelHost:
         """Whether predicts for ``adapter`` are answered with action chunks."""
         return (
             adapter.execution_horizon > 1
-            and self.policy.predict_chunk is not None
+            and adapter.policy.predict_chunk is not None
             and not self._chunks_refused
         )
 
@@ -334,7 +341,7 @@ class ModelHost:
         implemented (an rlmesh-style base class's default raises
         ``NotImplementedError``): single actions from then on.
         """
-        chunk_fn = self.policy.predict_chunk
+        chunk_fn = adapter.policy.predict_chunk
         assert chunk_fn is not None
         values = timed_decode(spaces.decode_batch, obs_space, observation, rows, times)
         chunks = []
@@ -391,7 +398,7 @@ class ModelHost:
                 results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
                 continue
             # Without a batched form (or answering with chunks) every group is its own bucket.
-            fusable = self.policy.batched and not self._chunked(adapter)
+            fusable = adapter.policy.batched and not self._chunked(adapter)
             key = adapter.fuse_key if fusable else index.to_bytes(8, "little")
             buckets.setdefault(key, []).append((index, adapter))
         for members in buckets.values():
@@ -419,7 +426,8 @@ class ModelHost:
         invoke: Invoke,
         times: PhaseTimes,
     ) -> None:
-        batch_fn = self.policy.predict_batch
+        # Members share a fuse key, hence one bound policy.
+        batch_fn = members[0][1].policy.predict_batch
         assert batch_fn is not None
         decoded: list[tuple[int, Adapter, int, Any]] = []
         for index, adapter in members:

@@ -1,15 +1,17 @@
 """What a "policy" is: a per-observation ``predict`` and/or a batched ``predict_batch``.
 
 Users hand us a plain callable, an object with ``predict`` (and maybe
-``predict_batch`` and ``predict_chunk``), or a :class:`Policy` built with
-:func:`policy`. We
-normalise all three once, up front, so the hot path never inspects the
-user's object again.
+``predict_batch`` and ``predict_chunk``), a :class:`Policy` built with
+:func:`policy`, or a framework model (a torch ``nn.Module``, or a
+``TorchPolicy`` / ``JaxPolicy`` / ``SB3Policy``), whose functions depend on
+the route's spaces (``for_spaces``). We normalise them once, up front, so the
+hot path never inspects the user's object again.
 """
 
 from __future__ import annotations
 
 import inspect
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -48,11 +50,6 @@ def _to_fn(value: Any) -> PolicyFn | None:
     return PolicyFn(value)
 
 
-def _at_least_one(instance: Policy, attribute: Any, value: Any) -> None:
-    if instance.predict is None and instance.predict_batch is None:
-        raise TypeError("a policy needs predict(obs), predict_batch(obs_batch), or both")
-
-
 @attrs.frozen(slots=True)
 class Policy:
     """A normalised policy.
@@ -68,13 +65,21 @@ class Policy:
     actions for one observation, stacked along a leading axis like a batch;
     a route resolved with ``execution_horizon`` h > 1 gets the first
     ``min(len(chunk), h)`` of them as action frames, replayed one per step.
+
+    ``for_spaces(observation_space, action_space) -> Policy`` (optional, the
+    framework policies) builds the functions for one pair of gymnasium spaces
+    (e.g. argmax for a Discrete action space); the model host calls it once
+    per distinct pair at ResolveAdapter. A policy may have only this.
     """
 
     predict: PolicyFn | None = attrs.field(converter=_to_fn, default=None)
-    predict_batch: PolicyFn | None = attrs.field(
-        converter=_to_fn, default=None, validator=_at_least_one
-    )
+    predict_batch: PolicyFn | None = attrs.field(converter=_to_fn, default=None)
     predict_chunk: PolicyFn | None = attrs.field(converter=_to_fn, default=None)
+    for_spaces: Callable[[Any, Any], Policy] | None = attrs.field(default=None)
+
+    def __attrs_post_init__(self) -> None:
+        if self.predict is None and self.predict_batch is None and self.for_spaces is None:
+            raise TypeError("a policy needs predict(obs), predict_batch(obs_batch), or both")
 
     @property
     def batched(self) -> bool:
@@ -105,12 +110,24 @@ def policy(
 def as_policy(obj: Any) -> Policy:
     """Normalise anything we accept as a policy.
 
-    A :class:`Policy` is returned as is; an object with a callable ``predict``
-    attribute contributes ``predict`` and, if present, ``predict_batch`` and
-    ``predict_chunk``; any other callable is a per-observation ``predict``.
+    A :class:`Policy` is returned as is; a torch ``nn.Module`` becomes a
+    default ``TorchPolicy``; an object with a callable ``for_spaces`` (the
+    framework policies) contributes that; an object with a callable
+    ``predict`` attribute contributes ``predict`` and, if present,
+    ``predict_batch`` and ``predict_chunk``; any other callable is a
+    per-observation ``predict``.
     """
     if isinstance(obj, Policy):
         return obj
+    # Only a process that imported torch can hold a module: never import it here.
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch.nn.Module):
+        from ._torch import TorchPolicy
+
+        obj = TorchPolicy(obj)
+    for_spaces = getattr(obj, "for_spaces", None)
+    if callable(for_spaces):
+        return Policy(for_spaces=for_spaces)
     predict = getattr(obj, "predict", None)
     if callable(predict):
         batch = getattr(obj, "predict_batch", None)

@@ -131,7 +131,8 @@ class EndpointPool:
             return ResolvedModel(RandomModel(), "random", owned=True)
         if isinstance(value, RuntimeModel):
             return ResolvedModel(value, _env_label(value), owned=False)
-        if callable(value) or hasattr(value, "predict"):
+        # ``for_spaces``: the framework policies (TorchPolicy, JaxPolicy, SB3Policy).
+        if callable(value) or hasattr(value, "predict") or hasattr(value, "for_spaces"):
             from ..inprocess._local_model import LocalModel
 
             name = getattr(value, "__name__", None) or type(value).__name__

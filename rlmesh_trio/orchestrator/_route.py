@@ -77,8 +77,10 @@ class Route:
     ``env`` is an address (``host:port``, ``tcp://host:port``, ``unix:///path``),
     a gymnasium env, a list of envs (served as lanes), a zero-argument env
     factory, or any :class:`~rlmesh_trio.runtime.RuntimeEnv`. ``model`` is an
-    address, a policy (a callable ``obs -> action`` or an object with
-    ``predict``/``predict_batch``), or any :class:`~rlmesh_trio.runtime.RuntimeModel`.
+    address, a policy (a callable ``obs -> action``, an object with
+    ``predict``/``predict_batch``, a torch ``nn.Module``, or a
+    :class:`~rlmesh_trio.TorchPolicy` / ``JaxPolicy`` / ``SB3Policy``), or any
+    :class:`~rlmesh_trio.runtime.RuntimeModel`.
 
     ``seeds`` gives one seed per episode and sets the episode count unless
     ``episodes`` is also given, in which case the two must agree. With

@@ -59,6 +59,11 @@ CONTRACT = {
         "RANDOM",
         "hooks",
         "spaces",
+        "TorchPolicy",
+        "JaxPolicy",
+        "SB3Policy",
+        "MissingExtra",
+        "PolicyError",
     ],
     "rlmesh_trio.spaces": [
         "from_gymnasium",

@@ -1,0 +1,155 @@
+"""What torch, jax and Stable-Baselines3 policies share: batches in, actions out.
+
+A :class:`FrameworkPolicy` knows how to run its framework on a stacked batch
+of observations (``forward``) and how to turn the result into numpy
+(``to_numpy``); everything else lives here once: the batch axis a single row
+gets, the default action for each action space (argmax over logits for a
+Discrete space, the output itself for a Box, clipped only if asked), the cast
+to the space's dtype, and the error that names the policy when the framework
+raises. ``for_spaces`` builds the :class:`Policy` the model host calls: a
+one-row ``predict`` and a ``predict_batch`` that the host fuses across routes,
+so grouped predicts become one forward pass.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from .._errors import InvalidSpec, PolicyError
+from ._policy import Policy
+
+__all__ = ["ActionRule", "FrameworkPolicy", "add_batch_axis", "check_action", "map_leaves"]
+
+#: ``action=``: None (the space's default), "argmax", "identity", or a callable that gets
+#: the framework's raw output batch and returns the actions of that batch.
+ActionRule = str | Callable[[Any], Any] | None
+
+_RULES = ("argmax", "identity")
+
+
+def check_action(action: ActionRule) -> ActionRule:
+    """``action`` if it is a valid ``action=`` value.
+
+    Raises:
+        InvalidSpec: neither None, "argmax", "identity" nor a callable.
+    """
+    if action is None or callable(action) or action in _RULES:
+        return action
+    raise InvalidSpec(
+        f"action must be None, 'argmax', 'identity' or a callable(output) -> actions, "
+        f"got {action!r}"
+    )
+
+
+def map_leaves(tree: Any, leaf: Callable[[Any], Any]) -> Any:
+    """``leaf`` applied to every array of a dict / tuple / list tree (structure kept)."""
+    if isinstance(tree, dict):
+        return {key: map_leaves(value, leaf) for key, value in tree.items()}
+    if isinstance(tree, tuple | list):
+        return type(tree)(map_leaves(value, leaf) for value in tree)
+    return leaf(tree)
+
+
+def _one_row(value: Any) -> Any:
+    return value[np.newaxis] if isinstance(value, np.ndarray) else np.asarray(value)[np.newaxis]
+
+
+def add_batch_axis(observation: Any) -> Any:
+    """One observation as a batch of one (a view where it is an array: no copy)."""
+    return map_leaves(observation, _one_row)
+
+
+class FrameworkPolicy(ABC):
+    """A model of some framework as a policy (see the module doc).
+
+    Subclasses set ``name`` (``TorchPolicy(Sequential)``), ``action`` and
+    ``clip`` and implement ``forward`` and ``to_numpy``; they are sync and hold
+    no Trio or asyncio state, so the host may call them inline or in a thread.
+    """
+
+    name: str
+    action: ActionRule = None
+    clip: bool = False
+
+    @abstractmethod
+    def forward(self, obs_batch: Any) -> Any:
+        """The framework's output for a stacked numpy batch of observations."""
+
+    @abstractmethod
+    def to_numpy(self, output: Any) -> Any:
+        """A framework output (a tensor, or a tree of them) as numpy arrays."""
+
+    def for_spaces(self, observation_space: gym.Space | None, action_space: gym.Space) -> Policy:
+        """The policy for a route with these spaces: one-row and batched predicts.
+
+        Raises:
+            InvalidSpec: ``action="argmax"`` for an action space that is not Discrete.
+        """
+        if self.action == "argmax" and not isinstance(action_space, gym.spaces.Discrete):
+            raise InvalidSpec(f"{self.name}: action='argmax' needs a Discrete action space")
+        finish = _actions_for(action_space, self.action, self.clip)
+        custom = self.action if callable(self.action) else None
+        name = self.name
+
+        def predict_batch(obs_batch: Any) -> Any:
+            try:
+                output = self.forward(obs_batch)
+                if custom is not None:
+                    output = custom(output)
+                return finish(self.to_numpy(output))
+            except PolicyError:
+                raise
+            except Exception as exc:
+                raise PolicyError(name, f"{type(exc).__name__}: {exc}") from exc
+
+        def predict(obs: Any) -> Any:
+            return map_leaves(predict_batch(add_batch_axis(obs)), _first_row)
+
+        return Policy(predict=predict, predict_batch=predict_batch)
+
+
+def _first_row(value: Any) -> Any:
+    return value[0]
+
+
+def _actions_for(space: gym.Space, action: ActionRule, clip: bool) -> Callable[[Any], Any]:
+    """numpy output batch -> action batch, for ``space`` (see the module doc)."""
+    if isinstance(space, gym.spaces.Discrete):
+        start = int(space.start)
+        n = int(space.n)
+        argmax = action is None or action == "argmax"
+
+        def discrete(out: Any) -> Any:
+            out = np.asarray(out)
+            if np.issubdtype(out.dtype, np.integer) or action == "identity" or not argmax:
+                return out.astype(np.int64, copy=False).reshape(-1)
+            if out.ndim != 2 or out.shape[1] != n:
+                raise ValueError(
+                    f"Discrete({n}) actions take logits of shape (rows, {n}) or integer "
+                    f"actions; the model gave {out.dtype} of shape {out.shape} "
+                    "(pass action=... to say how)"
+                )
+            return out.argmax(axis=1) + start
+
+        return discrete
+    if isinstance(space, gym.spaces.Box):
+        low, high, shape, dtype = space.low, space.high, space.shape, space.dtype
+
+        def box(out: Any) -> Any:
+            out = np.asarray(out)
+            if out.shape[1:] != shape:
+                out = out.reshape((out.shape[0], *shape))
+            if clip:
+                out = np.clip(out, low, high)
+            return out.astype(dtype, copy=False)
+
+        return box
+    if isinstance(space, gym.spaces.MultiDiscrete | gym.spaces.MultiBinary):
+        dtype = space.dtype
+        return lambda out: np.asarray(out).astype(dtype, copy=False)
+    return lambda out: out
