@@ -8,7 +8,7 @@ The public API is re-exported here; everything else lives in private modules::
     report = rt.run(routes)                  # or: await rt.run_routes(routes) inside Trio
 """
 
-from . import distributed, hooks, results, spaces
+from . import distributed, hooks, report, results, spaces
 from ._errors import (
     ConnectError,
     EnvRpcError,
@@ -24,6 +24,7 @@ from ._errors import (
     ShardLost,
     WrongEventLoop,
 )
+from ._extras import MissingExtra
 from ._modelhost import policy
 from ._version import __version__
 from .distributed import run_distributed
@@ -86,6 +87,7 @@ __all__ = [
     "Limits",
     "LocalEnv",
     "LocalModel",
+    "MissingExtra",
     "ModelRouteMismatch",
     "ModelRpcError",
     "ModelServer",
@@ -119,6 +121,7 @@ __all__ = [
     "hooks",
     "load_ledger",
     "policy",
+    "report",
     "results",
     "run",
     "run_distributed",

@@ -26,8 +26,10 @@ def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
     """
     from ..report import DEFAULT_SEED
     from ..results import compare_rewards, load_run
+    from ._results import need_extra
     from ._stats_table import format_interval, format_value
 
+    need_extra("scipy.stats", extra="results", purpose="compare (bootstrap intervals, scipy)")
     try:
         a, b = load_run(run_a), load_run(run_b)
     except RlmeshTrioError as exc:
