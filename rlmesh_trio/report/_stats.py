@@ -45,7 +45,7 @@ _BATCH = 100
 
 
 def _scipy_stats() -> ModuleType:
-    return require("scipy.stats", extra="results", purpose="bootstrap statistics (scipy)")
+    return require("scipy.stats", extra="results", purpose="computing bootstrap statistics (scipy)")
 
 
 def _finite(values: Iterable[float]) -> np.ndarray:
