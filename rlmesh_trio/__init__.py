@@ -8,14 +8,13 @@ The public API is re-exported here; everything else lives in private modules::
     report = rt.run(routes)                  # or: await rt.run_routes(routes) inside Trio
 """
 
-from . import distributed, hooks, results, spaces
+from . import distributed, hooks, report, results, spaces
 from ._errors import (
     ConnectError,
     EnvRpcError,
     HandshakeError,
     HookError,
     InvalidSpec,
-    MissingExtra,
     ModelRouteMismatch,
     ModelRpcError,
     OperationTimeout,
@@ -26,6 +25,7 @@ from ._errors import (
     ShardLost,
     WrongEventLoop,
 )
+from ._extras import MissingExtra
 from ._modelhost import JaxPolicy, SB3Policy, TorchPolicy, policy
 from ._version import __version__
 from .distributed import run_distributed
@@ -126,6 +126,7 @@ __all__ = [
     "hooks",
     "load_ledger",
     "policy",
+    "report",
     "results",
     "run",
     "run_distributed",

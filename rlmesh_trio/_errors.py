@@ -15,7 +15,6 @@ __all__ = [
     "HandshakeError",
     "HookError",
     "InvalidSpec",
-    "MissingExtra",
     "ModelRouteMismatch",
     "ModelRpcError",
     "OperationTimeout",
@@ -236,18 +235,6 @@ class WrongEventLoop(RlmeshTrioError, RuntimeError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(detail)
-
-
-class MissingExtra(RlmeshTrioError, ImportError):
-    """An optional framework is not installed; the message says which extra brings it."""
-
-    def __init__(self, what: str, extra: str, cause: str) -> None:
-        self.what = what
-        self.extra = extra
-        self.cause = cause
-        super().__init__(
-            f"{what} needs the {extra!r} extra ({cause}): pip install 'rlmesh-trio[{extra}]'"
-        )
 
 
 class PolicyError(RlmeshTrioError):

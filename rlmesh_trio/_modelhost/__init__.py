@@ -4,11 +4,12 @@ The gRPC ``ModelServer`` and the in-process ``LocalModel`` both wrap a
 :class:`ModelHost`, so they answer every request identically.
 """
 
+from ._coerce import as_policy
 from ._faults import ModelFault
 from ._host import Adapter, Invoke, ModelHost, inline_invoke
 from ._invoke import PlacedInvoker, ThreadedInvoker
 from ._jax import JaxPolicy
-from ._policy import Policy, PolicyFn, as_policy, policy
+from ._policy import Policy, PolicyFn, policy
 from ._sb3 import SB3Policy
 from ._torch import TorchPolicy
 

@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from .. import spaces
 from .._wire import spaces_pb
+from ._coerce import as_policy
 from ._faults import ModelFault
-from ._policy import Policy, as_policy
+from ._policy import Policy
 
 __all__ = ["BoundPolicies"]
 

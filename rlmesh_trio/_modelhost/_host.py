@@ -36,10 +36,11 @@ from .. import spaces
 from .._errors import ProtocolError
 from .._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
 from ._bind import BoundPolicies
+from ._coerce import as_policy
 from ._faults import Code, ModelFault
 from ._one_row import RowPlan, plan_rows, predict_row
 from ._phases import Invoke, PhaseTimes, describe, timed_call, timed_decode, timed_encode
-from ._policy import Policy, PolicyFn, as_policy
+from ._policy import Policy, PolicyFn
 from ._tree import concat_rows, leading_len, split_rows
 
 __all__ = ["Invoke", "ModelHost", "PhaseTimes", "inline_invoke"]

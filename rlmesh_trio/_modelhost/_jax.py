@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import InvalidSpec, MissingExtra
+from .._errors import InvalidSpec
+from .._extras import require
 from ._frameworks import ActionRule, FrameworkPolicy, check_action, map_leaves
 
 __all__ = ["JaxPolicy"]
@@ -55,10 +56,7 @@ class JaxPolicy(FrameworkPolicy):
         jit: bool = True,
         pad_batches: bool = True,
     ) -> None:
-        try:
-            import jax
-        except ImportError as exc:
-            raise MissingExtra("JaxPolicy", "jax", f"cannot import jax: {exc}") from None
+        jax = require("jax", extra="jax", purpose="JaxPolicy")
         if not callable(fn):
             raise InvalidSpec(f"JaxPolicy needs a callable fn, got {type(fn).__name__}")
         self.name = f"JaxPolicy({getattr(fn, '__qualname__', None) or type(fn).__name__})"

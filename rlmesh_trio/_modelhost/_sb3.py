@@ -12,18 +12,15 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import InvalidSpec, MissingExtra
+from .._errors import InvalidSpec
+from .._extras import require
 from ._frameworks import FrameworkPolicy
 
 __all__ = ["SB3Policy"]
 
 
 def _import_sb3() -> Any:
-    try:
-        import stable_baselines3
-    except ImportError as exc:
-        raise MissingExtra("SB3Policy", "sb3", f"cannot import stable_baselines3: {exc}") from None
-    return stable_baselines3
+    return require("stable_baselines3", extra="sb3", purpose="SB3Policy")
 
 
 def _load(sb3: Any, path: str, algorithm: Any, device: str) -> Any:

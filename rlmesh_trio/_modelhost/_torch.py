@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from .._errors import InvalidSpec, MissingExtra
+from .._errors import InvalidSpec
+from .._extras import require
 from ._frameworks import ActionRule, FrameworkPolicy, check_action, map_leaves
 
 __all__ = ["TorchPolicy", "import_torch"]
@@ -25,11 +26,7 @@ def import_torch(what: str) -> Any:
         MissingExtra: torch is not installed (the message says ``pip install
             'rlmesh-trio[torch]'``).
     """
-    try:
-        import torch
-    except ImportError as exc:
-        raise MissingExtra(what, "torch", f"cannot import torch: {exc}") from None
-    return torch
+    return require("torch", extra="torch", purpose=what)
 
 
 class TorchPolicy(FrameworkPolicy):

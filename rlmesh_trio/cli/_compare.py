@@ -24,10 +24,12 @@ def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
     The two runs are independent samples (scipy.stats.bootstrap, seeded). The
     last line says whether the interval excludes zero.
     """
+    from ..report import DEFAULT_SEED
     from ..results import compare_rewards, load_run
-    from ..results._stats import DEFAULT_SEED
+    from ._results import need_extra
     from ._stats_table import format_interval, format_value
 
+    need_extra("scipy.stats", extra="results", purpose="compare (bootstrap intervals, scipy)")
     try:
         a, b = load_run(run_a), load_run(run_b)
     except RlmeshTrioError as exc:

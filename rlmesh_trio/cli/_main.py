@@ -26,7 +26,7 @@ from ._common import (
 )
 from ._compare import compare_cmd
 from ._report import report_cmd
-from ._results import ResultsOptions, results_options
+from ._results import ResultsOptions, need_extra, results_options
 from ._run_cmd import run_cmd, write_outputs
 from ._summary import print_summary
 from ._targets import make_env_factory
@@ -74,6 +74,10 @@ def demo(
     """
     from ._demo import run_demo
 
+    if results.recording is not None:
+        need_extra(
+            "pygame", extra="render", purpose="--record of the demo (CartPole draws with pygame)"
+        )
     report = trio.run(run_demo, n_routes, episodes, not no_progress, results)
     print_summary(report, title="rlmesh-trio demo: CartPole-v1 over loopback gRPC")
     written = write_outputs(report, json_path, results, "rlmesh-trio demo: CartPole-v1")

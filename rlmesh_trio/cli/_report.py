@@ -8,7 +8,7 @@ from pathlib import Path
 import click
 
 from .._errors import RlmeshTrioError
-from ._results import check_bundle_path
+from ._results import check_bundle_path, need_extra
 
 __all__ = ["report_cmd"]
 
@@ -36,6 +36,8 @@ def report_cmd(run_file: Path, bundle: Path | None, html: Path | None, title: st
     from ..results import load_run, write_html
     from ._summary import print_summary
 
+    if html is not None:
+        need_extra("plotly", extra="results", purpose="--html (plotly)")
     try:
         if bundle is not None:
             check_bundle_path(bundle)

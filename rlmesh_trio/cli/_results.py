@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
+from .._extras import MissingExtra, require
 from ._common import count_option, stack_options
 from ._targets import is_address, parse_seeds, resolve_env
 
@@ -24,7 +25,26 @@ if TYPE_CHECKING:
     from ..orchestrator import RunReport
     from ..results import Recording
 
-__all__ = ["ResultsOptions", "check_bundle_path", "results_options", "warm_statistics"]
+__all__ = [
+    "ResultsOptions",
+    "check_bundle_path",
+    "need_extra",
+    "results_options",
+    "warm_statistics",
+]
+
+
+def need_extra(module: str, *, extra: str, purpose: str) -> None:
+    """Before any work: exit 2 with one ``error:`` line if ``module`` (from ``extra``) is missing.
+
+    Raises:
+        SystemExit: code 2, the extra is not installed.
+    """
+    try:
+        require(module, extra=extra, purpose=purpose)
+    except MissingExtra as exc:
+        click.echo(f"error: {exc}", err=True)
+        raise SystemExit(2) from None
 
 
 def warm_statistics() -> None:
@@ -66,6 +86,9 @@ class ResultsOptions:
     ) -> None:
         if bundle is not None:
             check_bundle_path(bundle)
+        if html is not None:
+            need_extra("plotly", extra="results", purpose="--html (plotly)")
+            need_extra("scipy.stats", extra="results", purpose="--html (scipy)")
         seeds = parse_seeds(record_seeds) if record_seeds else None
         self.bundle = bundle
         self.html = html
@@ -73,6 +96,7 @@ class ResultsOptions:
         if record or seeds:
             from ..results import Recording
 
+            need_extra("av", extra="video", purpose="--record (mp4 encoding with PyAV)")
             self.recording = Recording(first=record, seeds=seeds)
 
     def resolve_env(self, spec: str) -> Any:

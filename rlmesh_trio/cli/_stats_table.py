@@ -9,6 +9,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from .._extras import MissingExtra
 from ..orchestrator import RunReport
 
 __all__ = ["format_interval", "format_value", "print_statistics"]
@@ -41,11 +42,17 @@ def _row(name: str, figures: Mapping[str, Any]) -> tuple[str, ...]:
 def print_statistics(report: RunReport, console: Console) -> None:
     """Per route and for the run: mean return and IQM, each with its 95% bootstrap CI.
 
-    Nothing is printed for a run without episodes.
+    Nothing is printed for a run without episodes; one line saying what to
+    install when scipy (the ``results`` extra) is missing.
     """
     if not report.total_episodes:
         return
-    stats = report.statistics()
+    try:
+        stats = report.statistics()
+    except MissingExtra as exc:
+        text = f"95% intervals left out: {exc}"
+        console.print(text, style="dim", markup=False, highlight=False)
+        return
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     for name in ("returns", "n", "mean", "95% CI", "IQM", "IQM 95% CI"):
         table.add_column(name, justify="left" if name == "returns" else "right")

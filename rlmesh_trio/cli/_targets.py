@@ -82,7 +82,7 @@ def load_policy(spec: str, what: str) -> Any:
         click.UsageError: the import failed, or the object is neither callable
             nor has a callable ``predict`` (named with its type).
     """
-    from .._modelhost._policy import as_policy
+    from .._modelhost import as_policy
 
     obj = load_object(spec, what)
     try:

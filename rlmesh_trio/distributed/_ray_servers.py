@@ -18,6 +18,7 @@ import ray
 import trio
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
+from ..transport import serve_env, serve_model
 from ._planner import is_loopback
 
 __all__ = ["serve_envs", "serve_models"]
@@ -51,8 +52,6 @@ class ServerActor:
         self._address = answer
 
     async def _serve(self, kind: str, target: Any, bind: str, options: dict[str, Any]) -> None:
-        from .. import serve_env, serve_model
-
         self._token = trio.lowlevel.current_trio_token()
         self._stop = trio.Event()
         try:

@@ -20,6 +20,7 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
+from ..report import RouteOutcome, RunMeta, RunReport
 from ..runtime import EpisodeResult, RouteReport
 from ._ledger import (
     LEDGER_SCHEMA,
@@ -33,7 +34,6 @@ from ._ledger import (
 )
 from ._plan import Plan, PlanMismatch, plan_digest
 from ._pool import TicketQueue
-from ._report import RouteOutcome, RunMeta, RunReport
 from ._retry import RetryPolicy
 
 __all__ = ["DurableRun", "load_ledger", "prepare_durable", "run_meta"]

@@ -8,8 +8,11 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
+from ..inprocess._local_env import LocalEnv
+from ..inprocess._local_model import LocalModel
 from ..inprocess._random_model import RandomBaseline, RandomModel
 from ..runtime import RuntimeEnv, RuntimeModel
+from ..transport import RemoteEnv, RemoteModel
 from ._batching import PredictBatcher
 
 __all__ = ["EndpointPool", "ResolvedEnv", "ResolvedModel"]
@@ -85,14 +88,10 @@ class EndpointPool:
 
     def env(self, value: Any, where: str) -> ResolvedEnv:
         if isinstance(value, str):
-            from ..transport import RemoteEnv
-
             return ResolvedEnv(RemoteEnv(value, **self._client_options), value, owned=True)
         if isinstance(value, RuntimeEnv):
             return ResolvedEnv(value, _env_label(value), owned=False)
         if _is_gym_env(value) or callable(value):
-            from ..inprocess._local_env import LocalEnv
-
             local = LocalEnv(value)
             return ResolvedEnv(local, _env_label(value), owned=True)
         raise InvalidSpec(
@@ -114,8 +113,6 @@ class EndpointPool:
         if isinstance(value, str):
             shared = self._models.get(value)
             if shared is None:
-                from ..transport import RemoteModel
-
                 remote = RemoteModel(value, **self._client_options)
                 endpoint: RuntimeModel = remote
                 if self._batch:
@@ -133,8 +130,6 @@ class EndpointPool:
             return ResolvedModel(value, _env_label(value), owned=False)
         # ``for_spaces``: the framework policies (TorchPolicy, JaxPolicy, SB3Policy).
         if callable(value) or hasattr(value, "predict") or hasattr(value, "for_spaces"):
-            from ..inprocess._local_model import LocalModel
-
             name = getattr(value, "__name__", None) or type(value).__name__
             return ResolvedModel(LocalModel(value), str(name), owned=True)
         raise InvalidSpec(

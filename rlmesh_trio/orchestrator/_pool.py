@@ -22,6 +22,7 @@ from typing import Any
 
 import trio
 
+from ..runtime import RuntimeEnv
 from ._plan import Ticket
 
 __all__ = ["EnvGate", "TicketQueue", "env_key"]
@@ -49,8 +50,6 @@ def _is_factory(value: Any) -> bool:
 
     if isinstance(value, gymnasium.Env | gymnasium.vector.VectorEnv):
         return False
-    from ..runtime import RuntimeEnv
-
     return callable(value) and not isinstance(value, RuntimeEnv)
 
 

@@ -28,6 +28,7 @@ from .._errors import (
     rebuild_exception,
 )
 from .._signals import RUN_SIGNALS, wait_for_signal
+from ..report import RouteOutcome, RouteStatus, RunFailed, RunReport
 from ..runtime import RouteReport, RuntimeHooks
 from ..runtime._hooks import as_runtime_hooks
 from ._attempts import RouteContext, RouteRun
@@ -37,7 +38,6 @@ from ._endpoints import EndpointPool
 from ._entry import require_no_running_loop, require_trio_run
 from ._plan import make_plan
 from ._pool import EnvGate
-from ._report import RouteOutcome, RouteStatus, RunFailed, RunReport
 from ._retry import DEFAULT_BACKOFF, RetryPolicy
 from ._route import Route
 

@@ -4,16 +4,30 @@
 * :class:`Recording`: film chosen episodes to mp4 (``Recording(first=1).apply(routes)``).
 * :func:`write_bundle` / :meth:`RunReport.export_bundle`: ``rlmesh.result.v1`` bundles.
 * :func:`write_html`: one self-contained HTML report.
-* :func:`load_run`: a run's JSON report back as a :class:`~rlmesh_trio.RunReport`.
+* :func:`load_run`: a run's JSON report or ledger back as a :class:`~rlmesh_trio.RunReport`.
 
-Heavy parts (scipy, plotly, PyAV) are imported only when a function here needs them.
+The statistics, bundle and JSON reading live with the report's values in
+:mod:`rlmesh_trio.report` and are re-exported here. Heavy parts are imported
+only when a function here needs them, each from its extra: scipy and plotly
+(``results``), PyAV (``video``).
 """
 
-from ._bundle import SCHEMA, MediaRef, bundle_document, write_bundle
+from ..report import (
+    SCHEMA,
+    Difference,
+    MediaRef,
+    RecordedError,
+    Summary,
+    bundle_document,
+    compare_rewards,
+    report_from_dict,
+    statistics_block,
+    summarize,
+    write_bundle,
+)
 from ._html import render_html, write_html
-from ._load import RecordedError, load_run, report_from_dict
+from ._load import load_run
 from ._record import Recording
-from ._stats import Difference, Summary, compare_rewards, statistics_block, summarize
 
 __all__ = [
     "SCHEMA",

@@ -8,14 +8,23 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-if TYPE_CHECKING:
-    from ..orchestrator import RunReport
+from .._extras import require
 
-__all__ = ["FIGURES"]
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from ..report import RunReport
+
+__all__ = ["FIGURES", "plotly_module"]
 
 # Latency rows shown: the client's round trip vs the time the endpoint itself reported.
 _LATENCY_METRICS = {"rpc.total": "rpc", "endpoint.total": "endpoint"}
 _THROUGHPUT_BINS = 40
+
+
+def plotly_module(name: str) -> ModuleType:
+    """A plotly module, or :class:`~rlmesh_trio.MissingExtra` naming the ``results`` extra."""
+    return require(name, extra="results", purpose="the HTML report's plots (plotly)")
 
 
 def _layout(fig: Any, title: str, x: str, y: str) -> Any:
@@ -32,7 +41,7 @@ def _layout(fig: Any, title: str, x: str, y: str) -> Any:
 
 
 def returns_figure(report: RunReport) -> Any:
-    import plotly.graph_objects as go
+    go = plotly_module("plotly.graph_objects")
 
     routes = [o for o in report.routes if o.episodes]
     if not routes:
@@ -53,7 +62,7 @@ def returns_figure(report: RunReport) -> Any:
 
 
 def lengths_figure(report: RunReport) -> Any:
-    import plotly.graph_objects as go
+    go = plotly_module("plotly.graph_objects")
 
     routes = [o for o in report.routes if o.episodes]
     if not routes:
@@ -70,7 +79,7 @@ def lengths_figure(report: RunReport) -> Any:
 
 
 def seeds_figure(report: RunReport) -> Any:
-    import plotly.graph_objects as go
+    go = plotly_module("plotly.graph_objects")
 
     fig = go.Figure()
     for outcome in report.routes:
@@ -90,7 +99,7 @@ def seeds_figure(report: RunReport) -> Any:
 
 
 def latency_figure(report: RunReport) -> Any:
-    import plotly.graph_objects as go
+    go = plotly_module("plotly.graph_objects")
 
     rows = [r for r in report.telemetry if r.metric in _LATENCY_METRICS and r.count]
     if not rows:
@@ -134,7 +143,8 @@ def _rates(rows: list[tuple[float, float, int]], edges: Any) -> Any:
 
 def throughput_figure(report: RunReport) -> Any:
     import numpy as np
-    import plotly.graph_objects as go
+
+    go = plotly_module("plotly.graph_objects")
 
     spans = _episode_spans(report)
     if not spans:
@@ -154,7 +164,7 @@ def throughput_figure(report: RunReport) -> Any:
 
 
 def failures_figure(report: RunReport) -> Any:
-    import plotly.graph_objects as go
+    go = plotly_module("plotly.graph_objects")
 
     kinds: dict[str, int] = {}
     for outcome in report.routes:

@@ -15,12 +15,11 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ._figures import FIGURES
-from ._stats import statistics_block
+from ..report import statistics_block
+from ._figures import FIGURES, plotly_module
 
 if TYPE_CHECKING:
-    from ..orchestrator import RunReport
-    from ._bundle import MediaRef
+    from ..report import MediaRef, RunReport
 
 __all__ = ["render_html", "write_html"]
 
@@ -141,8 +140,7 @@ def _videos(report: RunReport, media: Mapping[tuple[str, int], Sequence[MediaRef
 
 
 def _plots(report: RunReport) -> str:
-    import plotly.io as pio
-
+    pio = plotly_module("plotly.io")
     panels = []
     for panel_id, build in FIGURES:
         figure = build(report)
@@ -168,8 +166,7 @@ def render_html(
     title: str = "rlmesh-trio run",
 ) -> str:
     """The report page as one HTML string (plotly.js and every video inlined)."""
-    from plotly.offline import get_plotlyjs
-
+    get_plotlyjs = plotly_module("plotly.offline").get_plotlyjs
     stats = statistics_block(report)
     summary = (
         f"{len(report.routes)} routes · {report.total_episodes:,} episodes · "

@@ -1,168 +1,21 @@
-"""Rebuilding a :class:`~rlmesh_trio.RunReport` from the JSON report a run wrote.
+"""Reading a run back from a file: its JSON report or its ledger, as a RunReport.
 
 :func:`load_run` is the one entry point the ``report`` and ``compare``
-commands read their input through, so other input kinds (a run ledger) can
-be dispatched from here later without touching the commands.
+commands read their input through, so each input kind is dispatched here
+without touching the commands.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from .._errors import InvalidSpec, RlmeshTrioError
+from .._errors import InvalidSpec
+from ..orchestrator import RunReport, load_ledger
+from ..orchestrator._ledger import LEDGER_SCHEMA
+from ..report import report_from_dict
 
-if TYPE_CHECKING:
-    from ..orchestrator import RouteOutcome, RunReport
-    from ..runtime import EpisodeResult, TelemetryRow
-
-__all__ = ["RecordedError", "load_run", "report_from_dict"]
-
-_STATUSES = ("completed", "failed", "cancelled")
-
-
-class RecordedError(RlmeshTrioError):
-    """A route error read back from a report: its kind (the class name) and message only.
-
-    Each kind gets its own subclass named after it, so ``type(error).__name__``
-    reads as it did in the run that wrote the report.
-    """
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-    def __str__(self) -> str:
-        return self.message
-
-
-_KINDS: dict[str, type[RecordedError]] = {}
-
-
-def _recorded(kind: str, message: str) -> RecordedError:
-    cls = _KINDS.get(kind)
-    if cls is None:
-        cls = _KINDS[kind] = type(kind, (RecordedError,), {"__module__": __name__})
-    return cls(message)
-
-
-def _episode(data: Mapping[str, Any], where: str) -> EpisodeResult:
-    from ..runtime import EpisodeResult
-
-    try:
-        index = int(data["index"])
-        return EpisodeResult(
-            index=index,
-            episode_id=str(data.get("episode_id", "")),
-            env_index=int(data.get("env_index", 0)),
-            seed=None if data.get("seed") is None else int(data["seed"]),
-            steps=int(data["steps"]),
-            reward=float(data["reward"]),
-            terminated=bool(data["terminated"]),
-            truncated=bool(data["truncated"]),
-            success=None if data.get("success") is None else bool(data["success"]),
-            duration_s=float(data.get("duration_s", 0.0)),
-            predict_ms=data.get("predict_ms"),
-            step_ms=data.get("step_ms"),
-            trial=data.get("trial"),
-            # Not in the JSON; the runtime names the route's i-th started episode this way.
-            record_id=f"ep-{index + 1:06d}",
-        )
-    except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidSpec(f"{where}: bad episode ({type(exc).__name__}: {exc})") from None
-
-
-def _outcome(data: Mapping[str, Any], where: str) -> RouteOutcome:
-    from ..orchestrator import RouteOutcome
-    from ..runtime import RouteReport
-
-    route_id = str(data.get("route_id", ""))
-    where = f"{where} route {route_id or '?'}"
-    status = data.get("status")
-    if status not in _STATUSES:
-        raise InvalidSpec(f"{where}: status must be one of {_STATUSES}, got {status!r}")
-    episodes = tuple(
-        _episode(ep, f"{where} episode {i}") for i, ep in enumerate(data.get("episodes") or ())
-    )
-    error_data = data.get("error")
-    error = None
-    if isinstance(error_data, Mapping):
-        error = _recorded(str(error_data.get("type", "Error")), str(error_data.get("message", "")))
-    report = RouteReport(
-        route_id=route_id,
-        session_id=route_id,
-        env_id=str(data.get("env", "")),
-        total_steps=int(data.get("total_steps", sum(ep.steps for ep in episodes))),
-        total_episodes=len(episodes),
-        episodes=episodes,
-    )
-    return RouteOutcome(
-        route_id=route_id,
-        env=str(data.get("env", "")),
-        model=str(data.get("model", "")),
-        status=status,
-        error=error,
-        report=report,
-        wall_s=float(data.get("wall_s", 0.0)),
-    )
-
-
-def _telemetry(rows: Any) -> tuple[TelemetryRow, ...]:
-    from ..runtime import TelemetryRow
-
-    fields = ("op", "component", "metric", "unit", "count", "avg", "p50", "p95", "p99")
-    return tuple(TelemetryRow(**{f: row[f] for f in fields}) for row in rows or ())
-
-
-def report_from_dict(data: Any, where: str = "report") -> RunReport:
-    """A :class:`RunReport` from :meth:`RunReport.to_dict` output (or its JSON text).
-
-    Route telemetry reservoirs are not in the JSON, so the rebuilt report keeps
-    the run-level telemetry rows as they were written.
-
-    Raises:
-        InvalidSpec: ``data`` is not a run report (names ``where`` and the bad part).
-    """
-    from ..orchestrator import RunReport
-
-    if isinstance(data, str):
-        try:
-            data = json.loads(data)
-        except json.JSONDecodeError as exc:
-            raise InvalidSpec(f"{where}: not JSON (line {exc.lineno}: {exc.msg})") from None
-    if not isinstance(data, Mapping) or not isinstance(data.get("routes"), list):
-        raise InvalidSpec(f"{where}: not an rlmesh-trio run report (no 'routes' list)")
-    try:
-        telemetry = _telemetry(data.get("telemetry"))
-    except (KeyError, TypeError) as exc:
-        raise InvalidSpec(f"{where}: bad telemetry row ({type(exc).__name__}: {exc})") from None
-    routes = tuple(_outcome(route, where) for route in data["routes"])
-    return RunReport(
-        routes=routes,
-        wall_s=float(data.get("wall_s", 0.0)),
-        recorded_telemetry=telemetry,
-        meta=_meta(data.get("run")),
-    )
-
-
-def _meta(run: Any) -> Any:
-    """The report's ``run`` block (versions, argv, start, plan) back as a ``RunMeta``."""
-    from ..orchestrator import RunMeta
-
-    if not isinstance(run, Mapping):
-        return None
-    return RunMeta(
-        versions=dict(run.get("versions") or {}),
-        argv=tuple(run.get("argv") or ()),
-        started_at=str(run.get("started_at", "")),
-        plan_digest=run.get("plan_digest"),
-        plan=run.get("plan"),
-        ledger=run.get("ledger"),
-        resumed_episodes=int(run.get("resumed_episodes") or 0),
-        ledger_torn_bytes=int(run.get("ledger_torn_bytes") or 0),
-    )
+__all__ = ["load_run"]
 
 
 def load_run(path: str | Path) -> RunReport:
@@ -178,16 +31,12 @@ def load_run(path: str | Path) -> RunReport:
     except OSError as exc:
         raise InvalidSpec(f"{path}: cannot read ({exc.strerror or exc})") from None
     if _is_ledger(text):
-        from ..orchestrator import load_ledger
-
         return load_ledger(path)
     return report_from_dict(text, str(path))
 
 
 def _is_ledger(text: str) -> bool:
     """Whether ``text`` starts with a ledger header line."""
-    from ..orchestrator._ledger import LEDGER_SCHEMA
-
     try:
         header = json.loads(text.split("\n", 1)[0])
     except ValueError:

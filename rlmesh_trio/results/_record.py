@@ -26,6 +26,7 @@ import numpy as np
 import trio
 
 from .._errors import InvalidSpec
+from ..report import MediaRef
 from ..runtime import (
     EpisodeCompletedEvent,
     EpisodeStartedEvent,
@@ -34,7 +35,7 @@ from ..runtime import (
     SessionEndedEvent,
     SessionFailedEvent,
 )
-from ._bundle import MediaRef
+from ..spaces import decode_stacked
 from ._video import DEFAULT_FPS, VideoWriter, as_rgb_frame, decode_png
 
 __all__ = ["RENDER_CAMERA", "Recording"]
@@ -104,8 +105,6 @@ def _image_leaf(value: Any, path: str = "observation") -> tuple[str, np.ndarray]
 def _observation_frame(event: ObservationEmittedEvent, row: int) -> tuple[str, np.ndarray] | None:
     if event.observation is None or event.observation_space is None:
         return None
-    from ..spaces import decode_stacked
-
     stacked = decode_stacked(
         event.observation_space, event.observation, len(event.env_indices), copy=False
     )

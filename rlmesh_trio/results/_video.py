@@ -1,5 +1,7 @@
 """Encoding episode frames to mp4 in-process with PyAV (its wheel ships the codecs).
 
+PyAV comes with the ``video`` extra (``pip install 'rlmesh-trio[video]'``).
+
 AV1 (SVT-AV1) is preferred, as rlmesh's recorder writes AV1 mp4; VP9 and then
 H.264 are the fallbacks when a PyAV build lacks it. Frames are RGB ``uint8``
 ``(H, W, 3)`` arrays (grey and RGBA are converted); odd sizes are padded by
@@ -11,9 +13,12 @@ from __future__ import annotations
 import io
 import os
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import numpy as np
+
+from .._extras import require
 
 __all__ = ["DEFAULT_FPS", "VideoWriter", "as_rgb_frame", "decode_png"]
 
@@ -27,9 +32,12 @@ _ENCODERS: tuple[tuple[str, dict[str, str]], ...] = (
 )
 
 
-def _encoder() -> tuple[str, dict[str, str]]:
-    import av
+def _av() -> ModuleType:
+    return require("av", extra="video", purpose="recording episodes to mp4 (PyAV)")
 
+
+def _encoder() -> tuple[str, dict[str, str]]:
+    av = _av()
     for name, options in _ENCODERS:
         try:
             av.codec.Codec(name, "w")
@@ -67,8 +75,7 @@ def decode_png(data: bytes) -> np.ndarray:
     Raises:
         ValueError: the bytes are not a decodable image.
     """
-    import av
-
+    av = _av()
     try:
         container: Any = av.open(io.BytesIO(data), mode="r", format="png_pipe")
         with container:
@@ -97,8 +104,7 @@ class VideoWriter:
         self._stream: Any = None
 
     def _open(self, height: int, width: int) -> None:
-        import av
-
+        av = _av()
         # SVT-AV1 prints its banner and config to stderr unless told otherwise (1 = errors).
         os.environ.setdefault("SVT_LOG", "1")
         name, options = _encoder()
@@ -118,8 +124,7 @@ class VideoWriter:
 
     def add(self, frame: np.ndarray) -> None:
         """Encode one RGB uint8 ``(H, W, 3)`` frame."""
-        import av
-
+        av = _av()
         if self._container is None:
             self._open(frame.shape[0], frame.shape[1])
         picture = av.VideoFrame.from_ndarray(self._fit(frame), format="rgb24")

@@ -70,7 +70,7 @@ def test_run_interrupted_round_trips_with_its_report() -> None:
 
 
 def test_run_failed_lives_next_to_run_report() -> None:
-    from rlmesh_trio.orchestrator import _report
+    from rlmesh_trio.report import _report
 
     assert rt.RunFailed is _report.RunFailed
     assert rt.RunFailed.__module__ == rt.RunReport.__module__

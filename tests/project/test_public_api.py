@@ -18,6 +18,7 @@ PACKAGES = [
     "rlmesh_trio.hooks",
     "rlmesh_trio.testing",
     "rlmesh_trio.results",
+    "rlmesh_trio.report",
 ]
 
 # Names other work (examples, the CLI, outside checks) relies on.

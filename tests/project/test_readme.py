@@ -28,3 +28,33 @@ def test_readme_python_example_runs(tmp_path: Path) -> None:
     episodes, mean_reward, _rate = result.stdout.split()
     assert episodes == "6"
     assert float(mean_reward) > 100
+
+
+def _commands(blocks: list[str]) -> list[str]:
+    """Every ``&&``-joined command of the given ```bash blocks, one by one."""
+    return [
+        part.strip()
+        for block in blocks
+        for line in block.splitlines()
+        for part in line.split("&&")
+        if part.strip()
+    ]
+
+
+def test_readme_is_a_front_page() -> None:
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(text.splitlines()) < 150
+    for link in re.findall(r"\]\((docs/[^)#]+)", text):
+        assert (ROOT / link).exists(), link
+
+
+def test_readme_set_up_commands_are_what_ci_runs() -> None:
+    """The first two bash blocks (set up, test) are exactly .ci/run's commands."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    ci_commands = {line.replace("--quiet ", "").strip() for line in ci.splitlines()}
+    commands = _commands(re.findall(r"```bash\n(.*?)```", readme, flags=re.S)[:2])
+    assert "rlmesh-trio demo --routes 2 --episodes 2" in commands
+    assert "python -m pytest" in commands
+    for command in commands:
+        assert command in ci_commands, f"README runs {command!r}, .ci/run does not"

@@ -96,7 +96,7 @@ def test_same_document_as_rlmesh_recorder(tmp_path: Path) -> None:
         outcome = ours.routes[0]
         ours.export_bundle(tmp_path / "ours.zip", recording.media)
 
-    from rlmesh_trio.results._bundle import route_config
+    from rlmesh_trio.report._bundle import route_config
 
     recorder = Recorder()
     hooks = recorder.capture(

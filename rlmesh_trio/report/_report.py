@@ -3,137 +3,26 @@
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
 import attrs
 
 from .._errors import RlmeshTrioError
-from ..runtime import EpisodeResult, RouteReport, TelemetryRow, merge_telemetry
-from ._finite import nonfinite_note, raw_float, strict_json_value
+from .._extras import MissingExtra
+from ..runtime import EpisodeResult, TelemetryRow, merge_telemetry
+from ._bundle import MediaRef, write_bundle
+from ._decode import report_parts
+from ._finite import nonfinite_note, strict_json_value
+from ._outcome import RouteOutcome, RunMeta
+from ._stats import DEFAULT_SEED, statistics_block
 
-if TYPE_CHECKING:
-    from ..results import MediaRef
+__all__ = ["REPORT_SCHEMA", "REPORT_VERSION", "RunFailed", "RunReport", "report_from_dict"]
 
-__all__ = [
-    "REPORT_SCHEMA",
-    "REPORT_VERSION",
-    "RouteOutcome",
-    "RouteStatus",
-    "RunFailed",
-    "RunMeta",
-    "RunReport",
-]
-
-RouteStatus = Literal["completed", "failed", "cancelled"]
 #: The JSON report's contract: ``{"schema": REPORT_SCHEMA, "schema_version": REPORT_VERSION}``.
 REPORT_SCHEMA = "rlmesh-trio.report"
 REPORT_VERSION = 2
-
-
-@attrs.frozen
-class RunMeta:
-    """Where a run came from: package versions, argv, start time (UTC, ISO 8601), its plan.
-
-    ``plan_digest``/``plan`` are ``None`` for a run with an unbounded route;
-    ``ledger`` is the ledger's path when the run kept one,
-    ``resumed_episodes`` how many episodes came from it rather than this run,
-    and ``ledger_torn_bytes`` the size of a torn last line cut off on resume.
-    """
-
-    versions: Mapping[str, str]
-    argv: tuple[str, ...]
-    started_at: str
-    plan_digest: str | None = None
-    plan: Mapping[str, Any] | None = attrs.field(default=None, repr=False)
-    ledger: str | None = None
-    resumed_episodes: int = 0
-    ledger_torn_bytes: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "versions": dict(self.versions),
-            "argv": list(self.argv),
-            "started_at": self.started_at,
-            "plan_digest": self.plan_digest,
-            "plan": self.plan,
-            "ledger": self.ledger,
-            "resumed_episodes": self.resumed_episodes,
-            "ledger_torn_bytes": self.ledger_torn_bytes,
-        }
-
-
-@attrs.frozen
-class RouteOutcome:
-    """How one route ended. ``report`` holds its episodes even when it failed.
-
-    ``wall_s`` is the time from the route's start (after any wait for a
-    concurrency slot) to its end; 0 for a route that never started.
-    ``retries`` counts the sessions the route reran after a broken connection.
-    """
-
-    route_id: str
-    env: str
-    model: str
-    status: RouteStatus
-    error: BaseException | None
-    report: RouteReport | None
-    wall_s: float = 0.0
-    retries: int = 0
-
-    @property
-    def episodes(self) -> Sequence[EpisodeResult]:
-        return self.report.episodes if self.report is not None else ()
-
-    @property
-    def total_steps(self) -> int:
-        return self.report.total_steps if self.report is not None else 0
-
-    @property
-    def total_episodes(self) -> int:
-        return len(self.episodes)
-
-    def to_dict(self) -> dict[str, Any]:
-        error = None
-        if self.error is not None:
-            error = {"type": type(self.error).__name__, "message": str(self.error)}
-        return {
-            "route_id": self.route_id,
-            "env": self.env,
-            "model": self.model,
-            "status": self.status,
-            "error": error,
-            "total_steps": self.total_steps,
-            "total_episodes": self.total_episodes,
-            "retries": self.retries,
-            "episodes": [_episode_dict(ep) for ep in self.episodes],
-        }
-
-
-def _episode_dict(ep: EpisodeResult) -> dict[str, Any]:
-    record = {
-        "index": ep.index,
-        "episode_id": ep.episode_id,
-        "env_index": ep.env_index,
-        "seed": ep.seed,
-        "steps": ep.steps,
-        "reward": ep.reward,
-        "terminated": ep.terminated,
-        "truncated": ep.truncated,
-        "success": ep.success,
-        "duration_s": ep.duration_s,
-        "predict_ms": ep.predict_ms,
-        "step_ms": ep.step_ms,
-        "trial": ep.trial,
-        "attempts": ep.attempts,
-    }
-    if not math.isfinite(ep.reward):
-        # Strict JSON has no NaN: the number becomes null, the raw value stays readable.
-        record["reward"] = None
-        record["reward_raw"] = raw_float(ep.reward)
-    return record
 
 
 @attrs.frozen
@@ -211,7 +100,10 @@ class RunReport:
 
         A NaN or infinite reward makes ``mean_reward`` ``None`` with a
         ``mean_reward_note`` (``"nan in episode rewards"``); the episode keeps
-        ``reward: None`` and ``reward_raw: "nan"``.
+        ``reward: None`` and ``reward_raw: "nan"``. Without scipy (the
+        ``results`` extra) ``statistics`` is ``None`` with a
+        ``statistics_note`` saying what to install; the episodes are all there,
+        so ``rlmesh-trio report`` recomputes the figures where scipy is.
         """
         note = nonfinite_note((ep.reward for ep in self.episodes), "episode rewards")
         summary: dict[str, Any] = {"mean_reward": None if note else self.mean_reward}
@@ -242,17 +134,24 @@ class RunReport:
                 }
                 for row in self.telemetry
             ],
-            "statistics": self.statistics(),
+            **self._statistics_entry(),
         }
+
+    def _statistics_entry(self) -> dict[str, Any]:
+        try:
+            return {"statistics": self.statistics()}
+        except MissingExtra as exc:
+            return {"statistics": None, "statistics_note": str(exc)}
 
     def statistics(self, *, seed: int | None = None) -> dict[str, Any]:
         """Episode-return figures per route and for the run: mean, std, IQM, 95% bootstrap CIs.
 
         Seeded (``seed``, or a fixed default), so the same episodes give the same figures.
-        """
-        from ..results import statistics_block
 
-        return statistics_block(self) if seed is None else statistics_block(self, seed=seed)
+        Raises:
+            MissingExtra: scipy (the ``results`` extra) is not installed.
+        """
+        return statistics_block(self, seed=DEFAULT_SEED if seed is None else seed)
 
     @classmethod
     def from_json(cls, data: str | Mapping[str, Any]) -> RunReport:
@@ -261,9 +160,7 @@ class RunReport:
         Raises:
             InvalidSpec: the input is not a run report.
         """
-        from ..results import report_from_dict
-
-        return report_from_dict(data)
+        return cls(**report_parts(data))
 
     def export_bundle(
         self, path: str | Path, media: Mapping[tuple[str, int], Sequence[MediaRef]] | None = None
@@ -276,13 +173,23 @@ class RunReport:
         Raises:
             InvalidSpec: ``path`` cannot hold a bundle. OSError: a write failed.
         """
-        from ..results import write_bundle
-
         return write_bundle(self, path, media)
 
     def to_json(self, *, indent: int | None = 2) -> str:
         """Strict JSON (no ``NaN``/``Infinity`` tokens): any other non-finite float is ``null``."""
         return json.dumps(strict_json_value(self.to_dict()), indent=indent, allow_nan=False)
+
+
+def report_from_dict(data: Any, where: str = "report") -> RunReport:
+    """A :class:`RunReport` from :meth:`RunReport.to_dict` output (or its JSON text).
+
+    Route telemetry reservoirs are not in the JSON, so the rebuilt report keeps
+    the run-level telemetry rows as they were written.
+
+    Raises:
+        InvalidSpec: ``data`` is not a run report (names ``where`` and the bad part).
+    """
+    return RunReport(**report_parts(data, where))
 
 
 class RunFailed(RlmeshTrioError):

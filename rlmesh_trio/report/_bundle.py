@@ -25,8 +25,8 @@ import attrs
 from .._errors import InvalidSpec
 
 if TYPE_CHECKING:
-    from ..orchestrator import RouteOutcome, RunReport
     from ..runtime import EpisodeResult
+    from ._outcome import RouteOutcome, RouteSet
 
 __all__ = [
     "MEDIA_DIR",
@@ -118,7 +118,7 @@ def _episode_record(
 PlacedMedia = dict[tuple[str, int], list[tuple[str, "MediaRef"]]]
 
 
-def placed_media(report: RunReport, media: MediaIndex) -> PlacedMedia:
+def placed_media(report: RouteSet, media: MediaIndex) -> PlacedMedia:
     """Each episode's media with its bundle path, keyed like ``media``."""
     placed: PlacedMedia = {}
     for ordinal, outcome in enumerate(report.routes):
@@ -164,7 +164,7 @@ def route_config(outcome: RouteOutcome) -> dict[str, Any]:
 
 
 def bundle_document(
-    report: RunReport,
+    report: RouteSet,
     media: MediaIndex | None = None,
     *,
     result_set_id: str | None = None,
@@ -180,7 +180,7 @@ def bundle_document(
     }
 
 
-def _assets(report: RunReport, media: MediaIndex) -> list[tuple[str, MediaRef]]:
+def _assets(report: RouteSet, media: MediaIndex) -> list[tuple[str, MediaRef]]:
     return [pair for pairs in placed_media(report, media).values() for pair in pairs]
 
 
@@ -214,7 +214,7 @@ def _write_folder(path: Path, payload: str, assets: list[tuple[str, MediaRef]]) 
 
 
 def write_bundle(
-    report: RunReport,
+    report: RouteSet,
     path: str | Path,
     media: MediaIndex | None = None,
     *,

@@ -1,7 +1,9 @@
 """Figures that support a decision: mean, spread and bootstrap confidence intervals.
 
 Every interval comes from :func:`scipy.stats.bootstrap` (percentile method,
-seeded), so the same episodes always give the same figures. The IQM is the
+seeded), so the same episodes always give the same figures. scipy comes with
+the ``results`` extra; without it these functions raise
+:class:`~rlmesh_trio.MissingExtra` naming it. The IQM is the
 interquartile mean (the mean of the middle 50% of episodes, as the rliable
 paper recommends); its interval is bootstrapped the same way.
 """
@@ -16,8 +18,12 @@ from typing import TYPE_CHECKING, Any
 import attrs
 import numpy as np
 
+from .._extras import require
+
 if TYPE_CHECKING:
-    from ..orchestrator import RunReport
+    from types import ModuleType
+
+    from ._outcome import RouteSet
 
 __all__ = [
     "CONFIDENCE",
@@ -38,15 +44,17 @@ N_RESAMPLES = 2000
 _BATCH = 100
 
 
+def _scipy_stats() -> ModuleType:
+    return require("scipy.stats", extra="results", purpose="computing bootstrap statistics (scipy)")
+
+
 def _finite(values: Iterable[float]) -> np.ndarray:
     array = np.asarray([float(v) for v in values], dtype=np.float64)
     return array[np.isfinite(array)]
 
 
 def _iqm(sample: np.ndarray, axis: int = -1) -> Any:
-    from scipy import stats
-
-    return stats.trim_mean(sample, 0.25, axis=axis)
+    return _scipy_stats().trim_mean(sample, 0.25, axis=axis)
 
 
 def _mean(sample: np.ndarray, axis: int = -1) -> Any:
@@ -57,8 +65,7 @@ def _interval(
     samples: tuple[np.ndarray, ...], statistic: Callable[..., Any], seed: int
 ) -> tuple[float, float] | None:
     """The bootstrap percentile interval of ``statistic``; ``None`` below two episodes a sample."""
-    from scipy import stats
-
+    stats = _scipy_stats()
     if any(len(sample) < 2 for sample in samples):
         return None
     if all(np.ptp(sample) == 0 for sample in samples):
@@ -113,8 +120,10 @@ class Summary:
 def summarize(values: Iterable[float], *, seed: int = DEFAULT_SEED) -> Summary:
     """Mean, std, IQM and their 95% bootstrap intervals of ``values`` (non-finite ones dropped).
 
+    Empty input gives every figure ``None``.
+
     Raises:
-        Nothing for empty input: every figure is then ``None``.
+        MissingExtra: scipy (the ``results`` extra) is not installed.
     """
     sample = _finite(values)
     if len(sample) == 0:
@@ -130,8 +139,12 @@ def summarize(values: Iterable[float], *, seed: int = DEFAULT_SEED) -> Summary:
     )
 
 
-def statistics_block(report: RunReport, *, seed: int = DEFAULT_SEED) -> dict[str, Any]:
-    """The JSON report's ``statistics``: episode returns per route and over the whole run."""
+def statistics_block(report: RouteSet, *, seed: int = DEFAULT_SEED) -> dict[str, Any]:
+    """The JSON report's ``statistics``: episode returns per route and over the whole run.
+
+    Raises:
+        MissingExtra: scipy (the ``results`` extra) is not installed.
+    """
     routes = {
         outcome.route_id: summarize((ep.reward for ep in outcome.episodes), seed=seed).to_dict()
         for outcome in report.routes
@@ -142,7 +155,9 @@ def statistics_block(report: RunReport, *, seed: int = DEFAULT_SEED) -> dict[str
         "method": "bootstrap percentile",
         "resamples": N_RESAMPLES,
         "seed": seed,
-        "run": summarize((ep.reward for ep in report.episodes), seed=seed).to_dict(),
+        "run": summarize(
+            (ep.reward for outcome in report.routes for ep in outcome.episodes), seed=seed
+        ).to_dict(),
         "routes": routes,
     }
 
@@ -173,7 +188,11 @@ class Difference:
 def compare_rewards(
     a: Sequence[float], b: Sequence[float], *, seed: int = DEFAULT_SEED
 ) -> Difference:
-    """The difference of two runs' mean returns, B minus A, with a seeded bootstrap CI."""
+    """The difference of two runs' mean returns, B minus A, with a seeded bootstrap CI.
+
+    Raises:
+        MissingExtra: scipy (the ``results`` extra) is not installed.
+    """
     sample_a, sample_b = _finite(a), _finite(b)
     mean_a = float(np.mean(sample_a)) if len(sample_a) else None
     mean_b = float(np.mean(sample_b)) if len(sample_b) else None

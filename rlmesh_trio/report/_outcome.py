@@ -1,0 +1,129 @@
+"""How each route of a run ended, and where the run came from: the report's parts."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal, Protocol
+
+import attrs
+
+from ..runtime import EpisodeResult, RouteReport
+from ._finite import raw_float
+
+__all__ = ["RouteOutcome", "RouteSet", "RouteStatus", "RunMeta"]
+
+RouteStatus = Literal["completed", "failed", "cancelled"]
+
+
+@attrs.frozen
+class RunMeta:
+    """Where a run came from: package versions, argv, start time (UTC, ISO 8601), its plan.
+
+    ``plan_digest``/``plan`` are ``None`` for a run with an unbounded route;
+    ``ledger`` is the ledger's path when the run kept one,
+    ``resumed_episodes`` how many episodes came from it rather than this run,
+    and ``ledger_torn_bytes`` the size of a torn last line cut off on resume.
+    """
+
+    versions: Mapping[str, str]
+    argv: tuple[str, ...]
+    started_at: str
+    plan_digest: str | None = None
+    plan: Mapping[str, Any] | None = attrs.field(default=None, repr=False)
+    ledger: str | None = None
+    resumed_episodes: int = 0
+    ledger_torn_bytes: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "versions": dict(self.versions),
+            "argv": list(self.argv),
+            "started_at": self.started_at,
+            "plan_digest": self.plan_digest,
+            "plan": self.plan,
+            "ledger": self.ledger,
+            "resumed_episodes": self.resumed_episodes,
+            "ledger_torn_bytes": self.ledger_torn_bytes,
+        }
+
+
+@attrs.frozen
+class RouteOutcome:
+    """How one route ended. ``report`` holds its episodes even when it failed.
+
+    ``wall_s`` is the time from the route's start (after any wait for a
+    concurrency slot) to its end; 0 for a route that never started.
+    ``retries`` counts the sessions the route reran after a broken connection.
+    """
+
+    route_id: str
+    env: str
+    model: str
+    status: RouteStatus
+    error: BaseException | None
+    report: RouteReport | None
+    wall_s: float = 0.0
+    retries: int = 0
+
+    @property
+    def episodes(self) -> Sequence[EpisodeResult]:
+        return self.report.episodes if self.report is not None else ()
+
+    @property
+    def total_steps(self) -> int:
+        return self.report.total_steps if self.report is not None else 0
+
+    @property
+    def total_episodes(self) -> int:
+        return len(self.episodes)
+
+    def to_dict(self) -> dict[str, Any]:
+        error = None
+        if self.error is not None:
+            error = {"type": type(self.error).__name__, "message": str(self.error)}
+        return {
+            "route_id": self.route_id,
+            "env": self.env,
+            "model": self.model,
+            "status": self.status,
+            "error": error,
+            "total_steps": self.total_steps,
+            "total_episodes": self.total_episodes,
+            "retries": self.retries,
+            "episodes": [_episode_dict(ep) for ep in self.episodes],
+        }
+
+
+def _episode_dict(ep: EpisodeResult) -> dict[str, Any]:
+    record = {
+        "index": ep.index,
+        "episode_id": ep.episode_id,
+        "env_index": ep.env_index,
+        "seed": ep.seed,
+        "steps": ep.steps,
+        "reward": ep.reward,
+        "terminated": ep.terminated,
+        "truncated": ep.truncated,
+        "success": ep.success,
+        "duration_s": ep.duration_s,
+        "predict_ms": ep.predict_ms,
+        "step_ms": ep.step_ms,
+        "trial": ep.trial,
+        "attempts": ep.attempts,
+    }
+    if not math.isfinite(ep.reward):
+        # Strict JSON has no NaN: the number becomes null, the raw value stays readable.
+        record["reward"] = None
+        record["reward_raw"] = raw_float(ep.reward)
+    return record
+
+
+class RouteSet(Protocol):
+    """What the statistics and the bundle read from a run: its route outcomes, in route order.
+
+    A :class:`~rlmesh_trio.RunReport` is one.
+    """
+
+    @property
+    def routes(self) -> Sequence[RouteOutcome]: ...
