@@ -3,9 +3,10 @@
 The sequence: one warm-up and ``UNLOADED_RUNS`` legitimate episodes on the quiet
 server (their median is the unloaded time), then the attack in a process of its
 own (no shared interpreter lock) with a legitimate episode run as soon as the
-attack is under way ("during"), then another once it is over ("after"). A sampler watches the server's
-RSS meanwhile and halts the attack past ``RSS_ABORT_MIB`` (today's servers can be
-made to take gigabytes; the machine is shared), as does ``ATTACK_TIME_CAP_S``.
+attack is under way ("during"), then another once it is over ("after"). A
+sampler watches the server's RSS meanwhile and halts the attack past
+``RSS_ABORT_MIB`` (today's servers can be made to take gigabytes; the machine is
+shared), as does ``ATTACK_TIME_CAP_S``.
 Every figure is printed as one ``RELIABILITY`` line, and appended as JSON to the
 file ``RLMESH_TRIO_RELIABILITY_LOG`` names, if set, before anything is asserted.
 """
