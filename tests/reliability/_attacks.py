@@ -24,6 +24,7 @@ from hyperframe.frame import PingFrame, SettingsFrame, WindowUpdateFrame
 from ._streams import send_messages
 from ._wire import (
     Conn,
+    await_reactions,
     continuation,
     data,
     grpc_prefix,
@@ -170,8 +171,7 @@ def huge_frame_header(port: int, path: str, halt: Halt) -> Outcome:
         conn.send(headers(1, block) + raw_header(HUGE_FRAME_LENGTH, 0x0, 0, 1))
         conns.append(conn)
         halt.started.set()
-    for conn in conns:
-        conn.await_reaction(REACTION_WAIT / 4)
+    await_reactions(conns, REACTION_WAIT)
     out.extra["reacted_at_header"] = sum(conn.reacted for conn in conns)
     chunk = bytes(1024**2)
     for conn in conns:
@@ -180,8 +180,8 @@ def huge_frame_header(port: int, path: str, halt: Halt) -> Outcome:
             piece = chunk[: HUGE_FRAME_LENGTH - sent]
             sent += len(piece) if conn.send(piece) else 0
             conn.pump()
+    await_reactions(conns, REACTION_WAIT)
     for conn in conns:
-        conn.await_reaction(REACTION_WAIT / 4)
         out.absorb(conn)
     return out
 
@@ -194,8 +194,8 @@ def random_bytes(port: int, path: str, halt: Halt) -> Outcome:
         conn.send(random.Random(seed).randbytes(RANDOM_BYTES))
         conns.append(conn)
         halt.started.set()
+    await_reactions(conns, REACTION_WAIT)
     for conn in conns:
-        conn.await_reaction(REACTION_WAIT)
         out.absorb(conn)
     return out
 

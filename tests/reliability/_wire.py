@@ -173,6 +173,12 @@ class Conn:
             self.sock.close()
 
 
-def close_all(conns: Iterable[Conn]) -> None:
-    for conn in conns:
-        conn.close()
+def await_reactions(conns: Iterable[Conn], wait: float) -> None:
+    """Read every connection until each has reacted or ``wait`` seconds passed (in all)."""
+    pending, deadline = list(conns), time.monotonic() + wait
+    while pending and time.monotonic() < deadline:
+        readable, _, _ = select.select([c.sock for c in pending], [], [], 0.05)
+        for conn in pending:
+            if conn.sock in readable:
+                conn.pump()
+        pending = [conn for conn in pending if not conn.reacted]

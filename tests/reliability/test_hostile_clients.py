@@ -40,7 +40,9 @@ RSS_NOISE_MIB = 8.0
 PEAK_LIMIT_MIB = 300.0
 #: A prefix refused "at the prefix": the sender never gets far past its first windows.
 PREFIX_SENT_LIMIT = 16 * 1024**2
-HEADER_SENT_LIMIT = 2 * 1024**2
+#: Far below the attacks' budgets (64 MiB), above what loopback's socket buffers take in
+#: before a server that reacts at once is heard from.
+HEADER_SENT_LIMIT = 16 * 1024**2
 MIN_BACKLOG = 1024
 #: Where ``ss`` cannot tell the backlog: no one of 900 connects waits for a SYN
 #: retransmission (1 s), as one does when a short listen backlog overflows.
@@ -94,7 +96,7 @@ OURS: dict[str, Expect] = {
     "random_after_preface": Expect(reacts=True),
     "continuation_flood": Expect(reacts=True, max_sent=HEADER_SENT_LIMIT),
     "hpack_bomb": Expect(reacts=True),
-    "oversized_header_block": Expect(reacts=True, max_sent=HEADER_SENT_LIMIT * 200),
+    "oversized_header_block": Expect(reacts=True),
     "invalid_hpack": Expect(goaways=frozenset({COMPRESSION}), reacts=True),
     "window_update_overflow": Expect(goaways=frozenset({FLOW_CONTROL}), reacts=True),
 }
