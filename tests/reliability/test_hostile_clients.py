@@ -6,8 +6,9 @@ runtime, as a legitimate client, runs a handshake and one episode against it,
 and checks:
 
 * the legitimate episode, during and after the attack, takes at most
-  ``LEGIT_MARGIN_S`` more than the unloaded one measured first in the same test
-  (a functional bound of the issue, not a benchmark);
+  ``LEGIT_MARGIN_S`` more than the unloaded ones measured first in the same test
+  (more than the slowest of them: what the machine's own noise adds is not the
+  server's doing); a functional bound of the issue, not a benchmark;
 * the server reacts as the issue asks (a GOAWAY with the right code, a gRPC
   status at the message prefix, closing idle connections at the timeout);
 * its memory: RSS back within ``RSS_RETURN_MIB`` of the start afterwards (within
@@ -140,10 +141,11 @@ def _problems(figures: Figures, expect: Expect) -> list[str]:
 def _legit_problems(figures: Figures) -> list[str]:
     found = list(figures.legit_errors)
     for when, seconds in (("during", figures.during_s), ("after", figures.after_s)):
-        if not seconds - figures.unloaded_s <= LEGIT_MARGIN_S:
+        if not seconds - figures.unloaded_max_s <= LEGIT_MARGIN_S:
             found.append(
                 f"legit episode {when} the attack took {seconds * 1e3:.0f} ms, unloaded "
-                f"{figures.unloaded_s * 1e3:.0f} ms (margin {LEGIT_MARGIN_S * 1e3:.0f} ms)"
+                f"{figures.unloaded_s * 1e3:.0f} ms, slowest {figures.unloaded_max_s * 1e3:.0f}"
+                f" ms (margin {LEGIT_MARGIN_S * 1e3:.0f} ms)"
             )
     return found
 
