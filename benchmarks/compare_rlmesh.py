@@ -370,15 +370,16 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
             )
         if "8" in wanted:
             assert rl_model is not None
-            sides8 = _neutral_case.neutral_sides(
-                (our_env.address, our_model.address),
-                (env0, rl_model.address),
-                args.neutral_episodes,
-                lambda jobs: _theirs(jobs, timeout),
-            )
-            title8 = "servers: ours vs rlmesh's, both driven by rlmesh's runtime (neutral client)"
-            cases.append(Case("8", title8, [Side(label, run) for label, run in sides8]))
+            ours8, theirs8 = (our_env.address, our_model.address), (env0, rl_model.address)
+            cases.append(_case8(ours8, theirs8, args.neutral_episodes, timeout))
         yield cases
+
+
+def _case8(ours: tuple[str, str], theirs: tuple[str, str], eps: int, timeout: float) -> Case:
+    """rlmesh's runtime driving our env + model servers, then rlmesh's (``_neutral_case``)."""
+    sides = _neutral_case.neutral_sides(ours, theirs, eps, lambda jobs: _theirs(jobs, timeout))
+    title = "servers: ours vs rlmesh's, both driven by rlmesh's runtime (neutral client)"
+    return Case("8", title, [Side(label, run) for label, run in sides])
 
 
 def _case7(stack: contextlib.ExitStack, eps: int, timeout: float) -> Case:
