@@ -32,7 +32,11 @@ Cases (issue 7):
    in four threads (see ``_local_case.py``); the table adds its client CPU
    per step (``6 (cpu us/step)``, target <= 60 us);
 7. eight routes sharing one served numpy MLP (``_mlp_case.py``): ours
-   unbatched, ours with ``batch_predicts``, rlmesh's eight threads.
+   unbatched, ours with ``batch_predicts``, rlmesh's eight threads;
+8. the neutral client (issue 22, ``_neutral_case.py``): rlmesh's own runtime
+   (``rlmesh.run`` with a ``RemoteModel``, ``--neutral-episodes`` episodes)
+   driving our env + model servers vs rlmesh's; the table adds the servers' CPU
+   per step (``8 (server cpu us/step)``; targets: speed >= 1.3x, CPU <= 0.8x).
 
 Wall time per run is measured around the whole blocking call on both sides
 (``trio.run(run_routes)`` vs ``rlmesh.run``), connection setup included.
@@ -64,6 +68,7 @@ from rlmesh_trio.inprocess._demo_policy import cartpole_policy  # noqa: E402
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _local_case  # noqa: E402
 import _mlp_case  # noqa: E402
+import _neutral_case  # noqa: E402
 import _servers  # noqa: E402
 
 ENV_ID = "CartPole-v1"
@@ -245,16 +250,16 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
             )
             title6 = f"{_local_case.ROUTES} routes, in-process env + policy, no server"
             cases.append(Case("6", title6, [Side("ours", ours6), Side("theirs", theirs6)]))
-        if wanted & {"1", "2", "4", "5"}:
+        if wanted & {"1", "2", "4", "5", "8"}:
             rl_model = stack.enter_context(_servers.rlmesh_model())
         n_envs = ROUTES_CASE2 if "2" in wanted else (1 if wanted - {"6", "7"} else 0)
         for _ in range(n_envs):
             rl_envs.append(stack.enter_context(_servers.rlmesh_env(ENV_ID)))
-        if "4" in wanted:
+        if wanted & {"4", "8"}:
             our_env = stack.enter_context(_servers.our_env(ENV_ID))
             our_model = stack.enter_context(_servers.our_model())
         SERVERS[:] = [*rl_envs, *([rl_model] if rl_model else [])]
-        if "4" in wanted:
+        if wanted & {"4", "8"}:
             SERVERS.extend([our_env, our_model])
         if "7" in wanted:
             cases.append(_case7(stack, eps, timeout))
@@ -363,7 +368,18 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
                     ],
                 )
             )
+        if "8" in wanted:
+            assert rl_model is not None
+            ours8, theirs8 = (our_env.address, our_model.address), (env0, rl_model.address)
+            cases.append(_case8(ours8, theirs8, args.neutral_episodes, timeout))
         yield cases
+
+
+def _case8(ours: tuple[str, str], theirs: tuple[str, str], eps: int, timeout: float) -> Case:
+    """rlmesh's runtime driving our env + model servers, then rlmesh's (``_neutral_case``)."""
+    sides = _neutral_case.neutral_sides(ours, theirs, eps, lambda jobs: _theirs(jobs, timeout))
+    title = "servers: ours vs rlmesh's, both driven by rlmesh's runtime (neutral client)"
+    return Case("8", title, [Side(label, run) for label, run in sides])
 
 
 def _case7(stack: contextlib.ExitStack, eps: int, timeout: float) -> Case:
@@ -489,6 +505,8 @@ def _table(cases: list[Case], selected: set[str]) -> list[list[str]]:
         batched = sides["ours+batch"]
         ratio_row("7 batch/unbatched", case, batched, sides["ours"], _mlp_case.TARGET_VS_UNBATCHED)
         ratio_row("7 batch/rlmesh", case, batched, sides["theirs"], _mlp_case.TARGET_VS_RLMESH)
+    if "8" in by_key and "8" in selected:
+        rows += _neutral_case.neutral_rows(by_key["8"], _fmt)
     return rows
 
 
@@ -508,7 +526,8 @@ def _print_table(rows: list[list[str]]) -> None:
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
-    print("(cases 1-4, 6: steps/s, ratio = ours/theirs; cpu rows: client CPU us per step)")
+    print("(cases 1-4, 6, 8: steps/s, ratio = ours/theirs; cpu rows: client CPU us per step,")
+    print(" but servers' CPU us per step in '8 (server cpu us/step)')")
 
 
 def _write_json(path: str, cases: list[Case], rows: list[list[str]], args: Any) -> None:
@@ -568,14 +587,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs of each side first")
     parser.add_argument(
-        "--cases", default="1,2,3,4,5,6,7", help="comma-separated subset of 1-7 (5 needs 1)"
+        "--cases", default="1,2,3,4,5,6,7,8", help="comma-separated subset of 1-8 (5 needs 1)"
+    )
+    parser.add_argument(
+        "--neutral-episodes",
+        type=int,
+        default=_neutral_case.EPISODES,
+        help="episodes per run in case 8 (rlmesh's runtime on both sides' servers)",
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="bound on one run, seconds")
     parser.add_argument("--json", metavar="FILE", help="also write every sample and the table here")
     args = parser.parse_args(argv)
     args.cases = [c.strip() for c in args.cases.split(",") if c.strip()]
-    if args.pairs < 1 or args.episodes < 1:
-        parser.error("--pairs and --episodes must be >= 1")
+    if args.pairs < 1 or args.episodes < 1 or args.neutral_episodes < 1:
+        parser.error("--pairs, --episodes and --neutral-episodes must be >= 1")
     if "5" in args.cases and "1" not in args.cases:
         args.cases.append("1")
     try:

@@ -65,3 +65,20 @@ def test_a_fast_wrong_answer_is_flagged(capsys: pytest.CaptureFixture[str]) -> N
     assert "seed 1: (12, 12.0) vs (500, 500.0)" in out
     (row,) = bench._table([case], {"1"})
     assert row[0] == "1" and row[-1] == "MISMATCH"  # fast, but never "met"
+
+
+def test_neutral_client_case_rows_report_speed_and_server_cpu_ratios() -> None:
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import compare_rlmesh as bench
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+
+    episodes = {0: (500, 500.0)}
+    ours = bench.Side("ours", lambda: bench.Sample(500, 1.0, 0.1, episodes, server_cpu_s=0.2))
+    theirs = bench.Side("theirs", lambda: bench.Sample(500, 2.0, 0.1, episodes, server_cpu_s=0.4))
+    case = bench.Case("8", "neutral client", [ours, theirs])
+    bench._run_case(case, pairs=1, warmup=0)
+    speed, cpu = bench._table([case], {"8"})
+    assert speed == ["8", "500", "250", "2.00", ">= 1.3", "yes"]
+    assert cpu == ["8 (server cpu us/step)", "400", "800", "0.50", "<= 0.8x", "yes"]
