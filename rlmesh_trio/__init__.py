@@ -21,6 +21,7 @@ from ._errors import (
     ProtocolError,
     RlmeshTrioError,
     RouteCancelled,
+    RunFileError,
     ShardLost,
     WrongEventLoop,
 )
@@ -104,6 +105,7 @@ __all__ = [
     "RouteReport",
     "RouteSpec",
     "RunFailed",
+    "RunFileError",
     "RunInterrupted",
     "RunMeta",
     "RunReport",

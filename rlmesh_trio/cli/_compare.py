@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .._errors import RlmeshTrioError
+from ._checks import user_message
 
 __all__ = ["compare_cmd"]
 
@@ -31,7 +32,7 @@ def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
     try:
         a, b = load_run(run_a), load_run(run_b)
     except RlmeshTrioError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {user_message(exc)}", err=True)
         sys.exit(2)
     diff = compare_rewards(
         [ep.reward for ep in a.episodes],

@@ -8,6 +8,7 @@ resume (:class:`LedgerExists`, the file untouched), a ledger of another plan
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import logging
@@ -30,6 +31,7 @@ from ._ledger import (
     LedgerWriter,
     ledger_is_empty,
     read_ledger,
+    write_failure,
 )
 from ._plan import Plan, PlanMismatch, plan_digest
 from ._pool import TicketQueue
@@ -131,8 +133,8 @@ class DurableRun:
         """Open the ledger for appending: a header for a new one, a ``resume`` line otherwise.
 
         Raises:
-            LedgerError: the file cannot be opened, or another run holds it.
-            OSError: the header cannot be written.
+            LedgerError: the file cannot be opened, another run holds it, or the
+                header cannot be written (a full disk is named as such).
         """
         if self.ledger is None:
             return None
@@ -141,10 +143,15 @@ class DurableRun:
         except OSError as exc:
             raise LedgerError(self.ledger, f"cannot open: {exc.strerror or exc}") from None
         meta = self.meta.to_dict()
-        if self.fresh:
-            writer.write({"schema": LEDGER_SCHEMA, "version": LEDGER_VERSION, **meta})
-        else:
-            writer.write({"type": "resume", **{k: meta[k] for k in ("argv", "started_at")}})
+        try:
+            if self.fresh:
+                writer.write({"schema": LEDGER_SCHEMA, "version": LEDGER_VERSION, **meta})
+            else:
+                writer.write({"type": "resume", **{k: meta[k] for k in ("argv", "started_at")}})
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                writer.close()
+            raise write_failure(self.ledger, exc) from None
         self.writer = writer
         return writer
 

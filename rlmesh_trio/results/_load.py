@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .._errors import InvalidSpec, RlmeshTrioError
+from .._errors import RlmeshTrioError, RunFileError
 
 if TYPE_CHECKING:
     from ..orchestrator import RouteOutcome, RunReport
@@ -71,18 +71,39 @@ def _episode(data: Mapping[str, Any], where: str) -> EpisodeResult:
             record_id=f"ep-{index + 1:06d}",
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidSpec(f"{where}: bad episode ({type(exc).__name__}: {exc})") from None
+        raise RunFileError(f"{where}: bad episode ({type(exc).__name__}: {exc})") from None
 
 
-def _outcome(data: Mapping[str, Any], where: str) -> RouteOutcome:
-    from ..orchestrator import RouteOutcome
-    from ..runtime import RouteReport
-
+def _outcome(data: Any, where: str) -> RouteOutcome:
+    if not isinstance(data, Mapping):
+        raise RunFileError(f"{where}: is {_kind(data)}, not a route object")
     route_id = str(data.get("route_id", ""))
     where = f"{where} route {route_id or '?'}"
     status = data.get("status")
     if status not in _STATUSES:
-        raise InvalidSpec(f"{where}: status must be one of {_STATUSES}, got {status!r}")
+        raise RunFileError(f"{where}: status must be one of {_STATUSES}, got {status!r}")
+    if not isinstance(data.get("episodes") or [], list):
+        raise RunFileError(f"{where}: 'episodes' is {_kind(data['episodes'])}, not a list")
+    try:
+        return _checked_outcome(data, route_id, status, where)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise RunFileError(f"{where}: bad route entry ({type(exc).__name__}: {exc})") from None
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message: "a number", "a string", "null"..."""
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
+    return names.get(type(value), "a list" if isinstance(value, list) else "an object")
+
+
+def _checked_outcome(
+    data: Mapping[str, Any], route_id: str, status: Any, where: str
+) -> RouteOutcome:
+    from ..orchestrator import RouteOutcome
+    from ..runtime import RouteReport
+
     episodes = tuple(
         _episode(ep, f"{where} episode {i}") for i, ep in enumerate(data.get("episodes") or ())
     )
@@ -123,7 +144,7 @@ def report_from_dict(data: Any, where: str = "report") -> RunReport:
     the run-level telemetry rows as they were written.
 
     Raises:
-        InvalidSpec: ``data`` is not a run report (names ``where`` and the bad part).
+        RunFileError: ``data`` is not a run report (names ``where`` and the bad part).
     """
     from ..orchestrator import RunReport
 
@@ -131,20 +152,26 @@ def report_from_dict(data: Any, where: str = "report") -> RunReport:
         try:
             data = json.loads(data)
         except json.JSONDecodeError as exc:
-            raise InvalidSpec(f"{where}: not JSON (line {exc.lineno}: {exc.msg})") from None
+            raise RunFileError(f"{where}: not JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("routes"), list):
-        raise InvalidSpec(f"{where}: not an rlmesh-trio run report (no 'routes' list)")
+        raise RunFileError(f"{where}: not an rlmesh-trio run report (no 'routes' list)")
     try:
         telemetry = _telemetry(data.get("telemetry"))
-    except (KeyError, TypeError) as exc:
-        raise InvalidSpec(f"{where}: bad telemetry row ({type(exc).__name__}: {exc})") from None
-    routes = tuple(_outcome(route, where) for route in data["routes"])
-    return RunReport(
-        routes=routes,
-        wall_s=float(data.get("wall_s", 0.0)),
-        recorded_telemetry=telemetry,
-        meta=_meta(data.get("run")),
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RunFileError(f"{where}: bad telemetry row ({type(exc).__name__}: {exc})") from None
+    routes = tuple(
+        _outcome(route, f"{where} route entry {i}" if not isinstance(route, Mapping) else where)
+        for i, route in enumerate(data["routes"])
     )
+    try:
+        return RunReport(
+            routes=routes,
+            wall_s=float(data.get("wall_s", 0.0)),
+            recorded_telemetry=telemetry,
+            meta=_meta(data.get("run")),
+        )
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise RunFileError(f"{where}: bad run block ({type(exc).__name__}: {exc})") from None
 
 
 def _meta(run: Any) -> Any:
@@ -170,18 +197,46 @@ def load_run(path: str | Path) -> RunReport:
     ledger (``--ledger``, JSON Lines; rebuilt by :func:`~rlmesh_trio.load_ledger`).
 
     Raises:
-        InvalidSpec: the file is missing, is not JSON, or is neither a report nor a ledger.
+        RunFileError: the file is missing, is not JSON, or is neither a report nor a ledger.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: cannot read: no such file") from None
     except OSError as exc:
-        raise InvalidSpec(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise RunFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = _as_text(raw, path)
     if _is_ledger(text):
         from ..orchestrator import load_ledger
 
         return load_ledger(path)
     return report_from_dict(text, str(path))
+
+
+#: File signatures of what people point ``report`` at by mistake.
+_SIGNATURES = (
+    (b"PK\x03\x04", "a zip archive (a results bundle?)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF", "a PDF document"),
+    (b"\x1f\x8b", "a gzip file"),
+)
+_NOT_A_RUN = "not a run's JSON report (--json) or ledger (--ledger)"
+
+
+def _as_text(raw: bytes, path: Path) -> str:
+    """``raw`` as UTF-8 text, or a :class:`RunFileError` saying what the file is instead."""
+    for signature, kind in _SIGNATURES:
+        if raw.startswith(signature):
+            raise RunFileError(f"{path}: is {kind}, {_NOT_A_RUN}")
+    if raw[4:8] == b"ftyp" or raw.startswith(b"\x1a\x45\xdf\xa3"):
+        raise RunFileError(f"{path}: is a video file, {_NOT_A_RUN}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RunFileError(f"{path}: is a binary file, {_NOT_A_RUN}") from None
 
 
 def _is_ledger(text: str) -> bool:
