@@ -22,10 +22,12 @@ __all__ = ["compare_cmd"]
 def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
     """Print mean(B) - mean(A) of the episode returns with a 95% bootstrap CI.
 
-    The two runs are independent samples (scipy.stats.bootstrap, seeded). The
-    last line says whether the interval excludes zero.
+    The two runs are independent samples (scipy.stats.bootstrap, percentile,
+    2000 resamples, seeded). The last line says whether the interval excludes
+    zero. A warning comes first when the runs used different envs or seeds, or
+    one did not finish every route.
     """
-    from ..results import compare_rewards, load_run
+    from ..results import compare_rewards, load_run, run_differences
     from ..results._stats import DEFAULT_SEED
     from ._stats_table import format_interval, format_value
 
@@ -34,6 +36,8 @@ def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
     except RlmeshTrioError as exc:
         click.echo(f"error: {user_message(exc)}", err=True)
         sys.exit(2)
+    for difference in run_differences(a, b):
+        click.echo(f"warning: {difference}", err=True)
     diff = compare_rewards(
         [ep.reward for ep in a.episodes],
         [ep.reward for ep in b.episodes],

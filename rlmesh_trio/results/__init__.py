@@ -1,6 +1,7 @@
 """Results people look at: rlmesh.result.v1 bundles, episode videos, statistics, HTML reports.
 
 * :func:`summarize`, :func:`compare_rewards`, :func:`statistics_block`: seeded bootstrap figures.
+* :func:`run_differences`: what makes two runs hard to compare (envs, seeds, unfinished).
 * :class:`Recording`: film chosen episodes to mp4 (``Recording(first=1).apply(routes)``).
 * :func:`write_bundle` / :meth:`RunReport.export_bundle`: ``rlmesh.result.v1`` bundles.
 * :func:`write_html`: one self-contained HTML report.
@@ -10,10 +11,18 @@ Heavy parts (scipy, plotly, PyAV) are imported only when a function here needs t
 """
 
 from ._bundle import SCHEMA, MediaRef, bundle_document, write_bundle
+from ._differ import run_differences
 from ._html import render_html, write_html
 from ._load import RecordedError, load_run, report_from_dict
 from ._record import Recording
-from ._stats import Difference, Summary, compare_rewards, statistics_block, summarize
+from ._stats import (
+    Difference,
+    Summary,
+    compare_rewards,
+    resample_batch,
+    statistics_block,
+    summarize,
+)
 
 __all__ = [
     "SCHEMA",
@@ -27,6 +36,8 @@ __all__ = [
     "load_run",
     "render_html",
     "report_from_dict",
+    "resample_batch",
+    "run_differences",
     "statistics_block",
     "summarize",
     "write_bundle",
