@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import click
 import trio
@@ -140,6 +142,7 @@ def run_cmd(
     except RlmeshTrioError as exc:
         fail(user_message(exc))
     if backend == "local":
+        orchestrator.on_second_interrupt = functools.partial(_abandon, json_path)
         outcome = trio.run(_run_with_progress, orchestrator, not no_progress)
     else:
         outcome = run_distributed_cli(
@@ -229,6 +232,19 @@ def _finish(
     if message:
         click.echo(f"error: {message}", err=True)
     sys.exit(code)
+
+
+def _abandon(json_path: Path | None, report: RunReport) -> NoReturn:
+    """A second Ctrl+C while the first one's cleanup runs: write the partial JSON report
+    (quick) and exit at once, leaving the cleanup (an env's close, say) unfinished."""
+    written = json_path is not None and write_report(report, json_path)
+    where = f"; partial report written to {json_path}" if written else ""
+    click.echo(f"\nerror: interrupted again: not waiting for cleanup{where}", err=True)
+    if sys.stdout.isatty():
+        sys.stdout.write("\x1b[?25h")  # the progress bars hid the cursor; no one else shows it
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(EXIT_INTERRUPTED)  # cleanup is what the user asked to skip
 
 
 async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunReport, int, str]:
