@@ -114,6 +114,8 @@ def run_distributed(
         RunInterrupted: Ctrl+C cancelled every shard; the partial report is on it.
     """
     named = _named(routes)
+    if backend != "threads" and not isinstance(backend, ThreadBackend):
+        check_picklable(named)  # before a backend starts (ray.init takes seconds)
     if max_shard_attempts < 1:
         raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
     plan = make_plan(named, [str(r.route_id) for r in named])
@@ -141,8 +143,6 @@ def _coordinate(
 ) -> RunReport:
     """Run the coordinator over ``backend`` in a fresh Trio run, closing the backend after."""
     try:
-        if not isinstance(backend, ThreadBackend):
-            check_picklable(routes)
         coordinator = Coordinator(
             routes,
             backend,
