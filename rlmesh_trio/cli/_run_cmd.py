@@ -290,4 +290,6 @@ def write_outputs(
             click.echo(line)
     except (RlmeshTrioError, OSError) as exc:
         fail(f"writing results: {exc}")
+    for warning in results.warnings():
+        click.echo(f"warning: {warning}", err=True)
     return written
