@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .._errors import RlmeshTrioError
+from .._words import counted
 from ._checks import user_message
 
 __all__ = ["compare_cmd"]
@@ -43,8 +44,11 @@ def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
         [ep.reward for ep in b.episodes],
         seed=DEFAULT_SEED if seed is None else seed,
     )
-    click.echo(f"A  {run_a}: {diff.n_a} episodes, mean return {format_value(diff.mean_a)}")
-    click.echo(f"B  {run_b}: {diff.n_b} episodes, mean return {format_value(diff.mean_b)}")
+    for name, path, n, mean in (
+        ("A", run_a, diff.n_a, diff.mean_a),
+        ("B", run_b, diff.n_b, diff.mean_b),
+    ):
+        click.echo(f"{name}  {path}: {counted(n, 'episode')}, mean return {format_value(mean)}")
     click.echo(f"B - A = {format_value(diff.difference)}, 95% CI {format_interval(diff.ci)}")
     if diff.excludes_zero is None:
         click.echo("no interval: each run needs at least two episodes")

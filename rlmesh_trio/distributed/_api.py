@@ -114,8 +114,7 @@ def run_distributed(
         RunInterrupted: Ctrl+C cancelled every shard; the partial report is on it.
     """
     named = _named(routes)
-    if backend != "threads" and not isinstance(backend, ThreadBackend):
-        check_picklable(named)  # before a backend starts (ray.init takes seconds)
+    _check_travel(named, backend)
     if max_shard_attempts < 1:
         raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
     plan = make_plan(named, [str(r.route_id) for r in named])
@@ -136,6 +135,17 @@ def run_distributed(
         hooks=hooks,
         durable=durable,
     )
+
+
+def _check_travel(routes: list[Route], backend: BackendName | Backend) -> None:
+    """Routes that go to other processes must pickle: checked before any backend starts
+    (``ray.init`` alone takes seconds).
+
+    Raises:
+        InvalidSpec: naming the route and its part (env, model, hooks) that does not pickle.
+    """
+    if backend != "threads" and not isinstance(backend, ThreadBackend):
+        check_picklable(routes)
 
 
 def _coordinate(
