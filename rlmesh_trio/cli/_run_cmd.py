@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import functools
 import os
+import signal
 import sys
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 import click
 import trio
@@ -234,9 +235,13 @@ def _finish(
     sys.exit(code)
 
 
-def _abandon(json_path: Path | None, report: RunReport) -> NoReturn:
+def _abandon(json_path: Path | None, report: RunReport) -> None:
     """A second Ctrl+C while the first one's cleanup runs: write the partial JSON report
-    (quick) and exit at once, leaving the cleanup (an env's close, say) unfinished."""
+    (quick), then die of SIGINT at once, leaving the cleanup (an env's close, say) undone.
+
+    Dying of the signal (the shell shows exit status 130) is how a program tells its
+    parent it was interrupted; an exit() would wait for the cleanup threads.
+    """
     written = json_path is not None and write_report(report, json_path)
     where = f"; partial report written to {json_path}" if written else ""
     click.echo(f"\nerror: interrupted again: not waiting for cleanup{where}", err=True)
@@ -244,7 +249,8 @@ def _abandon(json_path: Path | None, report: RunReport) -> NoReturn:
         sys.stdout.write("\x1b[?25h")  # the progress bars hid the cursor; no one else shows it
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(EXIT_INTERRUPTED)  # cleanup is what the user asked to skip
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
 
 
 async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunReport, int, str]:
