@@ -35,6 +35,7 @@ from ._checks import check_distinct_env_objects
 from ._durable import prepare_durable
 from ._endpoints import EndpointPool
 from ._entry import require_no_running_loop, require_trio_run
+from ._notebook import in_notebook, run_on_worker_thread
 from ._plan import make_plan
 from ._pool import EnvGate
 from ._report import RouteOutcome, RouteStatus, RunFailed, RunReport
@@ -445,22 +446,30 @@ def run(
 
     ``client_options`` are :func:`run_routes`' (``token=``, ``ssl=``, ...).
 
+    In a notebook (a Jupyter kernel, whose asyncio loop runs every cell) the run
+    goes to a worker thread and the cell blocks until it ends; "interrupt
+    kernel" cancels every route and raises :class:`RunInterrupted` with the
+    partial report. Elsewhere inside a running loop it is refused.
+
     Raises:
-        WrongEventLoop: called inside a running Trio run or asyncio loop.
+        WrongEventLoop: called inside a running Trio run, or an asyncio loop
+            outside a notebook (there use ``await asyncio.to_thread(rt.run, ...)``).
     """
+    options: dict[str, Any] = {
+        "hooks": hooks,
+        "on_failure": on_failure,
+        "max_concurrency": max_concurrency,
+        "batch_predicts": batch_predicts,
+        "client_options": client_options,
+        "ledger": ledger,
+        "resume": resume,
+        "retries": retries,
+        "retry_backoff": retry_backoff,
+    }
+    if in_notebook():
+        report, interrupted = run_on_worker_thread(Orchestrator(routes, **options), INTERRUPTED)
+        if interrupted:
+            raise RunInterrupted(report)
+        return report
     require_no_running_loop()
-    return trio.run(
-        partial(
-            run_routes,
-            routes,
-            hooks=hooks,
-            on_failure=on_failure,
-            max_concurrency=max_concurrency,
-            batch_predicts=batch_predicts,
-            client_options=client_options,
-            ledger=ledger,
-            resume=resume,
-            retries=retries,
-            retry_backoff=retry_backoff,
-        )
-    )
+    return trio.run(partial(run_routes, routes, **options))
