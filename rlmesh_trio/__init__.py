@@ -22,6 +22,7 @@ from ._errors import (
     ProtocolError,
     RlmeshTrioError,
     RouteCancelled,
+    RunFileError,
     ShardLost,
     WrongEventLoop,
 )
@@ -109,6 +110,7 @@ __all__ = [
     "RouteReport",
     "RouteSpec",
     "RunFailed",
+    "RunFileError",
     "RunInterrupted",
     "RunMeta",
     "RunReport",

@@ -22,6 +22,7 @@ __all__ = [
     "ProtocolError",
     "RlmeshTrioError",
     "RouteCancelled",
+    "RunFileError",
     "ShardLost",
     "WrongEventLoop",
     "format_duration",
@@ -83,6 +84,20 @@ class InvalidSpec(RlmeshTrioError):
     def __init__(self, detail: str) -> None:
         self.detail = detail
         super().__init__(f"invalid runtime session spec: {detail}")
+
+
+class RunFileError(InvalidSpec):
+    """A file the user named (a run report, a ledger) cannot be read or written as one.
+
+    ``str()`` is the detail alone ("PATH: is a PNG image, not ..."): a file is
+    not a session spec, so the spec prefix of :class:`InvalidSpec` is left off.
+    It stays an :class:`InvalidSpec` so callers that catch a user's mistake
+    catch this one too.
+    """
+
+    def __init__(self, detail: str) -> None:
+        self.detail = detail
+        RlmeshTrioError.__init__(self, detail)
 
 
 class OperationTimeout(RlmeshTrioError):

@@ -8,6 +8,8 @@ from pathlib import Path
 import click
 
 from .._errors import RlmeshTrioError
+from .._words import counted
+from ._checks import user_message
 
 __all__ = ["compare_cmd"]
 
@@ -21,11 +23,13 @@ __all__ = ["compare_cmd"]
 def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
     """Print mean(B) - mean(A) of the episode returns with a 95% bootstrap CI.
 
-    The two runs are independent samples (scipy.stats.bootstrap, seeded). The
-    last line says whether the interval excludes zero.
+    The two runs are independent samples (scipy.stats.bootstrap, percentile,
+    2000 resamples, seeded). The last line says whether the interval excludes
+    zero. A warning comes first when the runs used different envs or seeds, or
+    one did not finish every route.
     """
     from ..report import DEFAULT_SEED
-    from ..results import compare_rewards, load_run
+    from ..results import compare_rewards, load_run, run_differences
     from ._results import need_extra
     from ._stats_table import format_interval, format_value
 
@@ -33,15 +37,20 @@ def compare_cmd(run_a: Path, run_b: Path, seed: int | None) -> None:
     try:
         a, b = load_run(run_a), load_run(run_b)
     except RlmeshTrioError as exc:
-        click.echo(f"error: {exc}", err=True)
+        click.echo(f"error: {user_message(exc)}", err=True)
         sys.exit(2)
+    for difference in run_differences(a, b):
+        click.echo(f"warning: {difference}", err=True)
     diff = compare_rewards(
         [ep.reward for ep in a.episodes],
         [ep.reward for ep in b.episodes],
         seed=DEFAULT_SEED if seed is None else seed,
     )
-    click.echo(f"A  {run_a}: {diff.n_a} episodes, mean return {format_value(diff.mean_a)}")
-    click.echo(f"B  {run_b}: {diff.n_b} episodes, mean return {format_value(diff.mean_b)}")
+    for name, path, n, mean in (
+        ("A", run_a, diff.n_a, diff.mean_a),
+        ("B", run_b, diff.n_b, diff.mean_b),
+    ):
+        click.echo(f"{name}  {path}: {counted(n, 'episode')}, mean return {format_value(mean)}")
     click.echo(f"B - A = {format_value(diff.difference)}, 95% CI {format_interval(diff.ci)}")
     if diff.excludes_zero is None:
         click.echo("no interval: each run needs at least two episodes")

@@ -5,6 +5,7 @@ from __future__ import annotations
 from contextlib import AsyncExitStack
 from typing import Any
 
+import attrs
 import gymnasium
 
 from ..hooks import RichProgress
@@ -12,7 +13,12 @@ from ..inprocess._demo_policy import CARTPOLE_POLICY
 from ..orchestrator import Route, RunReport, run_routes
 from ..transport import serve_env, serve_model
 
-__all__ = ["run_demo"]
+__all__ = ["DEMO_ENV", "DEMO_POLICY", "run_demo"]
+
+#: What the demo's routes are labelled with (not their loopback address:port, which
+#: changes every run): two demo runs then share (model, env, task) keys in a bundle.
+DEMO_ENV = "CartPole-v1"
+DEMO_POLICY = "cartpole_policy"
 
 
 async def run_demo(n_routes: int, episodes: int, progress: bool, results: Any = None) -> RunReport:
@@ -28,7 +34,7 @@ async def run_demo(n_routes: int, episodes: int, progress: bool, results: Any = 
         for _ in range(n_routes):
             server = await stack.enter_async_context(
                 serve_env(
-                    gymnasium.make("CartPole-v1", render_mode="rgb_array" if filming else None),
+                    gymnasium.make(DEMO_ENV, render_mode="rgb_array" if filming else None),
                     "127.0.0.1:0",
                 )
             )
@@ -45,7 +51,13 @@ async def run_demo(n_routes: int, episodes: int, progress: bool, results: Any = 
         if filming:
             routes = results.apply(routes)
         if not progress:
-            return await run_routes(routes)
+            return _labelled(await run_routes(routes))
         with RichProgress(routes, transient=True) as bars:
-            return await run_routes(routes, hooks=bars)
+            return _labelled(await run_routes(routes, hooks=bars))
     raise AssertionError("unreachable")
+
+
+def _labelled(report: RunReport) -> RunReport:
+    """The report with each route's env and model named by env id and policy name."""
+    routes = tuple(attrs.evolve(o, env=DEMO_ENV, model=DEMO_POLICY) for o in report.routes)
+    return attrs.evolve(report, routes=routes)

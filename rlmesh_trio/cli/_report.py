@@ -8,6 +8,7 @@ from pathlib import Path
 import click
 
 from .._errors import RlmeshTrioError
+from ._checks import user_message
 from ._results import check_bundle_path, need_extra
 
 __all__ = ["report_cmd"]
@@ -51,7 +52,9 @@ def report_cmd(run_file: Path, bundle: Path | None, html: Path | None, title: st
             click.echo(f"HTML report written to {html}")
     except click.BadParameter as exc:
         _usage(exc.format_message())
-    except (RlmeshTrioError, OSError) as exc:
+    except RlmeshTrioError as exc:
+        _usage(user_message(exc))
+    except OSError as exc:
         _usage(str(exc))
 
 

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 import functools
 import importlib
+import os
 import threading
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -78,6 +80,21 @@ def check_bundle_path(path: Path) -> None:
         )
 
 
+def quiet_headless_sdl() -> None:
+    """Without a display, point SDL (pygame, which gymnasium's classic envs render with) at
+    its dummy video and audio drivers before pygame loads.
+
+    Off-screen ``rgb_array`` rendering needs neither; left alone, SDL probes
+    Wayland and prints "error: XDG_RUNTIME_DIR is invalid or not set ...",
+    which reads like one of our errors. Settings the user made are kept, and
+    with a display (``DISPLAY`` or ``WAYLAND_DISPLAY``) nothing changes.
+    """
+    if os.environ.get("DISPLAY") or os.environ.get("WAYLAND_DISPLAY"):
+        return
+    os.environ.setdefault("SDL_VIDEODRIVER", "dummy")
+    os.environ.setdefault("SDL_AUDIODRIVER", "dummy")
+
+
 class ResultsOptions:
     """What the user asked for: a bundle, an HTML report, and which episodes to film."""
 
@@ -97,6 +114,12 @@ class ResultsOptions:
             from ..results import Recording
 
             need_extra("av", extra="video", purpose="--record (mp4 encoding with PyAV)")
+            quiet_headless_sdl()
+            # An env made without a render mode: our one warning after the run says so
+            # (see warnings()), so gymnasium's own, once per route, would say it twice.
+            warnings.filterwarnings(
+                "ignore", message=".*calling render method without specifying any render mode"
+            )
             self.recording = Recording(first=record, seeds=seeds)
 
     def resolve_env(self, spec: str) -> Any:
@@ -108,6 +131,12 @@ class ResultsOptions:
         import gymnasium
 
         return gymnasium.make(spec, render_mode="rgb_array")
+
+    def warnings(self) -> list[str]:
+        """What the user asked for and did not get: routes that filmed nothing, and why."""
+        if self.recording is None:
+            return []
+        return [f"--record {problem}" for problem in self.recording.problems()]
 
     def apply(self, routes: list[Any]) -> list[Any]:
         """The routes, with recording hooks on those that film."""
@@ -127,7 +156,8 @@ class ResultsOptions:
             if self.bundle is not None:
                 report.export_bundle(self.bundle, media)
                 videos = sum(len(refs) for refs in media.values())
-                lines.append(f"bundle written to {self.bundle} ({videos} videos)")
+                noun = "video" if videos == 1 else "videos"
+                lines.append(f"bundle written to {self.bundle} ({videos} {noun})")
             if self.html is not None:
                 write_html(report, self.html, media, title=title)
                 lines.append(f"HTML report written to {self.html}")

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -140,6 +143,7 @@ def run_cmd(
     except RlmeshTrioError as exc:
         fail(user_message(exc))
     if backend == "local":
+        orchestrator.on_second_interrupt = functools.partial(_abandon, json_path)
         outcome = trio.run(_run_with_progress, orchestrator, not no_progress)
     else:
         outcome = run_distributed_cli(
@@ -231,6 +235,24 @@ def _finish(
     sys.exit(code)
 
 
+def _abandon(json_path: Path | None, report: RunReport) -> None:
+    """A second Ctrl+C while the first one's cleanup runs: write the partial JSON report
+    (quick), then die of SIGINT at once, leaving the cleanup (an env's close, say) undone.
+
+    Dying of the signal (the shell shows exit status 130) is how a program tells its
+    parent it was interrupted; an exit() would wait for the cleanup threads.
+    """
+    written = json_path is not None and write_report(report, json_path)
+    where = f"; partial report written to {json_path}" if written else ""
+    click.echo(f"\nerror: interrupted again: not waiting for cleanup{where}", err=True)
+    if sys.stdout.isatty():
+        sys.stdout.write("\x1b[?25h")  # the progress bars hid the cursor; no one else shows it
+    sys.stdout.flush()
+    sys.stderr.flush()
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    os.kill(os.getpid(), signal.SIGINT)
+
+
 async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunReport, int, str]:
     from ..hooks import RichProgress
 
@@ -274,4 +296,6 @@ def write_outputs(
             click.echo(line)
     except (RlmeshTrioError, OSError) as exc:
         fail(f"writing results: {exc}")
+    for warning in results.warnings():
+        click.echo(f"warning: {warning}", err=True)
     return written

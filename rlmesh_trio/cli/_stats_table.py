@@ -25,7 +25,8 @@ def format_value(value: float | None) -> str:
 
 
 def format_interval(interval: Sequence[float] | None) -> str:
-    return "-" if not interval else f"{format_value(interval[0])}–{format_value(interval[1])}"
+    """``"-482 to -474"``: a dash between two numbers that may be negative misleads."""
+    return "-" if not interval else f"{format_value(interval[0])} to {format_value(interval[1])}"
 
 
 def _row(name: str, figures: Mapping[str, Any]) -> tuple[str, ...]:

@@ -114,6 +114,7 @@ def run_distributed(
         RunInterrupted: Ctrl+C cancelled every shard; the partial report is on it.
     """
     named = _named(routes)
+    _check_travel(named, backend)
     if max_shard_attempts < 1:
         raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
     plan = make_plan(named, [str(r.route_id) for r in named])
@@ -136,13 +137,22 @@ def run_distributed(
     )
 
 
+def _check_travel(routes: list[Route], backend: BackendName | Backend) -> None:
+    """Routes that go to other processes must pickle: checked before any backend starts
+    (``ray.init`` alone takes seconds).
+
+    Raises:
+        InvalidSpec: naming the route and its part (env, model, hooks) that does not pickle.
+    """
+    if backend != "threads" and not isinstance(backend, ThreadBackend):
+        check_picklable(routes)
+
+
 def _coordinate(
     routes: list[Route], backend: Backend, shards: int | None, options: RunOptions, **kw: Any
 ) -> RunReport:
     """Run the coordinator over ``backend`` in a fresh Trio run, closing the backend after."""
     try:
-        if not isinstance(backend, ThreadBackend):
-            check_picklable(routes)
         coordinator = Coordinator(
             routes,
             backend,

@@ -24,18 +24,36 @@ def route_ids(routes: Sequence[Route]) -> list[str]:
 def check_picklable(routes: Sequence[Route]) -> None:
     """Refuse, before anything starts, a route that cannot travel to a shard.
 
+    The message says which part failed to pickle: the env, the model, the hooks
+    (each tried alone), or else the route's other fields.
+
     Raises:
-        InvalidSpec: naming the route and what would not pickle.
+        InvalidSpec: naming the route, the part and the pickling error.
     """
     for route in routes:
         try:
             pickle.dumps(route)
         except Exception as exc:
+            failed = _unpicklable_parts(route) or [("route", exc)]
+            parts = " and ".join(f"its {name}" for name, _ in failed)
+            verb = "do" if len(failed) > 1 else "does"
+            name, first = failed[0]
             raise InvalidSpec(
-                f"route {route.route_id}: cannot be sent to a shard "
-                f"(it does not pickle: {type(exc).__name__}: {exc}); give addresses, "
-                f"env ids or module-level callables instead of local objects"
+                f"route {route.route_id}: cannot be sent to a shard: {parts} {verb} not pickle "
+                f"({name}: {type(first).__name__}: {first}); give addresses, env ids or "
+                f"module-level callables and classes instead of local objects"
             ) from exc
+
+
+def _unpicklable_parts(route: Route) -> list[tuple[str, Exception]]:
+    """Which of the route's env, model and hooks fail to pickle, each with its error."""
+    failed = []
+    for name in ("env", "model", "hooks"):
+        try:
+            pickle.dumps(getattr(route, name))
+        except Exception as exc:
+            failed.append((name, exc))
+    return failed
 
 
 def budget(route: Route) -> int:

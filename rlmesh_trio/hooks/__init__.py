@@ -3,11 +3,21 @@
 Events are best-effort: a failing event hook is logged and the route goes on.
 Transforms are fatal: a failing transform ends the route with ``HookError``.
 One hooks object can watch many routes; each event names its route in
-``event.route``.
+``event.route``. :class:`ValueTransform` rewrites observations and actions as
+the numpy / gymnasium values users hold; ``RuntimeHooks.transform_*`` work on
+the wire's ``SpaceValue`` slabs.
 """
 
 from ..runtime import HookChain, RuntimeHooks, events
 from ._logging import LoggingHooks
 from ._progress import RichProgress
+from ._values import ValueTransform
 
-__all__ = ["HookChain", "LoggingHooks", "RichProgress", "RuntimeHooks", "events"]
+__all__ = [
+    "HookChain",
+    "LoggingHooks",
+    "RichProgress",
+    "RuntimeHooks",
+    "ValueTransform",
+    "events",
+]

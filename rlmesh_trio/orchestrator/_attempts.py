@@ -41,7 +41,7 @@ from ..runtime._results import SeriesSnapshot, record_id
 from ._durable import DurableRun
 from ._endpoints import EndpointPool, ResolvedEnv, ResolvedModel
 from ._endpoints import _env_label as env_label
-from ._ledger import LedgerError
+from ._ledger import write_failure
 from ._plan import Ticket
 from ._retry import is_retriable
 from ._route import Route, route_hooks
@@ -364,7 +364,7 @@ class RouteRun:
                 writer.write_episode(ticket, result)
             except OSError as exc:
                 # Not on disk, so not done: end the session; the route fails with this.
-                self._write_error = LedgerError(writer.path, f"cannot write: {exc}")
+                self._write_error = write_failure(writer.path, exc)
                 if self._scope is not None:
                     self._scope.cancel()
                 return

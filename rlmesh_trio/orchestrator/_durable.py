@@ -8,6 +8,7 @@ resume (:class:`LedgerExists`, the file untouched), a ledger of another plan
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import functools
 import logging
@@ -31,6 +32,7 @@ from ._ledger import (
     LedgerWriter,
     ledger_is_empty,
     read_ledger,
+    write_failure,
 )
 from ._plan import Plan, PlanMismatch, plan_digest
 from ._pool import TicketQueue
@@ -131,8 +133,8 @@ class DurableRun:
         """Open the ledger for appending: a header for a new one, a ``resume`` line otherwise.
 
         Raises:
-            LedgerError: the file cannot be opened, or another run holds it.
-            OSError: the header cannot be written.
+            LedgerError: the file cannot be opened, another run holds it, or the
+                header cannot be written (a full disk is named as such).
         """
         if self.ledger is None:
             return None
@@ -141,10 +143,15 @@ class DurableRun:
         except OSError as exc:
             raise LedgerError(self.ledger, f"cannot open: {exc.strerror or exc}") from None
         meta = self.meta.to_dict()
-        if self.fresh:
-            writer.write({"schema": LEDGER_SCHEMA, "version": LEDGER_VERSION, **meta})
-        else:
-            writer.write({"type": "resume", **{k: meta[k] for k in ("argv", "started_at")}})
+        try:
+            if self.fresh:
+                writer.write({"schema": LEDGER_SCHEMA, "version": LEDGER_VERSION, **meta})
+            else:
+                writer.write({"type": "resume", **{k: meta[k] for k in ("argv", "started_at")}})
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                writer.close()
+            raise write_failure(self.ledger, exc) from None
         self.writer = writer
         return writer
 
@@ -240,9 +247,11 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
     if not header:
         raise LedgerError(os.fspath(path), "has no header line (only a torn one)")
     routes = header.get("plan", {}).get("routes", [])
+    argv_labels = _labels_from_argv(header.get("argv") or (), len(routes))
     outcomes = []
-    for route in routes:
+    for number, route in enumerate(routes):
         rid = str(route.get("route_id"))
+        env, model = _route_labels(route, argv_labels, number)
         mine = sorted((e for e in contents.entries if _owner(e) == rid), key=_index)
         episodes = tuple(e.result for e in mine)
         done = len(episodes) >= int(route.get("episodes") or 0)
@@ -257,8 +266,8 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
         outcomes.append(
             RouteOutcome(
                 route_id=rid,
-                env="?",
-                model="?",
+                env=env,
+                model=model,
                 status="completed" if done else "cancelled",
                 error=None,
                 report=report,
@@ -267,6 +276,43 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
         )
     meta = _meta_from_header(header, str(os.fspath(path)), len(contents.entries))
     return RunReport(routes=tuple(outcomes), wall_s=_span(header, contents.entries), meta=meta)
+
+
+def _route_labels(
+    route: Mapping[str, Any], argv_labels: list[tuple[str, str]] | None, number: int
+) -> tuple[str, str]:
+    """A ledger route's env and model labels: from its plan entry when the plan names them,
+    else from the ``--env``/``--model`` options of the CLI run that wrote it, else ``?``."""
+    env, model = route.get("env"), route.get("model")
+    fallback = argv_labels[number] if argv_labels else ("?", "?")
+    return (
+        env if isinstance(env, str) and env else fallback[0],
+        model if isinstance(model, str) and model else fallback[1],
+    )
+
+
+def _labels_from_argv(argv: Sequence[Any], routes: int) -> list[tuple[str, str]] | None:
+    """``(env, model)`` per route from a ``rlmesh-trio run`` command line (one route per
+    ``--env``, in order), or ``None`` when the command line is not one with ``routes`` envs."""
+    args = [str(a) for a in argv]
+    if "run" not in args:
+        return None
+    envs: list[str] = []
+    model = "?"
+    for i, arg in enumerate(args):
+        for option in ("--env", "--model"):
+            value = None
+            if arg == option and i + 1 < len(args):
+                value = args[i + 1]
+            elif arg.startswith(option + "="):
+                value = arg[len(option) + 1 :]
+            if value is not None and option == "--env":
+                envs.append(value)
+            elif value is not None:
+                model = value
+    if len(envs) != routes:
+        return None
+    return [(env, model) for env in envs]
 
 
 def _owner(entry: LedgerEntry) -> str:

@@ -17,12 +17,12 @@ import sniffio
 
 from .._errors import WrongEventLoop
 
-__all__ = ["require_no_running_loop", "require_trio_run"]
+__all__ = ["caller_library", "require_no_running_loop", "require_trio_run"]
 
 FROM_ASYNCIO = "from asyncio use `await asyncio.to_thread(rt.run, ...)`"
 
 
-def _caller_library() -> str | None:
+def caller_library() -> str | None:
     """``"trio"``, ``"asyncio"`` (or another library's name), or ``None`` outside any loop."""
     try:
         return sniffio.current_async_library()
@@ -36,7 +36,7 @@ def require_trio_run() -> None:
     Raises:
         WrongEventLoop: awaited from asyncio or another library.
     """
-    if _caller_library() != "trio":
+    if caller_library() != "trio":
         raise WrongEventLoop(f"run_routes must run under Trio; {FROM_ASYNCIO}")
 
 
@@ -47,7 +47,7 @@ def require_no_running_loop() -> None:
         WrongEventLoop: naming ``await rt.run_routes(...)`` inside Trio, and
             ``asyncio.to_thread`` inside asyncio.
     """
-    library = _caller_library()
+    library = caller_library()
     if library == "trio":
         raise WrongEventLoop(
             "rt.run was called inside a running Trio run; there use `await rt.run_routes(...)`"

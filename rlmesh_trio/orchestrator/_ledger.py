@@ -14,6 +14,7 @@ anything new is appended.
 
 from __future__ import annotations
 
+import errno
 import json
 import logging
 import os
@@ -25,7 +26,7 @@ from typing import Any
 import attrs
 import trio
 
-from .._errors import InvalidSpec
+from .._errors import RunFileError
 from ..runtime import EpisodeResult
 from ._plan import Ticket
 
@@ -54,7 +55,7 @@ SYNC_INTERVAL = 0.1
 _EPISODE_FIELDS = tuple(a.name for a in attrs.fields(EpisodeResult))
 
 
-class LedgerError(InvalidSpec):
+class LedgerError(RunFileError):
     """A ledger file cannot be used: unreadable, not a ledger, or corrupt before its last line."""
 
     def __init__(self, path: str, detail: str) -> None:
@@ -64,6 +65,19 @@ class LedgerError(InvalidSpec):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.path, self.problem))
+
+
+def write_failure(path: str, exc: OSError) -> LedgerError:
+    """The error for a ledger write that failed: a full disk is named as such.
+
+    Each record is one ``write`` call, so whatever the failure, the lines
+    written before it are whole; at most a torn last line follows them, which
+    the reader skips and a resume cuts off.
+    """
+    intact = "the ledger is intact up to its last complete line"
+    if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+        return LedgerError(path, f"the disk is full ({exc.strerror}); {intact}")
+    return LedgerError(path, f"cannot write: {exc.strerror or exc}; {intact}")
 
 
 class LedgerExists(LedgerError):

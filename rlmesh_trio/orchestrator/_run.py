@@ -27,7 +27,7 @@ from .._errors import (
     RouteCancelled,
     rebuild_exception,
 )
-from .._signals import RUN_SIGNALS, wait_for_signal
+from .._signals import RUN_SIGNALS
 from ..report import RouteOutcome, RouteStatus, RunFailed, RunReport
 from ..runtime import RouteReport, RuntimeHooks
 from ..runtime._hooks import as_runtime_hooks
@@ -36,6 +36,7 @@ from ._checks import check_distinct_env_objects
 from ._durable import prepare_durable
 from ._endpoints import EndpointPool
 from ._entry import require_no_running_loop, require_trio_run
+from ._notebook import in_notebook, run_on_worker_thread
 from ._plan import make_plan
 from ._pool import EnvGate
 from ._retry import DEFAULT_BACKOFF, RetryPolicy
@@ -176,6 +177,10 @@ class Orchestrator:
         self.handle_sigint = handle_sigint
         self.batch_predicts = batch_predicts
         self.client_options = dict(client_options or {})
+        #: Called with the report so far when a second SIGINT arrives while the first
+        #: one's cancellation is still cleaning up (the CLI writes the partial report
+        #: and exits); ``None``: the second SIGINT is Trio's ``KeyboardInterrupt``.
+        self.on_second_interrupt: Callable[[RunReport], None] | None = None
         self._slots = [_Slot(rid) for rid in ids]
         self._durable = prepare_durable(
             make_plan(routes, ids),
@@ -231,8 +236,10 @@ class Orchestrator:
                 with self._scope:
                     async with trio.open_nursery() as outer:
 
-                        def start_service(fn: Callable[[], Awaitable[None]]) -> None:
-                            scope = trio.CancelScope()
+                        def start_service(
+                            fn: Callable[[], Awaitable[None]], *, shield: bool = False
+                        ) -> None:
+                            scope = trio.CancelScope(shield=shield)
                             services.append(scope)
                             outer.start_soon(_service, scope, fn)
 
@@ -245,15 +252,21 @@ class Orchestrator:
                         if writer is not None:
                             start_service(writer.sync_forever)
                         if self.handle_sigint and _in_main_thread():
-                            start_service(self._watch_sigint)
-                        async with trio.open_nursery() as nursery:
-                            # Started one at a time, in order: a route waiting for a
-                            # concurrency slot holds up the ones behind it, so queued
-                            # routes start in route order and never after a cancel.
-                            for index, route in enumerate(self.routes):
-                                await nursery.start(self._run_route, index, route, pool, limiter)
-                        for scope in services:
-                            scope.cancel()
+                            # Shielded: it must hear a second SIGINT during the cleanup
+                            # that the first one's cancellation started.
+                            start_service(self._watch_sigint, shield=True)
+                        try:
+                            async with trio.open_nursery() as nursery:
+                                # Started one at a time, in order: a route waiting for a
+                                # concurrency slot holds up the ones behind it, so queued
+                                # routes start in route order and never after a cancel.
+                                for index, route in enumerate(self.routes):
+                                    await nursery.start(
+                                        self._run_route, index, route, pool, limiter
+                                    )
+                        finally:
+                            for scope in services:
+                                scope.cancel()
         finally:
             self._wall = time.perf_counter() - self._started_at
             self._durable.close()
@@ -266,9 +279,16 @@ class Orchestrator:
         return report
 
     async def _watch_sigint(self) -> None:
-        await wait_for_signal(RUN_SIGNALS)
-        self._interrupted = True
-        self.cancel(INTERRUPTED)
+        with trio.open_signal_receiver(*RUN_SIGNALS) as signals:
+            async for _signum in signals:
+                if self._interrupted:  # the second SIGINT, during the cleanup
+                    if self.on_second_interrupt is not None:
+                        self.on_second_interrupt(self.report())
+                    return
+                self._interrupted = True
+                self.cancel(INTERRUPTED)
+                if self.on_second_interrupt is None:
+                    return  # a second SIGINT is then Trio's KeyboardInterrupt, as before
 
     async def _close_shared(self, pool: EndpointPool) -> None:
         # Every route has already released its adapter (bounded by its own close
@@ -426,22 +446,30 @@ def run(
 
     ``client_options`` are :func:`run_routes`' (``token=``, ``ssl=``, ...).
 
+    In a notebook (a Jupyter kernel, whose asyncio loop runs every cell) the run
+    goes to a worker thread and the cell blocks until it ends; "interrupt
+    kernel" cancels every route and raises :class:`RunInterrupted` with the
+    partial report. Elsewhere inside a running loop it is refused.
+
     Raises:
-        WrongEventLoop: called inside a running Trio run or asyncio loop.
+        WrongEventLoop: called inside a running Trio run, or an asyncio loop
+            outside a notebook (there use ``await asyncio.to_thread(rt.run, ...)``).
     """
+    options: dict[str, Any] = {
+        "hooks": hooks,
+        "on_failure": on_failure,
+        "max_concurrency": max_concurrency,
+        "batch_predicts": batch_predicts,
+        "client_options": client_options,
+        "ledger": ledger,
+        "resume": resume,
+        "retries": retries,
+        "retry_backoff": retry_backoff,
+    }
+    if in_notebook():
+        report, interrupted = run_on_worker_thread(Orchestrator(routes, **options), INTERRUPTED)
+        if interrupted:
+            raise RunInterrupted(report)
+        return report
     require_no_running_loop()
-    return trio.run(
-        partial(
-            run_routes,
-            routes,
-            hooks=hooks,
-            on_failure=on_failure,
-            max_concurrency=max_concurrency,
-            batch_predicts=batch_predicts,
-            client_options=client_options,
-            ledger=ledger,
-            resume=resume,
-            retries=retries,
-            retry_backoff=retry_backoff,
-        )
-    )
+    return trio.run(partial(run_routes, routes, **options))

@@ -15,7 +15,15 @@ from ._bundle import SCHEMA, MediaRef, bundle_document, write_bundle
 from ._decode import RecordedError
 from ._outcome import RouteOutcome, RouteSet, RouteStatus, RunMeta
 from ._report import REPORT_SCHEMA, REPORT_VERSION, RunFailed, RunReport, report_from_dict
-from ._stats import DEFAULT_SEED, Difference, Summary, compare_rewards, statistics_block, summarize
+from ._stats import (
+    DEFAULT_SEED,
+    Difference,
+    Summary,
+    compare_rewards,
+    resample_batch,
+    statistics_block,
+    summarize,
+)
 
 __all__ = [
     "DEFAULT_SEED",
@@ -35,6 +43,7 @@ __all__ = [
     "bundle_document",
     "compare_rewards",
     "report_from_dict",
+    "resample_batch",
     "statistics_block",
     "summarize",
     "write_bundle",

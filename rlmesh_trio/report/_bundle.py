@@ -1,7 +1,9 @@
 """``rlmesh.result.v1`` bundles: ``result.json`` plus a ``media/`` tree, as a folder or a zip.
 
-The document is the one rlmesh 0.1.0's ``Recorder`` writes, so its platform
-and tools read our bundles as their own. One workload per route: the route's
+The document has the layout and keys of the one rlmesh 0.1.0's ``Recorder``
+writes, checked key by key against rlmesh's own ``rlmesh.recorder`` classes
+(rlmesh 0.1.0 has no bundle reader; its managed platform ingests the
+format). One workload per route: the route's
 model and env labels, ``task`` = the route id (two routes on the same env
 stay apart), and ``config`` carrying the route's status. Media files live at
 ``media/w{ordinal:03d}-{model}/{task}/ep{index:05d}/{camera}.mp4``, the layout

@@ -11,7 +11,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from .._errors import InvalidSpec, RlmeshTrioError
+from .._errors import RlmeshTrioError, RunFileError
 from ..runtime import EpisodeResult, RouteReport, TelemetryRow
 from ._outcome import RouteOutcome, RunMeta
 
@@ -66,15 +66,36 @@ def _episode(data: Mapping[str, Any], where: str) -> EpisodeResult:
             record_id=f"ep-{index + 1:06d}",
         )
     except (KeyError, TypeError, ValueError) as exc:
-        raise InvalidSpec(f"{where}: bad episode ({type(exc).__name__}: {exc})") from None
+        raise RunFileError(f"{where}: bad episode ({type(exc).__name__}: {exc})") from None
 
 
-def _outcome(data: Mapping[str, Any], where: str) -> RouteOutcome:
+def _outcome(data: Any, where: str) -> RouteOutcome:
+    if not isinstance(data, Mapping):
+        raise RunFileError(f"{where}: is {_kind(data)}, not a route object")
     route_id = str(data.get("route_id", ""))
     where = f"{where} route {route_id or '?'}"
     status = data.get("status")
     if status not in _STATUSES:
-        raise InvalidSpec(f"{where}: status must be one of {_STATUSES}, got {status!r}")
+        raise RunFileError(f"{where}: status must be one of {_STATUSES}, got {status!r}")
+    if not isinstance(data.get("episodes") or [], list):
+        raise RunFileError(f"{where}: 'episodes' is {_kind(data['episodes'])}, not a list")
+    try:
+        return _checked_outcome(data, route_id, status, where)
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise RunFileError(f"{where}: bad route entry ({type(exc).__name__}: {exc})") from None
+
+
+def _kind(value: Any) -> str:
+    """What a JSON value is, for a message: "a number", "a string", "null"..."""
+    if value is None:
+        return "null"
+    names = {bool: "a boolean", int: "a number", float: "a number", str: "a string"}
+    return names.get(type(value), "a list" if isinstance(value, list) else "an object")
+
+
+def _checked_outcome(
+    data: Mapping[str, Any], route_id: str, status: Any, where: str
+) -> RouteOutcome:
     episodes = tuple(
         _episode(ep, f"{where} episode {i}") for i, ep in enumerate(data.get("episodes") or ())
     )
@@ -111,26 +132,32 @@ def report_parts(data: Any, where: str = "report") -> dict[str, Any]:
     output (or its JSON text).
 
     Raises:
-        InvalidSpec: ``data`` is not a run report (names ``where`` and the bad part).
+        RunFileError: ``data`` is not a run report (names ``where`` and the bad part).
     """
     if isinstance(data, str):
         try:
             data = json.loads(data)
         except json.JSONDecodeError as exc:
-            raise InvalidSpec(f"{where}: not JSON (line {exc.lineno}: {exc.msg})") from None
+            raise RunFileError(f"{where}: not JSON (line {exc.lineno}: {exc.msg})") from None
     if not isinstance(data, Mapping) or not isinstance(data.get("routes"), list):
-        raise InvalidSpec(f"{where}: not an rlmesh-trio run report (no 'routes' list)")
+        raise RunFileError(f"{where}: not an rlmesh-trio run report (no 'routes' list)")
     try:
         telemetry = _telemetry(data.get("telemetry"))
-    except (KeyError, TypeError) as exc:
-        raise InvalidSpec(f"{where}: bad telemetry row ({type(exc).__name__}: {exc})") from None
-    routes = tuple(_outcome(route, where) for route in data["routes"])
-    return {
-        "routes": routes,
-        "wall_s": float(data.get("wall_s", 0.0)),
-        "recorded_telemetry": telemetry,
-        "meta": _meta(data.get("run")),
-    }
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise RunFileError(f"{where}: bad telemetry row ({type(exc).__name__}: {exc})") from None
+    routes = tuple(
+        _outcome(route, f"{where} route entry {i}" if not isinstance(route, Mapping) else where)
+        for i, route in enumerate(data["routes"])
+    )
+    try:
+        return {
+            "routes": routes,
+            "wall_s": float(data.get("wall_s", 0.0)),
+            "recorded_telemetry": telemetry,
+            "meta": _meta(data.get("run")),
+        }
+    except (TypeError, ValueError, AttributeError) as exc:
+        raise RunFileError(f"{where}: bad run block ({type(exc).__name__}: {exc})") from None
 
 
 def _meta(run: Any) -> RunMeta | None:

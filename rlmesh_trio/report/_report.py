@@ -158,7 +158,7 @@ class RunReport:
         """Rebuild a report from :meth:`to_json` text (or its parsed dict).
 
         Raises:
-            InvalidSpec: the input is not a run report.
+            RunFileError: the input is not a run report.
         """
         return cls(**report_parts(data))
 
@@ -187,7 +187,7 @@ def report_from_dict(data: Any, where: str = "report") -> RunReport:
     the run-level telemetry rows as they were written.
 
     Raises:
-        InvalidSpec: ``data`` is not a run report (names ``where`` and the bad part).
+        RunFileError: ``data`` is not a run report (names ``where`` and the bad part).
     """
     return RunReport(**report_parts(data, where))
 

@@ -1,18 +1,34 @@
 """Figures that support a decision: mean, spread and bootstrap confidence intervals.
 
-Every interval comes from :func:`scipy.stats.bootstrap` (percentile method,
-seeded), so the same episodes always give the same figures. scipy comes with
-the ``results`` extra; without it these functions raise
+Every interval is one call of :func:`scipy.stats.bootstrap`, exactly::
+
+    scipy.stats.bootstrap(
+        samples, statistic, n_resamples=2000, confidence_level=0.95,
+        method="percentile", vectorized=True, paired=False,
+        batch=resample_batch(samples), rng=numpy.random.default_rng(seed),
+    )
+
+with ``seed`` 20240917 unless given, so the same episodes always give the
+same figures. ``samples`` is one sample (the run's or a route's returns) or
+two independent ones (``compare``: A then B, statistic ``mean(B) - mean(A)``),
+non-finite returns dropped. ``resample_batch`` is ``None`` (scipy's default:
+all resamples at once) up to 5,000 episodes in all; above that it is
+``10_000_000 // episodes`` resamples per batch, so memory stays near 80 MB
+whatever the run's size (the batch changes which resamples are drawn, not the
+method). When every sample's returns are all equal, the interval is the
+point itself (scipy would report a degenerate sample). scipy comes with the
+``results`` extra; without it these functions raise
 :class:`~rlmesh_trio.MissingExtra` naming it. The IQM is the
 interquartile mean (the mean of the middle 50% of episodes, as the rliable
-paper recommends); its interval is bootstrapped the same way.
+paper recommends, ``scipy.stats.trim_mean(x, 0.25)``); its interval is
+bootstrapped the same way.
 """
 
 from __future__ import annotations
 
 import math
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence, Sized
 from typing import TYPE_CHECKING, Any
 
 import attrs
@@ -31,6 +47,7 @@ __all__ = [
     "Difference",
     "Summary",
     "compare_rewards",
+    "resample_batch",
     "statistics_block",
     "summarize",
 ]
@@ -40,8 +57,17 @@ CONFIDENCE = 0.95
 #: The bootstrap's seed unless told otherwise: figures are reproducible run to run.
 DEFAULT_SEED = 20240917
 N_RESAMPLES = 2000
-# Resamples per vectorised batch: bounds memory at ~batch * n floats for 10k-episode runs.
-_BATCH = 100
+#: Resampled values held at once before the resamples are drawn in batches (about 80 MB).
+MAX_RESAMPLED_VALUES = 10_000_000
+
+
+def resample_batch(samples: Sequence[Sized]) -> int | None:
+    """scipy's ``batch`` for these samples: ``None`` (all at once) while the resamples fit in
+    ``MAX_RESAMPLED_VALUES`` values, else as many resamples per batch as fit (at least 1)."""
+    episodes = sum(len(sample) for sample in samples)
+    if episodes * N_RESAMPLES <= MAX_RESAMPLED_VALUES:
+        return None
+    return max(1, MAX_RESAMPLED_VALUES // episodes)
 
 
 def _scipy_stats() -> ModuleType:
@@ -82,7 +108,7 @@ def _interval(
             method="percentile",
             vectorized=True,
             paired=False,
-            batch=_BATCH,
+            batch=resample_batch(samples),
             rng=np.random.default_rng(seed),
         )
     low, high = float(result.confidence_interval.low), float(result.confidence_interval.high)

@@ -27,15 +27,17 @@ def plotly_module(name: str) -> ModuleType:
     return require(name, extra="results", purpose="the HTML report's plots (plotly)")
 
 
-def _layout(fig: Any, title: str, x: str, y: str) -> Any:
+def _layout(fig: Any, title: str, x: str, y: str, height: int = 380) -> Any:
     fig.update_layout(
-        title=title,
-        xaxis_title=x,
-        yaxis_title=y,
+        title={"text": title, "x": 0.01, "xanchor": "left"},
+        xaxis={"title": x, "automargin": True},
+        yaxis={"title": y, "automargin": True},
         template="plotly_white",
-        height=380,
-        margin={"l": 60, "r": 20, "t": 50, "b": 50},
-        legend={"orientation": "h", "y": -0.2},
+        height=height,
+        # The toolbar stands upright at the right edge, clear of the title.
+        modebar={"orientation": "v"},
+        margin={"l": 60, "r": 40, "t": 50, "b": 50},
+        legend={"orientation": "h", "y": -0.2, "yref": "container", "yanchor": "bottom"},
     )
     return fig
 
@@ -107,9 +109,12 @@ def latency_figure(report: RunReport) -> Any:
     labels = [f"{r.op} · {_LATENCY_METRICS[r.metric]}" for r in rows]
     fig = go.Figure()
     for name in ("p50", "p95", "p99"):
-        fig.add_trace(go.Bar(x=labels, y=[getattr(r, name) for r in rows], name=name))
-    fig.update_layout(barmode="group")
-    return _layout(fig, "Latency percentiles per operation (rpc vs endpoint)", "", "ms")
+        values = [getattr(r, name) for r in rows]
+        fig.add_trace(go.Bar(y=labels, x=values, name=name, orientation="h"))
+    # Bars lie down, so the operation names read level and in full (the axis grows to fit).
+    fig.update_layout(barmode="group", yaxis={"autorange": "reversed"})
+    height = max(380, 120 + 36 * len(rows))
+    return _layout(fig, "Latency percentiles per operation", "ms", "", height)
 
 
 def _episode_spans(report: RunReport) -> dict[str, list[tuple[float, float, int]]]:

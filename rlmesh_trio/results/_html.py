@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._words import counted
 from ..report import statistics_block
 from ._figures import FIGURES, plotly_module
 
@@ -49,6 +50,19 @@ c.apply(console,arguments)}})();
 _SELFTEST_TAIL = """<script>
 (function(){
 function plotted(div){return div.querySelectorAll('svg.main-svg *, canvas').length>0}
+function box(e){return e.getBoundingClientRect()}
+function meets(a,b){return a.width>0&&b.width>0&&a.left<b.right&&b.left<a.right&&
+ a.top<b.bottom&&b.top<a.bottom}
+function layout(){
+ var clipped=[],overlaps=[];
+ document.querySelectorAll('.js-plotly-plot').forEach(function(p){
+  var frame=box(p),texts=p.querySelectorAll('.xtick text,.ytick text,.g-xtitle,.g-ytitle,.legend');
+  Array.prototype.forEach.call(texts,function(t){var r=box(t);
+   if(r.width>0&&(r.left<frame.left-1||r.right>frame.right+1||r.top<frame.top-1||
+      r.bottom>frame.bottom+1))clipped.push(p.id)});
+  var title=p.querySelector('.gtitle'),bar=p.querySelector('.modebar');
+  if(title&&bar&&meets(box(title),box(bar)))overlaps.push(p.id)});
+ return {clipped:clipped.filter(function(v,i,a){return a.indexOf(v)===i}),overlaps:overlaps}}
 function report(){
  var plots=document.querySelectorAll('.js-plotly-plot');var ok=0;
  plots.forEach(function(p){if(plotted(p))ok++});
@@ -57,7 +71,7 @@ function report(){
           error:v.error?v.error.code:null}});
  document.getElementById('selftest').textContent=JSON.stringify({plots:plots.length,
   plotsRendered:ok,panels:document.querySelectorAll('.panel').length,videos:vids,
-  errors:window.__selftest.errors});
+  errors:window.__selftest.errors,layout:layout()});
 }
 var pending=Array.prototype.filter.call(document.querySelectorAll('video'),function(v){
  return v.readyState<1});
@@ -152,7 +166,7 @@ def _plots(report: RunReport) -> str:
             full_html=False,
             div_id=f"plot-{panel_id}",
             default_width="100%",
-            default_height="380px",
+            default_height=f"{figure.layout.height or 380}px",
             config={"displaylogo": False, "responsive": True},
         )
         panels.append(f'<div class="panel">{div}</div>')
@@ -169,8 +183,8 @@ def render_html(
     get_plotlyjs = plotly_module("plotly.offline").get_plotlyjs
     stats = statistics_block(report)
     summary = (
-        f"{len(report.routes)} routes · {report.total_episodes:,} episodes · "
-        f"{report.total_steps:,} steps · {report.wall_s:.2f} s wall · "
+        f"{counted(len(report.routes), 'route')} · {counted(report.total_episodes, 'episode')} · "
+        f"{counted(report.total_steps, 'step')} · {report.wall_s:.2f} s wall · "
         f"{report.steps_per_s:,.0f} steps/s"
     )
     return "\n".join(

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from .._errors import InvalidSpec
+from .._errors import RunFileError
 from ..orchestrator import RunReport, load_ledger
 from ..orchestrator._ledger import LEDGER_SCHEMA
 from ..report import report_from_dict
@@ -23,16 +23,44 @@ def load_run(path: str | Path) -> RunReport:
     ledger (``--ledger``, JSON Lines; rebuilt by :func:`~rlmesh_trio.load_ledger`).
 
     Raises:
-        InvalidSpec: the file is missing, is not JSON, or is neither a report nor a ledger.
+        RunFileError: the file is missing, is not JSON, or is neither a report nor a ledger.
     """
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        raise RunFileError(f"{path}: cannot read: no such file") from None
     except OSError as exc:
-        raise InvalidSpec(f"{path}: cannot read ({exc.strerror or exc})") from None
+        raise RunFileError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    text = _as_text(raw, path)
     if _is_ledger(text):
         return load_ledger(path)
     return report_from_dict(text, str(path))
+
+
+#: File signatures of what people point ``report`` at by mistake.
+_SIGNATURES = (
+    (b"PK\x03\x04", "a zip archive (a results bundle?)"),
+    (b"\x89PNG", "a PNG image"),
+    (b"\xff\xd8\xff", "a JPEG image"),
+    (b"GIF8", "a GIF image"),
+    (b"%PDF", "a PDF document"),
+    (b"\x1f\x8b", "a gzip file"),
+)
+_NOT_A_RUN = "not a run's JSON report (--json) or ledger (--ledger)"
+
+
+def _as_text(raw: bytes, path: Path) -> str:
+    """``raw`` as UTF-8 text, or a :class:`RunFileError` saying what the file is instead."""
+    for signature, kind in _SIGNATURES:
+        if raw.startswith(signature):
+            raise RunFileError(f"{path}: is {kind}, {_NOT_A_RUN}")
+    if raw[4:8] == b"ftyp" or raw.startswith(b"\x1a\x45\xdf\xa3"):
+        raise RunFileError(f"{path}: is a video file, {_NOT_A_RUN}")
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise RunFileError(f"{path}: is a binary file, {_NOT_A_RUN}") from None
 
 
 def _is_ledger(text: str) -> bool:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Awaitable, Callable, Iterable, Sequence
@@ -135,6 +136,8 @@ class _RouteRecorder(RuntimeHooks):
         self._route_id = route_id
         self._render = _render_source(env, local)
         self._takes: dict[int, _Take] = {}  # by env_index
+        # Why no frame came from a render, for the one line saying nothing was filmed.
+        self._no_render = "its env offers no render()" if self._render is None else ""
 
     async def episode_started(self, event: EpisodeStartedEvent) -> None:
         if self._recording.wants(event.episode_index, event.seed):
@@ -166,9 +169,16 @@ class _RouteRecorder(RuntimeHooks):
         frame: np.ndarray | None = None
         if take.use_render is None:
             take.use_render = self._render is not None and event.num_envs == 1
+            if self._render is not None and not take.use_render:
+                self._no_render = "its env is vectorized (no single render)"
             if take.use_render:
                 frame = await self._first_render()
                 take.use_render = frame is not None
+                if frame is None and not self._no_render:
+                    self._no_render = (
+                        "its env's render() returned no frame (make it with "
+                        "render_mode='rgb_array')"
+                    )
             take.camera = RENDER_CAMERA if take.use_render else ""
         elif take.use_render:
             assert self._render is not None
@@ -186,6 +196,7 @@ class _RouteRecorder(RuntimeHooks):
         try:
             return await self._render()
         except Exception as exc:  # e.g. no rgb_array render mode
+            self._no_render = f"its env's render() failed ({type(exc).__name__}: {exc})"
             log.warning(
                 "route %s: render() failed (%s: %s); trying image observations",
                 self._route_id,
@@ -208,6 +219,10 @@ class _RouteRecorder(RuntimeHooks):
             return
         if frames:
             self._recording.add(self._route_id, take.episode_index, take, frames)
+        else:
+            why = self._no_render or "no frame came from its env"
+            why = f"{why}, and its observations are not images"
+            self._recording.note_unfilmed(self._route_id, why)
 
     async def session_ended(self, event: SessionEndedEvent) -> None:
         self._drop_open()
@@ -268,6 +283,8 @@ class Recording:
         self._own_dir = directory is None
         self.directory = Path(directory or tempfile.mkdtemp(prefix="rlmesh-trio-video-"))
         self.media: dict[tuple[str, int], list[MediaRef]] = {}
+        #: Routes that were to film an episode and got no frame: route id -> why.
+        self.unfilmed: dict[str, str] = {}
 
     @property
     def active(self) -> bool:
@@ -319,6 +336,22 @@ class Recording:
         )
         self.media.setdefault((route_id, episode_index), []).append(ref)
 
+    def note_unfilmed(self, route_id: str, why: str) -> None:
+        """Remember (once per route) that an episode of ``route_id`` got no frame, and why."""
+        self.unfilmed.setdefault(route_id, why)
+
+    def problems(self) -> list[str]:
+        """One sentence per reason some routes filmed nothing at all (empty: none such)."""
+        filmed = {route_id for route_id, _ in self.media}
+        by_reason: dict[str, list[str]] = {}
+        # Routes end in any order: name them in their natural order (route-2 before route-10).
+        for route_id, why in sorted(self.unfilmed.items(), key=lambda item: _natural(item[0])):
+            if route_id not in filmed:
+                by_reason.setdefault(why, []).append(route_id)
+        return [
+            f"filmed nothing on {', '.join(routes)}: {why}" for why, routes in by_reason.items()
+        ]
+
     def close(self) -> None:
         """Remove the staged videos (when the folder is ours). Idempotent."""
         if self._own_dir:
@@ -329,3 +362,10 @@ class Recording:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _natural(name: str) -> tuple[tuple[int, int | str], ...]:
+    """A sort key that orders the digit runs of ``name`` as numbers."""
+    return tuple(
+        (0, int(part)) if part.isdigit() else (1, part) for part in re.split(r"(\d+)", name)
+    )

@@ -382,8 +382,11 @@ class Connection:
     async def _keepalive(self) -> None:
         while True:
             await trio.sleep(KEEPALIVE_INTERVAL)
+            if self.lost is not None or self._core.terminated is not None:
+                return  # closing (GOAWAY): its streams end on their own; HTTP/2 forbids PING
             self._ping_answered = trio.Event()
-            self._core.ping(os.urandom(8))
+            if not self._core.ping(os.urandom(8)):
+                return
             await self.flush()
             with trio.move_on_after(KEEPALIVE_TIMEOUT):
                 await self._ping_answered.wait()

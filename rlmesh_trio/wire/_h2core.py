@@ -205,10 +205,15 @@ class ClientCore:
             return  # already closed on the h2 side: nothing to tell the peer
         self._collect()
 
-    def ping(self, opaque: bytes) -> None:
-        """Queue a PING carrying 8 bytes of ``opaque`` data."""
-        self._h2.ping(opaque)
+    def ping(self, opaque: bytes) -> bool:
+        """Queue a PING carrying 8 bytes of ``opaque`` data; ``False`` (nothing queued) once
+        the connection is closed (GOAWAY sent or received), where HTTP/2 allows no PING."""
+        try:
+            self._h2.ping(opaque)
+        except h2.exceptions.ProtocolError:
+            return False
         self._collect()
+        return True
 
     def close(self, error_code: int = h2.errors.ErrorCodes.NO_ERROR) -> None:
         """Queue GOAWAY: we are done with the connection."""
