@@ -42,14 +42,19 @@ def build_network() -> torch.nn.Module:
 NET = build_network()
 
 
-def act_batch(obs: Any) -> np.ndarray:
-    """``(R, 4)`` observations -> ``(R,)`` int64 actions: one forward for the rows."""
-    rows = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32))
+def act_tensor(rows: torch.Tensor) -> torch.Tensor:
+    """``(R, 4)`` float32 rows -> ``(R,)`` int64 actions: one forward for the rows."""
     with torch.inference_mode():
         logits = NET(rows)
         # The balancing rule as a bias on the logits keeps CartPole up for hundreds of steps.
         lean = rows[:, 2] + 0.5 * rows[:, 3]
-        return (logits[:, 1] - logits[:, 0] + 40.0 * lean > 0.0).numpy().astype(np.int64)
+        return (logits[:, 1] - logits[:, 0] + 40.0 * lean > 0.0).to(torch.int64)
+
+
+def act_batch(obs: Any) -> np.ndarray:
+    """``(R, 4)`` observations -> ``(R,)`` int64 actions (numpy in and out)."""
+    rows = torch.from_numpy(np.ascontiguousarray(obs, dtype=np.float32))
+    return act_tensor(rows).numpy()
 
 
 def act(obs: Any) -> int:
