@@ -1,4 +1,4 @@
-"""Case 8 of ``compare_rlmesh.py`` (issue 22): a neutral client drives both sides' servers.
+"""Case 9 of ``compare_rlmesh.py`` (issue 22): a neutral client drives both sides' servers.
 
 rlmesh 0.1.0's own runtime (``rlmesh.run`` with a ``RemoteModel``) runs the same
 CartPole episodes against our env + model servers and against rlmesh's, so the
@@ -55,8 +55,8 @@ def neutral_rows(case: Any, fmt: Callable[..., str]) -> list[list[str]]:
         return "MISMATCH" if case.mismatches else ("yes" if ok else "no")
 
     return [
-        ["8", fmt(rate_a), fmt(rate_b), fmt(speed, ".2f"), f">= {SPEED_TARGET}",
+        ["9", fmt(rate_a), fmt(rate_b), fmt(speed, ".2f"), f">= {SPEED_TARGET}",
          met(speed is not None and speed >= SPEED_TARGET)],
-        ["8 (server cpu us/step)", fmt(cpu_a), fmt(cpu_b), fmt(cpu, ".2f"),
+        ["9 (server cpu us/step)", fmt(cpu_a), fmt(cpu_b), fmt(cpu, ".2f"),
          f"<= {SERVER_CPU_TARGET}x", met(cpu is not None and cpu <= SERVER_CPU_TARGET)],
     ]  # fmt: skip

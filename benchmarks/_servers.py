@@ -99,9 +99,20 @@ def rlmesh_env(env_id: str = "CartPole-v1") -> contextlib.AbstractContextManager
 
 def rlmesh_model(kind: str = "rlmesh-model") -> contextlib.AbstractContextManager[Server]:
     """rlmesh 0.1.0 ``rlmesh.numpy.Model.serve`` with the CartPole rule (this file as a child);
-    ``kind="rlmesh-mlp"`` serves the MLP of ``_mlp.py`` instead."""
+    ``kind="rlmesh-mlp"`` serves the MLP of ``_mlp.py`` instead, ``kind="rlmesh-torch"``
+    the torch MLP of ``_torch_mlp.py`` as an ``rlmesh.torch.Model``."""
     argv = [sys.executable, str(_HERE), kind, "--ready-fd", "{READY_FD}"]
     return _serving(argv, f"rlmesh model ({kind})")
+
+
+def rlmesh_envs(
+    count: int, env_id: str = "CartPole-v1"
+) -> contextlib.AbstractContextManager[Server]:
+    """``count`` rlmesh 0.1.0 ``EnvServer`` s in one child process (one thread each);
+    its ``address`` is their addresses joined by commas."""
+    argv = [sys.executable, str(_HERE), "rlmesh-envs", "--count", str(count), "--env", env_id]
+    argv += ["--ready-fd", "{READY_FD}"]
+    return _serving(argv, f"{count} rlmesh envs {env_id}")
 
 
 def our_env(env_id: str = "CartPole-v1") -> contextlib.AbstractContextManager[Server]:
@@ -139,6 +150,35 @@ def _listening_ports() -> list[int]:
                 if fields[3] == "0A" and fields[9] in inodes:  # state 0A: LISTEN
                     ports.append(int(fields[1].rsplit(":", 1)[1], 16))
     return ports
+
+
+def _announce_when_listening(ready_fd: int, count: int) -> None:
+    """Write the first ``count`` listening addresses (comma-joined) to ``ready_fd``."""
+    deadline = time.monotonic() + STARTUP_TIMEOUT
+    while time.monotonic() < deadline:
+        ports = _listening_ports()
+        if len(ports) >= count:
+            with os.fdopen(ready_fd, "w") as ready:
+                ready.write(",".join(f"tcp://127.0.0.1:{p}" for p in ports[:count]) + "\n")
+            return
+        time.sleep(0.02)
+    os._exit(3)
+
+
+def _serve_rlmesh_envs(ready_fd: int, count: int, env_id: str) -> None:
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    import gymnasium as gym
+    import rlmesh
+
+    servers = [rlmesh.EnvServer(gym.make(env_id), "127.0.0.1:0") for _ in range(count)]
+    threads = [threading.Thread(target=s.serve, daemon=True) for s in servers]
+    for thread in threads:
+        thread.start()
+    _announce_when_listening(ready_fd, count)
+    for thread in threads:
+        thread.join()
 
 
 def _serve_rlmesh_model(ready_fd: int, kind: str) -> None:
@@ -180,17 +220,45 @@ def _serve_rlmesh_model(ready_fd: int, kind: str) -> None:
         os._exit(3)
 
     threading.Thread(target=announce, daemon=True).start()
+    if kind == "rlmesh-torch":
+        _torch_model().serve("127.0.0.1:0")
     (MLP() if kind == "rlmesh-mlp" else CartPoleRule()).serve("127.0.0.1:0")
+
+
+def _torch_model() -> Any:
+    """The torch MLP of ``_torch_mlp.py`` as rlmesh 0.1.0 serves torch models."""
+    import _torch_mlp
+    import rlmesh.torch as rtorch
+    import torch
+
+    class TorchMLP(rtorch.Model):  # type: ignore[misc]
+        """Tensors in, tensors out: one row, or one forward for a fused batch."""
+
+        def predict(self, obs: Any) -> Any:
+            rows = torch.as_tensor(obs, dtype=torch.float32).reshape(1, -1)
+            return int(_torch_mlp.act_tensor(rows)[0])
+
+        def predict_batch(self, obs: Any) -> Any:
+            return _torch_mlp.act_tensor(torch.as_tensor(obs, dtype=torch.float32))
+
+    return TorchMLP()
 
 
 def main() -> None:
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("kind", choices=["rlmesh-model", "rlmesh-mlp"])
+    parser.add_argument(
+        "kind", choices=["rlmesh-model", "rlmesh-mlp", "rlmesh-torch", "rlmesh-envs"]
+    )
     parser.add_argument("--ready-fd", type=int, required=True)
+    parser.add_argument("--count", type=int, default=1)
+    parser.add_argument("--env", default="CartPole-v1")
     args = parser.parse_args()
-    _serve_rlmesh_model(args.ready_fd, args.kind)
+    if args.kind == "rlmesh-envs":
+        _serve_rlmesh_envs(args.ready_fd, args.count, args.env)
+    else:
+        _serve_rlmesh_model(args.ready_fd, args.kind)
 
 
 if __name__ == "__main__":

@@ -31,12 +31,19 @@ Cases (issue 7):
    callable): ours vs ``rlmesh.run(rlmesh.numpy.Model(policy), env, ...)``
    in four threads (see ``_local_case.py``); the table adds its client CPU
    per step (``6 (cpu us/step)``, target <= 60 us);
-7. eight routes sharing one served numpy MLP (``_mlp_case.py``): ours
-   unbatched, ours with ``batch_predicts``, rlmesh's eight threads;
-8. the neutral client (issue 22, ``_neutral_case.py``): rlmesh's own runtime
+7. 32 routes, each with its own in-process CartPole env, sharing one served
+   torch MLP (``_torch_case.py``): ours unbatched and with ``batch_predicts``
+   on our model server, rlmesh's runtime in 32 threads on an
+   ``rlmesh.torch.Model`` server of the same network;
+8. 32 in-process CartPole routes sharing one torch MLP in process: ours
+   unbatched vs ours with ``batch_predicts`` (no rlmesh side);
+9. the neutral client (issue 22, ``_neutral_case.py``): rlmesh's own runtime
    (``rlmesh.run`` with a ``RemoteModel``, ``--neutral-episodes`` episodes)
    driving our env + model servers vs rlmesh's; the table adds the servers' CPU
-   per step (``8 (server cpu us/step)``; targets: speed >= 1.3x, CPU <= 0.8x).
+   per step (``9 (server cpu us/step)``; targets: speed >= 1.3x, CPU <= 0.8x).
+
+Row ``2b/2`` checks that batching never loses: case 2 with ``batch_predicts``
+against case 2 without it, in the same run (target: at least 0.95, noise).
 
 Wall time per run is measured around the whole blocking call on both sides
 (``trio.run(run_routes)`` vs ``rlmesh.run``), connection setup included.
@@ -67,9 +74,9 @@ from rlmesh_trio.inprocess._demo_policy import cartpole_policy  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _local_case  # noqa: E402
-import _mlp_case  # noqa: E402
 import _neutral_case  # noqa: E402
 import _servers  # noqa: E402
+import _torch_case  # noqa: E402
 
 ENV_ID = "CartPole-v1"
 ROUTES_CASE2 = 4
@@ -250,19 +257,25 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
             )
             title6 = f"{_local_case.ROUTES} routes, in-process env + policy, no server"
             cases.append(Case("6", title6, [Side("ours", ours6), Side("theirs", theirs6)]))
-        if wanted & {"1", "2", "4", "5", "8"}:
+        if wanted & {"1", "2", "4", "5", "9"}:
             rl_model = stack.enter_context(_servers.rlmesh_model())
-        n_envs = ROUTES_CASE2 if "2" in wanted else (1 if wanted - {"6", "7"} else 0)
+        n_envs = ROUTES_CASE2 if "2" in wanted else (1 if wanted - {"6", "7", "8"} else 0)
         for _ in range(n_envs):
             rl_envs.append(stack.enter_context(_servers.rlmesh_env(ENV_ID)))
-        if wanted & {"4", "8"}:
+        if wanted & {"4", "9"}:
             our_env = stack.enter_context(_servers.our_env(ENV_ID))
             our_model = stack.enter_context(_servers.our_model())
         SERVERS[:] = [*rl_envs, *([rl_model] if rl_model else [])]
-        if wanted & {"4", "8"}:
+        if wanted & {"4", "9"}:
             SERVERS.extend([our_env, our_model])
         if "7" in wanted:
-            cases.append(_case7(stack, eps, timeout))
+            cases.append(_case7(stack, timeout))
+        if "8" in wanted:
+            sides8 = _torch_case.local_sides(
+                ENV_ID, _seeds(0, _torch_case.ROUTES), lambda r, **kw: _ours(r, timeout, **kw)
+            )
+            title8 = f"{_torch_case.ROUTES} in-process routes sharing one torch MLP in process"
+            cases.append(Case("8", title8, [Side(label, run) for label, run in sides8]))
         print(f"servers ready in {time.perf_counter() - t0:.1f}s", flush=True)
 
         env0 = rl_envs[0].address if rl_envs else ""
@@ -368,33 +381,39 @@ def _cases(args: argparse.Namespace) -> Iterator[list[Case]]:
                     ],
                 )
             )
-        if "8" in wanted:
+        if "9" in wanted:
             assert rl_model is not None
-            ours8, theirs8 = (our_env.address, our_model.address), (env0, rl_model.address)
-            cases.append(_case8(ours8, theirs8, args.neutral_episodes, timeout))
+            ours9, theirs9 = (our_env.address, our_model.address), (env0, rl_model.address)
+            cases.append(_case9(ours9, theirs9, args.neutral_episodes, timeout))
         yield cases
 
 
-def _case8(ours: tuple[str, str], theirs: tuple[str, str], eps: int, timeout: float) -> Case:
+def _case9(ours: tuple[str, str], theirs: tuple[str, str], eps: int, timeout: float) -> Case:
     """rlmesh's runtime driving our env + model servers, then rlmesh's (``_neutral_case``)."""
     sides = _neutral_case.neutral_sides(ours, theirs, eps, lambda jobs: _theirs(jobs, timeout))
     title = "servers: ours vs rlmesh's, both driven by rlmesh's runtime (neutral client)"
-    return Case("8", title, [Side(label, run) for label, run in sides])
+    return Case("9", title, [Side(label, run) for label, run in sides])
 
 
-def _case7(stack: contextlib.ExitStack, eps: int, timeout: float) -> Case:
-    """Eight routes sharing one served MLP, batched and not, vs rlmesh's threads."""
-    model = stack.enter_context(_servers.rlmesh_model("rlmesh-mlp"))
-    envs = [stack.enter_context(_servers.rlmesh_env(ENV_ID)) for _ in range(_mlp_case.ROUTES)]
-    SERVERS.extend([*envs, model])
-    sides = _mlp_case.mlp_sides(
-        [e.address for e in envs],
-        model.address,
-        _seeds(0, eps * _mlp_case.ROUTES),
+def _case7(stack: contextlib.ExitStack, timeout: float) -> Case:
+    """32 in-process envs sharing one served torch MLP, batched and not, vs rlmesh's threads.
+
+    One episode per route whatever ``--episodes`` (32 routes of 500 steps already).
+    """
+    ours = stack.enter_context(_servers.our_model(_torch_case.POLICY_SPEC))
+    theirs = stack.enter_context(_servers.rlmesh_model("rlmesh-torch"))
+    envs = stack.enter_context(_servers.rlmesh_envs(_torch_case.ROUTES, ENV_ID))
+    SERVERS.extend([ours, theirs, envs])
+    sides = _torch_case.served_sides(
+        ENV_ID,
+        ours.address,
+        theirs.address,
+        envs.address.split(","),
+        _seeds(0, _torch_case.ROUTES),
         lambda routes, **kw: _ours(routes, timeout, **kw),
         lambda jobs: _theirs(jobs, timeout),
     )
-    title = f"{_mlp_case.ROUTES} routes sharing one served numpy MLP (256x256)"
+    title = f"{_torch_case.ROUTES} in-process envs sharing one served torch MLP (256x256)"
     return Case("7", title, [Side(label, run) for label, run in sides])
 
 
@@ -451,6 +470,8 @@ TARGETS = {"1": 3.2, "2": 1.77, "2b": 2.5, "3": 1.22, "4": 1.0, "6": 1.0}
 #: Case 5 (issue 13): client CPU per step at most this, and at most this fraction of rlmesh's.
 CPU_TARGET_US = 200.0
 CPU_TARGET_VS_RLMESH = 0.65
+#: Case 2 with ``batch_predicts`` against without: never below, within this much noise.
+NEVER_LOSES = 0.95
 
 
 def _fmt(value: float | None, spec: str = ".0f") -> str:
@@ -482,6 +503,8 @@ def _table(cases: list[Case], selected: set[str]) -> list[list[str]]:
         ratio_row(key, case, sides["ours"], sides["theirs"], TARGETS[key])
         if key == "2":
             ratio_row("2b (batch)", case, sides.get("ours+batch"), sides["theirs"], TARGETS["2b"])
+            if "ours+batch" in sides:
+                ratio_row("2b/2", case, sides["ours+batch"], sides["ours"], NEVER_LOSES)
     if "5" in selected and "1" in by_key:
         case = by_key["1"]
         sides = {s.label: s for s in case.sides}
@@ -503,10 +526,16 @@ def _table(cases: list[Case], selected: set[str]) -> list[list[str]]:
         case = by_key["7"]
         sides = {s.label: s for s in case.sides}
         batched = sides["ours+batch"]
-        ratio_row("7 batch/unbatched", case, batched, sides["ours"], _mlp_case.TARGET_VS_UNBATCHED)
-        ratio_row("7 batch/rlmesh", case, batched, sides["theirs"], _mlp_case.TARGET_VS_RLMESH)
+        target = _torch_case.TARGET_SERVED_VS_UNBATCHED
+        ratio_row("7 batch/unbatched", case, batched, sides["ours"], target)
+        target = _torch_case.TARGET_SERVED_VS_RLMESH
+        ratio_row("7 batch/rlmesh", case, batched, sides["theirs"], target)
     if "8" in by_key and "8" in selected:
-        rows += _neutral_case.neutral_rows(by_key["8"], _fmt)
+        sides = {s.label: s for s in by_key["8"].sides}
+        target = _torch_case.TARGET_LOCAL_VS_UNBATCHED
+        ratio_row("8 batch/unbatched", by_key["8"], sides["ours+batch"], sides["ours"], target)
+    if "9" in by_key and "9" in selected:
+        rows += _neutral_case.neutral_rows(by_key["9"], _fmt)
     return rows
 
 
@@ -526,8 +555,9 @@ def _print_table(rows: list[list[str]]) -> None:
     print("  ".join("-" * w for w in widths))
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
-    print("(cases 1-4, 6, 8: steps/s, ratio = ours/theirs; cpu rows: client CPU us per step,")
-    print(" but servers' CPU us per step in '8 (server cpu us/step)')")
+    print("(cases 1-4, 6, 9: steps/s, ratio = ours/theirs; cpu rows: client CPU us per step,")
+    print(" but servers' CPU us per step in '9 (server cpu us/step)')")
+    print("(measured on whatever load the machine had: compare ratios within one run)")
 
 
 def _write_json(path: str, cases: list[Case], rows: list[list[str]], args: Any) -> None:
@@ -587,13 +617,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--warmup", type=int, default=1, help="unmeasured runs of each side first")
     parser.add_argument(
-        "--cases", default="1,2,3,4,5,6,7,8", help="comma-separated subset of 1-8 (5 needs 1)"
+        "--cases", default="1,2,3,4,5,6,7,8,9", help="comma-separated subset of 1-9 (5 needs 1)"
     )
     parser.add_argument(
         "--neutral-episodes",
         type=int,
         default=_neutral_case.EPISODES,
-        help="episodes per run in case 8 (rlmesh's runtime on both sides' servers)",
+        help="episodes per run in case 9 (rlmesh's runtime on both sides' servers)",
     )
     parser.add_argument("--timeout", type=float, default=120.0, help="bound on one run, seconds")
     parser.add_argument("--json", metavar="FILE", help="also write every sample and the table here")

@@ -13,6 +13,14 @@ With a client that can send without waiting (``submit_predicts``, as
 the route that finds a slot free sends the group, and the group's answer is
 handed out -- and the next queued group sent -- right where the reply is
 read. Other clients are served by ``in_flight`` sender tasks.
+
+Whether grouping pays is measured, per model (:mod:`._grouping`): with an
+adaptive :class:`GroupingRule` the batcher sends singles -- each route's own
+``predict``, exactly as without batching -- whenever the last windows say
+single calls answer more predicts per second, and re-checks now and then.
+A group goes out when every route registered on the batcher (by its
+``resolve_adapter``) that has no predict in flight has asked, or at most
+:data:`MAX_HOLD` after its first predict queued, whichever comes first.
 """
 
 from __future__ import annotations
@@ -26,8 +34,9 @@ import trio
 
 from .._wire import model_pb
 from ..runtime import EndpointInfo, Reply
+from ._grouping import GROUP, GroupingRule
 
-__all__ = ["GroupingModel", "PredictBatcher"]
+__all__ = ["MAX_HOLD", "GroupingModel", "PredictBatcher"]
 
 DEFAULT_MAX_GROUP = 64
 #: Grouped round trips in flight per model address. One: predicts that arrive
@@ -36,6 +45,12 @@ DEFAULT_MAX_GROUP = 64
 #: predicts per round trip against 2.0 with two in flight (a lone early predict took
 #: the second slot), and 8% less CPU per step over client and servers.
 DEFAULT_IN_FLIGHT = 1
+#: The longest a group waits for the routes that have not asked yet (seconds). Routes woken
+#: by one group's answers all ask within the same scheduler pass, so the hold only matters
+#: for routes whose env answers later: 500 us is about ten route steps of client CPU
+#: (``benchmarks/orchestrator_fakes.py``: 30-50 us each), so a group waits for a route a few
+#: steps behind but never for one in a slow env call.
+MAX_HOLD = 0.0005
 
 
 class GroupingModel(Protocol):
@@ -55,10 +70,11 @@ class _Stopped(RuntimeError):
 
 
 class _Pending:
-    __slots__ = ("abandoned", "done", "error", "reply", "request")
+    __slots__ = ("abandoned", "done", "epoch", "error", "reply", "request")
 
-    def __init__(self, request: model_pb.PredictRequest) -> None:
+    def __init__(self, request: model_pb.PredictRequest, epoch: int) -> None:
         self.request = request
+        self.epoch = epoch
         self.done = trio.Event()
         self.reply: Reply[model_pb.PredictResponse] | None = None
         self.error: BaseException | None = None
@@ -71,17 +87,35 @@ class PredictBatcher:
     Everything but ``predict`` goes straight to the client. Run :meth:`serve`
     in a nursery that outlives the routes using it; cancelling it fails any
     predict still waiting with ``trio.Cancelled`` in that route's own scope.
+    ``rule`` decides group or single per window (default: always group);
+    ``max_hold`` bounds how long a group waits for routes still to ask.
     """
 
     def __init__(
-        self, model: Any, *, max_group: int = DEFAULT_MAX_GROUP, in_flight: int = DEFAULT_IN_FLIGHT
+        self,
+        model: Any,
+        *,
+        max_group: int = DEFAULT_MAX_GROUP,
+        in_flight: int = DEFAULT_IN_FLIGHT,
+        rule: GroupingRule | None = None,
+        max_hold: float = MAX_HOLD,
     ) -> None:
         self.model = model
         self.max_group = max_group
         self.in_flight = in_flight
+        self.rule = rule if rule is not None else GroupingRule(fixed=GROUP)
+        self.max_hold = max_hold
         self._send, self._recv = trio.open_memory_channel[_Pending](math.inf)
         self.round_trips = 0
         self.grouped_round_trips = 0
+        self.single_calls = 0  # predicts the rule sent on their own
+        # Routes using the batcher (adapter keys) and the grouped rows not answered yet.
+        self._routes: set[tuple[str, str]] = set()
+        self._rows_out = 0
+        # The hold of the direct path: when it ends, and the holder task's wake-up.
+        self._hold_deadline: float | None = None
+        self._hold_over = False
+        self._hold_armed = trio.Event()
         # The direct path (a client with submit_predicts): queued predicts, slots in use.
         self._submit: Callable[..., bool] | None = getattr(model, "submit_predicts", None)
         self._queue: deque[_Pending] = deque()
@@ -102,23 +136,40 @@ class PredictBatcher:
         async with trio.open_nursery() as nursery:
             for _ in range(self.in_flight):
                 nursery.start_soon(self._sender)
+            if self._submit is not None:
+                nursery.start_soon(self._holder)
             task_status.started()
 
+    def _waiting_routes(self) -> int:
+        """Routes that may still ask before a group goes: registered, none of theirs out."""
+        return len(self._routes) - self._rows_out
+
     async def _sender(self) -> None:
-        receive, receive_nowait = self._recv.receive, self._recv.receive_nowait
+        receive = self._recv.receive
         while True:
             batch = [await receive()]
-            while len(batch) < self.max_group:
-                try:
-                    batch.append(receive_nowait())
-                except trio.WouldBlock:
-                    break
+            self._gather(batch)
+            want = min(self.max_group, self._waiting_routes())
+            if len(batch) < want:  # hold for the routes still to ask, boundedly
+                with trio.move_on_after(self.max_hold):
+                    while len(batch) < want:
+                        batch.append(await receive())
+                        self._gather(batch)
             live = [p for p in batch if not p.abandoned]
             if live:
                 await self._send_batch(live)
 
+    def _gather(self, batch: list[_Pending]) -> None:
+        receive_nowait = self._recv.receive_nowait
+        while len(batch) < self.max_group:
+            try:
+                batch.append(receive_nowait())
+            except trio.WouldBlock:
+                return
+
     async def _send_batch(self, batch: list[_Pending]) -> None:
         self._count(batch)
+        self._rows_out += len(batch)
         results: Sequence[Any]
         try:
             if len(batch) == 1:
@@ -132,7 +183,10 @@ class PredictBatcher:
                 batch, [_Stopped("the predict batcher stopped before the answer came")] * len(batch)
             )
             raise
+        finally:
+            self._rows_out -= len(batch)
         _settle(batch, results)
+        self.rule.answered(len(batch), batch[0].epoch)
 
     def _count(self, batch: list[_Pending]) -> None:
         self.round_trips += 1
@@ -145,6 +199,10 @@ class PredictBatcher:
         submit = self._submit
         assert submit is not None
         while self._queue and self._busy < self.in_flight:
+            if not self._hold_over and len(self._queue) < self._waiting_routes():
+                self._arm_hold()
+                return
+            self._hold_over, self._hold_deadline = False, None
             batch: list[_Pending] = []
             while self._queue and len(batch) < self.max_group:
                 pending = self._queue.popleft()
@@ -153,10 +211,12 @@ class PredictBatcher:
             if not batch:
                 return
             self._busy += 1
+            self._rows_out += len(batch)
             try:
                 sent = submit([p.request for p in batch], lambda r, b=batch: self._landed(b, r))
             except Exception as exc:
                 self._busy -= 1
+                self._rows_out -= len(batch)
                 self._count(batch)
                 _settle(batch, [exc] * len(batch))
                 continue
@@ -164,13 +224,33 @@ class PredictBatcher:
                 self._count(batch)
             else:  # no stream yet: the sender tasks take these
                 self._busy -= 1
+                self._rows_out -= len(batch)
                 for pending in batch:
                     self._send.send_nowait(pending)
 
     def _landed(self, batch: list[_Pending], results: Sequence[Any]) -> None:
         self._busy -= 1
+        self._rows_out -= len(batch)
         _settle(batch, results)
+        self.rule.answered(len(batch), batch[0].epoch)
         self._launch()
+
+    def _arm_hold(self) -> None:
+        if self._hold_deadline is None:
+            self._hold_deadline = trio.current_time() + self.max_hold
+            self._hold_armed.set()
+
+    async def _holder(self) -> None:
+        """The direct path's hold: at its deadline, send what has queued so far."""
+        while True:
+            await self._hold_armed.wait()
+            self._hold_armed = trio.Event()
+            while self._hold_deadline is not None:
+                deadline = self._hold_deadline
+                await trio.sleep_until(deadline)
+                if self._hold_deadline is not None and self._hold_deadline <= deadline:
+                    self._hold_deadline, self._hold_over = None, True
+                    self._launch()
 
     # -- RuntimeModel ----------------------------------------------------------
     async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
@@ -180,7 +260,10 @@ class PredictBatcher:
         applies; a cancelled predict leaves the queue and is never sent, or
         its answer is dropped if it was already on the wire.
         """
-        pending = _Pending(request)
+        rule = self.rule
+        if not rule.grouping:
+            return await self._single(request, rule)
+        pending = _Pending(request, rule.epoch)
         if self._submit is not None:
             self._queue.append(pending)
             self._launch()
@@ -196,11 +279,23 @@ class PredictBatcher:
         assert pending.reply is not None
         return pending.reply
 
+    async def _single(
+        self, request: model_pb.PredictRequest, rule: GroupingRule
+    ) -> Reply[model_pb.PredictResponse]:
+        """The rule says single calls pay: the route's own predict, timed for the rule."""
+        epoch = rule.epoch
+        reply: Reply[model_pb.PredictResponse] = await self.model.predict(request)
+        self.single_calls += 1
+        rule.answered(1, epoch)
+        return reply
+
     async def connect(self) -> EndpointInfo:
         return await self.model.connect()  # type: ignore[no-any-return]
 
     async def resolve_adapter(self, request: model_pb.ResolveAdapterRequest) -> None:
+        """Resolve on the client; the route then counts among those a group waits for."""
         await self.model.resolve_adapter(request)
+        self._routes.add(_route_key(request.context))
 
     async def reset_adapter(self, request: model_pb.ResetAdapterRequest) -> None:
         await self.model.reset_adapter(request)
@@ -208,6 +303,7 @@ class PredictBatcher:
     async def release_adapter(
         self, request: model_pb.ReleaseAdapterRequest, timeout: float
     ) -> None:
+        self._routes.discard(_route_key(request.context))
         await self.model.release_adapter(request, timeout)
 
     async def aclose(self) -> None:
@@ -223,3 +319,9 @@ def _settle(batch: list[_Pending], results: Sequence[Any]) -> None:
         else:
             pending.reply = result
         pending.done.set()
+
+
+def _route_key(context: model_pb.AdapterContext | None) -> tuple[str, str]:
+    if context is None:
+        return ("", "")
+    return (context.session_id, context.env_id)

@@ -14,6 +14,7 @@ from ..inprocess._random_model import RandomBaseline, RandomModel
 from ..runtime import RuntimeEnv, RuntimeModel
 from ..transport import RemoteEnv, RemoteModel
 from ._batching import PredictBatcher
+from ._grouping import GroupingRule
 
 __all__ = ["EndpointPool", "ResolvedEnv", "ResolvedModel"]
 
@@ -68,6 +69,10 @@ class EndpointPool:
 
     Model addresses are shared: every route naming the same model address uses
     one client (one connection, one Join stream), demultiplexed by request id.
+    With ``batch_predicts`` an in-process model is shared the same way: every
+    route naming the same policy object (or the same ``RuntimeModel`` that can
+    ``grouped_predict``, such as a ``LocalModel``) goes through one
+    :class:`PredictBatcher`, which groups their predicts while grouping pays.
     """
 
     def __init__(
@@ -80,6 +85,8 @@ class EndpointPool:
         if batch_predicts and start_service is None:
             raise ValueError("batch_predicts needs start_service to run the batchers")
         self._models: dict[str, ResolvedModel] = {}
+        # batch_predicts: the batcher of each in-process model object, by identity.
+        self._local: dict[int, tuple[Any, ResolvedModel]] = {}
         self.owned_models: list[RuntimeModel] = []
         self._batch = batch_predicts
         self._start_service = start_service
@@ -109,6 +116,31 @@ class EndpointPool:
         if shared is not None and shared.model is broken:
             del self._models[value]
 
+    def _batcher(self, client: Any) -> PredictBatcher:
+        """A measuring batcher over ``client``, its sender running as a run service."""
+        batcher = PredictBatcher(client, rule=GroupingRule())
+        assert self._start_service is not None
+        self._start_service(batcher.serve)
+        return batcher
+
+    def _shared_local(self, value: Any) -> ResolvedModel | None:
+        """The one batcher of in-process model ``value`` (None: not a model to batch)."""
+        known = self._local.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1]
+        if isinstance(value, RuntimeModel):
+            if not hasattr(value, "grouped_predict"):
+                return None
+            client: Any = value
+            label = _env_label(value)
+        elif _is_policy(value):
+            client, label = LocalModel(value), _policy_name(value)
+        else:
+            return None
+        shared = ResolvedModel(self._batcher(client), label, owned=False)
+        self._local[id(value)] = (value, shared)  # value kept: its id stays its own
+        return shared
+
     def model(self, value: Any, where: str) -> ResolvedModel:
         if isinstance(value, str):
             shared = self._models.get(value)
@@ -116,23 +148,32 @@ class EndpointPool:
                 remote = RemoteModel(value, **self._client_options)
                 endpoint: RuntimeModel = remote
                 if self._batch:
-                    batcher = PredictBatcher(remote)
-                    assert self._start_service is not None
-                    self._start_service(batcher.serve)
-                    endpoint = batcher
+                    endpoint = self._batcher(remote)
                 shared = ResolvedModel(endpoint, value, owned=False)
                 self._models[value] = shared
                 self.owned_models.append(remote)
             return shared
         if isinstance(value, RandomBaseline):  # rt.RANDOM: a fresh sampler per route
             return ResolvedModel(RandomModel(), "random", owned=True)
+        if self._batch:
+            shared_local = self._shared_local(value)
+            if shared_local is not None:
+                return shared_local
         if isinstance(value, RuntimeModel):
             return ResolvedModel(value, _env_label(value), owned=False)
-        # ``for_spaces``: the framework policies (TorchPolicy, JaxPolicy, SB3Policy).
-        if callable(value) or hasattr(value, "predict") or hasattr(value, "for_spaces"):
-            name = getattr(value, "__name__", None) or type(value).__name__
-            return ResolvedModel(LocalModel(value), str(name), owned=True)
+        if _is_policy(value):
+            return ResolvedModel(LocalModel(value), _policy_name(value), owned=True)
         raise InvalidSpec(
             f"{where}: model must be an address, a policy callable or object with predict(), "
             f"or a RuntimeModel; got {type(value).__name__}"
         )
+
+
+def _is_policy(value: Any) -> bool:
+    """A policy object: a callable, an object with ``predict()``, or a framework policy
+    (TorchPolicy, JaxPolicy, SB3Policy build theirs per spaces: ``for_spaces``)."""
+    return callable(value) or hasattr(value, "predict") or hasattr(value, "for_spaces")
+
+
+def _policy_name(value: Any) -> str:
+    return str(getattr(value, "__name__", None) or type(value).__name__)

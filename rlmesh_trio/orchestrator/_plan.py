@@ -8,6 +8,7 @@ ports and still be the same plan.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from collections.abc import Mapping, Sequence
@@ -110,10 +111,18 @@ class Plan:
     def entry(self, route_id: str) -> RoutePlan:
         """The plan entry (route or pool) route ``route_id`` draws its tickets from."""
         owner = self.owners.get(route_id, route_id)
+        try:
+            return self._by_id[owner]
+        except KeyError:
+            raise KeyError(route_id) from None
+
+    @functools.cached_property
+    def _by_id(self) -> dict[str, RoutePlan]:
+        # Every route looks its entry up once: a scan each would be quadratic in routes.
+        by_id: dict[str, RoutePlan] = {}
         for route in self.routes:
-            if route.route_id == owner:
-                return route
-        raise KeyError(route_id)
+            by_id.setdefault(route.route_id, route)
+        return by_id
 
     @property
     def bounded(self) -> bool:
@@ -123,8 +132,10 @@ class Plan:
     def identity(self) -> dict[str, Any]:
         return {"routes": [route.identity() for route in self.routes]}
 
-    @property
+    @functools.cached_property
     def digest(self) -> str:
+        # Computed once: every route seeds its retry jitter with it (once per route, so a
+        # fresh hash of the whole plan each time was quadratic in routes).
         return plan_digest(self.identity())
 
     def tickets(self) -> tuple[Ticket, ...]:

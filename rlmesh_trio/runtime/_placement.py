@@ -18,13 +18,14 @@ endpoint:
   at its deadline) and are timed. If no more than a quarter of them were
   slow (more than ``inline_limit`` of CPU, or blocked for many times it; a
   loaded machine preempts a cheap call now and then) the endpoint switches to
-  inline calls. Two inline calls in a row that take longer than
-  ``inline_limit`` (one alone may just have been preempted) send it back to
-  threaded probes; after :data:`MAX_DEMOTIONS` such returns, or a probe
-  round that fails, it stays threaded for good. With ``start_inline=True``
-  the endpoint skips the first probe round and starts inline (the in-process
-  model does: policies were always called inline, and a round of threaded
-  probes on every model as well as every env would make the number of busy
+  inline calls. Two slow inline calls in a row (one alone may be a fluke; an
+  inline call is slow by the same test as a probe, so a cheap call that a
+  loaded machine preempted is not) send it back to threaded probes; after
+  :data:`MAX_DEMOTIONS` such returns, or a probe round that fails, it stays
+  threaded for good. With ``start_inline=True`` the endpoint skips the first
+  probe round and starts inline (the in-process model does: policies were
+  always called inline, and a round of threaded probes on every model as well
+  as every env would make the number of busy
   worker threads depend on how the routes happen to interleave).
 
 Worker threads and the GIL: an inline endpoint's time-slice turn is a scheduler
@@ -198,11 +199,17 @@ class CallPlacement:
         :func:`settle_inline` delivers a deadline that passed meanwhile.
         """
         if self._inline:
+            adaptive = not self._fixed
+            cpu = time.thread_time() if adaptive else 0.0
             started = time.perf_counter()
             result = fn(*args)
             ended = time.perf_counter()
-            if not self._fixed:
-                slow = ended - started > self.inline_limit
+            if adaptive:
+                wall = ended - started
+                # Judged as a probe is: by this thread's CPU time, or blocking far past the
+                # limit. A cheap call preempted on a loaded machine is not slow (two such in a
+                # row sent CartPole steps to threads, where the GIL handoffs cost far more).
+                slow = wall > self.inline_limit and self._slow_probe(wall, time.thread_time() - cpu)
                 if slow and self._was_slow:
                     self._demote()
                 self._was_slow = slow

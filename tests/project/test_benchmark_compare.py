@@ -77,8 +77,8 @@ def test_neutral_client_case_rows_report_speed_and_server_cpu_ratios() -> None:
     episodes = {0: (500, 500.0)}
     ours = bench.Side("ours", lambda: bench.Sample(500, 1.0, 0.1, episodes, server_cpu_s=0.2))
     theirs = bench.Side("theirs", lambda: bench.Sample(500, 2.0, 0.1, episodes, server_cpu_s=0.4))
-    case = bench.Case("8", "neutral client", [ours, theirs])
+    case = bench.Case("9", "neutral client", [ours, theirs])
     bench._run_case(case, pairs=1, warmup=0)
-    speed, cpu = bench._table([case], {"8"})
-    assert speed == ["8", "500", "250", "2.00", ">= 1.3", "yes"]
-    assert cpu == ["8 (server cpu us/step)", "400", "800", "0.50", "<= 0.8x", "yes"]
+    speed, cpu = bench._table([case], {"9"})
+    assert speed == ["9", "500", "250", "2.00", ">= 1.3", "yes"]
+    assert cpu == ["9 (server cpu us/step)", "400", "800", "0.50", "<= 0.8x", "yes"]
