@@ -25,7 +25,7 @@ _BLOCKED = textwrap.dedent(
     class Blocker(importlib.abc.MetaPathFinder):
         def find_spec(self, name, path=None, target=None):
             if name.split(".")[0] in {"torch", "jax", "jaxlib", "stable_baselines3"}:
-                raise ImportError(f"No module named {name!r} (blocked)")
+                raise ModuleNotFoundError(f"No module named {name!r} (blocked)", name=name)
             return None
 
     sys.meta_path.insert(0, Blocker())
