@@ -17,7 +17,6 @@ from ._common import (
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     client_options,
-    count_option,
     fail,
 )
 from ._distributed import backend_options, check_backend_options, run_distributed_cli
@@ -70,9 +69,11 @@ __all__ = ["run_cmd", "write_outputs"]
     type=click.FloatRange(min=0, min_open=True),
     help="Truncate episodes after S seconds.",
 )
-@count_option(
+@click.option(
     "--trial-index-base",
-    "First trial ordinal; routes get consecutive blocks (reset option trial_index).",
+    type=click.IntRange(0),
+    help="First trial ordinal (default 0); routes get consecutive blocks, so every "
+    "episode walks its own trial (reset option trial_index).",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 @click.option(
@@ -99,7 +100,7 @@ def run_cmd(
     timeouts: str | None,
     max_episode_steps: int | None,
     max_episode_seconds: float | None,
-    trial_index_base: int,
+    trial_index_base: int | None,
     no_progress: bool,
     batch_predicts: bool,
     token: str | None,
@@ -128,8 +129,8 @@ def run_cmd(
             close_env_on_end=close_env,
             max_episode_steps=max_episode_steps,
             max_episode_seconds=max_episode_seconds,
-            trial_index_base=trial_index_base,
             dealing=durable["dealing"],
+            **({} if trial_index_base is None else {"trial_index_base": trial_index_base}),
         )
         routes = results.apply(routes)
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)

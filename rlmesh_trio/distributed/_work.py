@@ -44,10 +44,13 @@ class RunOptions:
 @attrs.frozen
 class RoutePart:
     """The part of one route a shard runs: ``route`` carries only the episodes still
-    owed, and ``indices[j]`` is the planned index of the part's ``j``-th episode."""
+    owed, and ``indices[j]`` is the planned index of the part's ``j``-th episode.
+    ``trial_base`` is the trial of the part's first episode when the run dealt
+    it (the route has no ``trial_index_base`` of its own), else ``None``."""
 
     route: Route
     indices: tuple[int, ...]
+    trial_base: int | None = None
 
     @property
     def route_id(self) -> str:

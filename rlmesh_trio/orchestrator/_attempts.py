@@ -343,7 +343,9 @@ class RouteRun:
             max_episode_steps=route.max_episode_steps,
             max_episode_seconds=route.max_episode_seconds,
             execution_horizon=route.execution_horizon,
-            trial_index_base=route.trial_index_base,
+            # Only an explicit base is the user's: a dealt one travels in ``trials``
+            # (so an env owning its resets is refused only for what was asked).
+            trial_index_base=route.trial_index_base or 0,
             trials=tuple(t.trial for t in pending or ()) if planned else None,
         )
 

@@ -18,7 +18,7 @@ import attrs
 from .._errors import InvalidSpec
 from ._route import Route
 
-__all__ = ["Plan", "PlanMismatch", "RoutePlan", "Ticket", "make_plan"]
+__all__ = ["Plan", "PlanMismatch", "RoutePlan", "Ticket", "deal_trial_bases", "make_plan"]
 
 #: The fields of a route that make up the plan's identity, in the order differences are named.
 IDENTITY_FIELDS = (
@@ -158,12 +158,45 @@ def plan_digest(identity: Mapping[str, Any]) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
 
 
-def _route_plan(route: Route, plan_id: str, dealing: str) -> RoutePlan:
+def deal_trial_bases(
+    routes: Sequence[Route], route_ids: Sequence[str], given: Mapping[str, int] | None = None
+) -> dict[str, int]:
+    """The trial base of every route: its own, ``given[route_id]``, or a dealt block.
+
+    Routes without a base (``trial_index_base=None``) get consecutive blocks
+    in route order (a ticket pool one block for all its routes), starting
+    after the highest trial an explicit base claims; so no two planned
+    episodes of a run share a trial. A route without a budget claims no
+    block (it has no tickets; its driver walks trials from 0).
+    """
+    bases: dict[str, int] = {}
+    pools: dict[str, int] = {}
+    explicit_end = 0
+    for route in routes:
+        if route.trial_index_base is not None:
+            explicit_end = max(explicit_end, route.trial_index_base + (route.episode_budget or 0))
+    next_trial = explicit_end
+    for route, rid in zip(routes, route_ids, strict=True):
+        if route.trial_index_base is not None:
+            bases[rid] = route.trial_index_base
+        elif given is not None and rid in given:
+            bases[rid] = given[rid]
+        elif route.ticket_pool is not None and route.ticket_pool in pools:
+            bases[rid] = pools[route.ticket_pool]
+        else:
+            bases[rid] = next_trial
+            if route.ticket_pool is not None:
+                pools[route.ticket_pool] = next_trial
+            next_trial += route.episode_budget or 0
+    return bases
+
+
+def _route_plan(route: Route, plan_id: str, dealing: str, trial_base: int) -> RoutePlan:
     return RoutePlan(
         route_id=plan_id,
         episodes=route.episode_budget,
         seeds=route.seeds,
-        trial_index_base=route.trial_index_base,
+        trial_index_base=trial_base,
         max_episode_steps=route.max_episode_steps,
         max_episode_seconds=route.max_episode_seconds,
         execution_horizon=route.execution_horizon,
@@ -171,10 +204,16 @@ def _route_plan(route: Route, plan_id: str, dealing: str) -> RoutePlan:
     )
 
 
-def make_plan(routes: Sequence[Route], route_ids: Sequence[str]) -> Plan:
+def make_plan(
+    routes: Sequence[Route],
+    route_ids: Sequence[str],
+    trial_bases: Mapping[str, int] | None = None,
+) -> Plan:
     """Expand ``routes`` (with their resolved ids) into a :class:`Plan`.
 
     Routes sharing a ``ticket_pool`` become one entry named after the pool.
+    Trial bases are dealt by :func:`deal_trial_bases` (``trial_bases``: the
+    bases a coordinator already dealt, for routes without their own).
 
     Raises:
         InvalidSpec: routes of one pool disagree on their work, a pool has no
@@ -182,15 +221,16 @@ def make_plan(routes: Sequence[Route], route_ids: Sequence[str]) -> Plan:
     """
     entries: dict[str, RoutePlan] = {}
     owners: dict[str, str] = {}
+    bases = deal_trial_bases(routes, route_ids, trial_bases)
     for route, rid in zip(routes, route_ids, strict=True):
         pool = route.ticket_pool
         if pool is None:
             if rid in entries:
                 raise InvalidSpec(f"route id {rid} is also the name of a ticket pool")
-            entries[rid] = _route_plan(route, rid, "static")
+            entries[rid] = _route_plan(route, rid, "static", bases[rid])
             owners[rid] = rid
             continue
-        entry = _route_plan(route, pool, "dynamic")
+        entry = _route_plan(route, pool, "dynamic", bases[rid])
         if entry.episodes is None:
             raise InvalidSpec(f"ticket pool {pool}: needs seeds or an episode count")
         known = entries.get(pool)
