@@ -7,7 +7,10 @@ timestamps), and a ``resume`` line each time a run resumes it. Each line is
 written with one ``write`` call and flushed at once, so a SIGKILL of the
 writer loses at most the episodes still in flight; the file is fsynced at
 least every 100 ms by :meth:`LedgerWriter.sync_forever` (an OS crash loses
-at most that window). A torn last line (a writer killed mid-line) is
+at most that window). Lines are strict JSON: a non-finite reward is written
+as ``null`` with its raw text in ``reward_raw`` (``"nan"``, ``"inf"``), as
+the JSON report does; ledgers written before that, with a bare ``NaN``, still
+read. A torn last line (a writer killed mid-line) is
 tolerated by the reader and reported; on resume it is cut off before
 anything new is appended.
 """
@@ -16,6 +19,7 @@ from __future__ import annotations
 
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -27,6 +31,7 @@ import trio
 
 from .._errors import InvalidSpec
 from ..runtime import EpisodeResult
+from ._finite import raw_float, strict_json_value
 from ._plan import Ticket
 
 __all__ = [
@@ -97,7 +102,10 @@ class LedgerContents:
 
 
 def _parse_entry(data: Mapping[str, Any]) -> LedgerEntry:
-    episode = data["episode"]
+    episode = dict(data["episode"])
+    raw = episode.get("reward_raw")
+    if episode.get("reward") is None and isinstance(raw, str):
+        episode["reward"] = float(raw)  # a non-finite reward, written as null + its raw text
     result = EpisodeResult(**{k: episode[k] for k in _EPISODE_FIELDS if k in episode})
     return LedgerEntry(
         route_id=str(data["route_id"]),
@@ -220,7 +228,9 @@ class LedgerWriter:
             OSError: the write failed (disk full, file gone): the caller must
                 not count the episode as done.
         """
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+        # Strict JSON (no bare NaN/Infinity), as the JSON report writes it.
+        text = json.dumps(strict_json_value(record), separators=(",", ":"), allow_nan=False)
+        line = (text + "\n").encode("utf-8")
         written = os.write(self._fd, line)
         if written != len(line):
             raise OSError(f"short write to ledger {self.path} ({written} of {len(line)} bytes)")
@@ -232,6 +242,9 @@ class LedgerWriter:
     def write_episode(self, ticket: Ticket, result: EpisodeResult) -> None:
         """Append ``result`` as the finished episode of ``ticket`` (see :meth:`write`)."""
         finished = time.time()
+        episode = result.to_dict()
+        if not math.isfinite(result.reward):
+            episode["reward_raw"] = raw_float(result.reward)  # the reward itself becomes null
         self.write(
             {
                 "type": "episode",
@@ -240,7 +253,7 @@ class LedgerWriter:
                 "attempt": result.attempts,
                 "started_at": finished - result.duration_s,
                 "finished_at": finished,
-                "episode": result.to_dict(),
+                "episode": episode,
             }
         )
 
