@@ -325,10 +325,13 @@ class RouteRun:
             self.ctx.failed(self.route_id, named)
 
     async def _close(self, env: ResolvedEnv, model: ResolvedModel, timeout: float) -> None:
-        if env.owned:
-            await aclose_endpoint(env.env, timeout)
-        if model.owned:
-            await aclose_endpoint(model.model, timeout)
+        # Both at once, under one bound: the route's terminal close never outlasts it.
+        with trio.CancelScope(shield=True), trio.move_on_after(timeout):
+            async with trio.open_nursery() as nursery:
+                if env.owned:
+                    nursery.start_soon(aclose_endpoint, env.env, timeout)
+                if model.owned:
+                    nursery.start_soon(aclose_endpoint, model.model, timeout)
 
     def _spec(self, pending: list[Ticket] | None) -> RouteSpec:
         route = self.route
