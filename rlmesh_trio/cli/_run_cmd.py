@@ -10,7 +10,7 @@ import click
 import trio
 
 from .._errors import InvalidSpec, RlmeshTrioError
-from ..orchestrator import Orchestrator, RunFailed, RunInterrupted, RunReport
+from ..orchestrator import Orchestrator, PlanMismatch, RunFailed, RunInterrupted, RunReport
 from ._checks import check_report_path, spec_mistake, user_message
 from ._common import (
     EXIT_FAILED,
@@ -136,6 +136,7 @@ def run_cmd(
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
         if backend == "local":
             orchestrator = Orchestrator(routes, **options, **durable_kwargs(durable))
+            _say_resumed(orchestrator.report().meta)
     except click.UsageError as exc:
         fail(exc.format_message())
     except RlmeshTrioError as exc:
@@ -147,6 +148,13 @@ def run_cmd(
             routes, backend, ray_address, shards, not no_progress, **options
         )
     _finish(*outcome, json_path, results)
+
+
+def _say_resumed(meta: Any) -> None:
+    """``resuming LEDGER: 37 of 120 episodes done, 83 to go`` (on stderr, before the run)."""
+    note = getattr(meta, "resumed", None)
+    if note:
+        click.echo(note, err=True)
 
 
 def _run_options(
@@ -244,7 +252,7 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
         else:
             report = await orchestrator.run()
     except RunFailed as exc:
-        mistake = spec_mistake(exc.report)
+        mistake = _plan_mismatch(exc.report) or spec_mistake(exc.report)
         if mistake is not None:
             return exc.report, EXIT_USAGE, mistake
         return exc.report, EXIT_FAILED, str(exc)
@@ -252,13 +260,21 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
         return exc.report, EXIT_INTERRUPTED, "interrupted; partial report kept"
     except InvalidSpec as exc:  # the ledger could not be opened: nothing ran
         fail(user_message(exc))
-    mistake = spec_mistake(report)
+    mistake = _plan_mismatch(report) or spec_mistake(report)
     if mistake is not None:
         return report, EXIT_USAGE, mistake
     failed = [o for o in report.routes if o.status != "completed"]
     if failed:
         return report, EXIT_FAILED, f"{len(failed)} route(s) failed; first: {failed[0].error}"
     return report, 0, ""
+
+
+def _plan_mismatch(report: RunReport) -> str | None:
+    """A resume that met another env than its ledger's: the user's mistake (exit 2)."""
+    for outcome in report.routes:
+        if isinstance(outcome.error, PlanMismatch):
+            return user_message(outcome.error)
+    return None
 
 
 def write_outputs(

@@ -41,6 +41,7 @@ from ..runtime._results import SeriesSnapshot, record_id
 from ._durable import DurableRun
 from ._endpoints import EndpointPool, ResolvedEnv, ResolvedModel
 from ._endpoints import _env_label as env_label
+from ._identity import contract_identity
 from ._ledger import LedgerError
 from ._plan import Ticket
 from ._retry import is_retriable
@@ -135,6 +136,7 @@ class RouteRun:
         self._live: RouteDriver | None = None
         self._scope: trio.CancelScope | None = None
         self._write_error: BaseException | None = None
+        self._contract: dict[str, str] | None = None
         self._rng = random.Random(f"{route_id}:{ctx.durable.plan.digest}")
         # Labels before any session: a route the ledger already finished runs none.
         ctx.labels(_label(route.env), _label(route.model))
@@ -281,7 +283,7 @@ class RouteRun:
             raise
         self.ctx.labels(env.label, model.label)
         spec = self._spec(pending)
-        hook = TicketHook(pending or (), self._record)
+        hook = TicketHook(pending or (), self._record, self._check_contract)
         self._started = hook.started
         hooks: RuntimeHooks = hook
         if self._user_hooks is not None:
@@ -353,6 +355,19 @@ class RouteRun:
         )
 
     # -- recording -----------------------------------------------------------
+    def _check_contract(self) -> None:
+        """On a session's first episode: the env must be the one the ledger's episodes saw."""
+        driver = self._live
+        if self.ctx.durable.ledger is None or driver is None or driver.contract is None:
+            return
+        self._contract = contract_identity(driver.contract)
+        mismatch = self.ctx.durable.check_contract(self.route_id, self._contract)
+        if mismatch is not None and self._write_error is None:
+            # Nothing of this env may reach the ledger: end the session; the route fails.
+            self._write_error = mismatch
+            if self._scope is not None:
+                self._scope.cancel()
+
     def _record(self, ticket: Ticket, result: EpisodeResult) -> None:
         if self._write_error is not None:
             return
@@ -366,7 +381,7 @@ class RouteRun:
         writer = self.ctx.durable.writer
         if writer is not None:
             try:
-                writer.write_episode(ticket, result)
+                writer.write_episode(ticket, result, self._contract)
             except OSError as exc:
                 # Not on disk, so not done: end the session; the route fails with this.
                 self._write_error = LedgerError(writer.path, f"cannot write: {exc}")

@@ -85,6 +85,8 @@ class LedgerEntry:
     started_at: float
     finished_at: float
     result: EpisodeResult
+    #: The env contract's identity the episode ran against (``None`` in older ledgers).
+    env_contract: Mapping[str, str] | None = None
 
 
 @attrs.frozen
@@ -114,6 +116,7 @@ def _parse_entry(data: Mapping[str, Any]) -> LedgerEntry:
         started_at=float(data.get("started_at", 0.0)),
         finished_at=float(data.get("finished_at", 0.0)),
         result=result,
+        env_contract=contract if isinstance(contract := data.get("env_contract"), dict) else None,
     )
 
 
@@ -239,8 +242,14 @@ class LedgerWriter:
             self._dirty = True
             self._wakeup.set()
 
-    def write_episode(self, ticket: Ticket, result: EpisodeResult) -> None:
-        """Append ``result`` as the finished episode of ``ticket`` (see :meth:`write`)."""
+    def write_episode(
+        self,
+        ticket: Ticket,
+        result: EpisodeResult,
+        env_contract: Mapping[str, str] | None = None,
+    ) -> None:
+        """Append ``result`` as the finished episode of ``ticket`` (see :meth:`write`);
+        ``env_contract`` names the env contract it ran against (env id, spaces digest)."""
         finished = time.time()
         episode = result.to_dict()
         if not math.isfinite(result.reward):
@@ -254,6 +263,7 @@ class LedgerWriter:
                 "started_at": finished - result.duration_s,
                 "finished_at": finished,
                 "episode": episode,
+                **({"env_contract": dict(env_contract)} if env_contract else {}),
             }
         )
 

@@ -2,8 +2,10 @@
 
 A ticket is one planned episode: (route id, episode index, seed, trial). The
 plan's identity is the *work* (route ids, seeds, episode counts, caps, trial
-bases), never the addresses, so a resumed run may find its servers on new
-ports and still be the same plan.
+bases) and what it runs against (the env and model of each route, named by
+``_identity``), never the addresses, so a resumed run may find its servers on
+new ports and still be the same plan. Tickets are made lazily: a plan of
+millions of episodes costs no memory until they run.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
+from ._identity import ADDRESS, env_identity, model_identity
 from ._route import Route
 
 __all__ = ["Plan", "PlanMismatch", "RoutePlan", "Ticket", "deal_trial_bases", "make_plan"]
@@ -29,7 +32,11 @@ IDENTITY_FIELDS = (
     "max_episode_steps",
     "max_episode_seconds",
     "execution_horizon",
+    "env",
+    "model",
 )
+#: Fields whose values a difference names ("env differs (ledger: X; this run: Y)").
+_NAMED_FIELDS = ("env", "model")
 
 
 class PlanMismatch(InvalidSpec):
@@ -75,6 +82,9 @@ class RoutePlan:
     max_episode_seconds: float | None
     execution_horizon: int
     dealing: str = "static"
+    #: What the entry's routes run against (sorted, distinct: a pool may have many routes).
+    env: tuple[str, ...] = ()
+    model: tuple[str, ...] = ()
 
     @property
     def tickets(self) -> tuple[Ticket, ...] | None:
@@ -147,9 +157,40 @@ class Plan:
             if other is None:
                 continue
             for name in IDENTITY_FIELDS:
-                if mine.get(name) != other.get(name):
+                if mine.get(name) == other.get(name):
+                    continue
+                if name in _NAMED_FIELDS:
+                    if _compatible(mine.get(name), other.get(name)):
+                        continue
+                    found.append(
+                        f"route {rid}: {name} differs (ledger: {_names(other.get(name))}; "
+                        f"this run: {_names(mine.get(name))})"
+                    )
+                else:
                     found.append(f"route {rid}: {name.replace('_', ' ')} differ")
         return found
+
+    def predates_identity(self, identity: Mapping[str, Any]) -> bool:
+        """Whether ``identity`` (a ledger's) was written before plans named env and model."""
+        routes = [r for r in identity.get("routes", ()) if isinstance(r, dict)]
+        return bool(routes) and not all("env" in r and "model" in r for r in routes)
+
+
+def _compatible(mine: Any, theirs: Any) -> bool:
+    """Whether two entries' env (or model) names may be the same endpoints.
+
+    An address names nothing before it is reached (its env contract is
+    checked on connect), so it matches any name; otherwise the names must agree.
+    """
+    ours = {str(v) for v in mine or ()} - {ADDRESS}
+    other = {str(v) for v in theirs or ()} - {ADDRESS}
+    return not ours or not other or ours == other
+
+
+def _names(value: Any) -> str:
+    if isinstance(value, list | tuple):
+        return ", ".join(map(str, value)) or "?"
+    return str(value)
 
 
 def plan_digest(identity: Mapping[str, Any]) -> str:
@@ -201,6 +242,17 @@ def _route_plan(route: Route, plan_id: str, dealing: str, trial_base: int) -> Ro
         max_episode_seconds=route.max_episode_seconds,
         execution_horizon=route.execution_horizon,
         dealing=dealing,
+        env=(env_identity(route.env),),
+        model=(model_identity(route.model),),
+    )
+
+
+def _merged(known: RoutePlan, entry: RoutePlan) -> RoutePlan:
+    """A pool's entry with the env and model names of one more of its routes."""
+    return attrs.evolve(
+        known,
+        env=tuple(sorted({*known.env, *entry.env})),
+        model=tuple(sorted({*known.model, *entry.model})),
     )
 
 
@@ -234,13 +286,16 @@ def make_plan(
         if entry.episodes is None:
             raise InvalidSpec(f"ticket pool {pool}: needs seeds or an episode count")
         known = entries.get(pool)
-        if known is not None and (known.dealing != "dynamic" or known != entry):
+        same_work = known is not None and attrs.evolve(known, env=(), model=()) == attrs.evolve(
+            entry, env=(), model=()
+        )
+        if known is not None and (known.dealing != "dynamic" or not same_work):
             raise InvalidSpec(
                 f"ticket pool {pool}: route {rid} asks for different work than the pool's "
                 "first route (seeds, episodes, caps and trial base must agree), "
                 "or the pool's name is also a route id"
             )
-        entries[pool] = entry
+        entries[pool] = entry if known is None else _merged(known, entry)
         owners[rid] = pool
     clash = [rid for rid, owner in owners.items() if owner != rid and rid in entries]
     if clash:
