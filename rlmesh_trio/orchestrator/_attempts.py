@@ -47,6 +47,7 @@ from ._plan import Ticket
 from ._retry import is_retriable
 from ._route import Route, route_hooks
 from ._route_hooks import SessionsAsOne, TicketHook
+from ._tickets import IndexRuns, TicketSeq
 
 __all__ = ["RouteRun", "aclose_endpoint", "name_endpoint"]
 
@@ -99,6 +100,20 @@ def _merge_samples(
             c, t, s = merged.get(key, (0, 0.0, ()))
             merged[key] = (c + count, t + total, s + samples)
     return merged
+
+
+def _indices(tickets: Sequence[Ticket]) -> IndexRuns:
+    """The tickets' episode indices (without making the tickets of a :class:`TicketSeq`)."""
+    if isinstance(tickets, TicketSeq):
+        return tickets.indices
+    return IndexRuns.of(t.index for t in tickets)
+
+
+def _trials(tickets: Sequence[Ticket]) -> Sequence[int]:
+    """One trial per ticket: a ``range`` for a contiguous run (no per-episode tuple)."""
+    if isinstance(tickets, TicketSeq):
+        return tickets.trials()
+    return tuple(t.trial for t in tickets)
 
 
 @attrs.define(eq=False)
@@ -203,7 +218,7 @@ class RouteRun:
         self.error = None
         return self.report()
 
-    async def _attempt(self, batch: list[Ticket] | None) -> bool:
+    async def _attempt(self, batch: Sequence[Ticket] | None) -> bool:
         """One session over ``batch`` (``None``: unplanned); False when it is to be retried.
 
         Whatever the session did not finish goes back to the queue.
@@ -226,11 +241,11 @@ class RouteRun:
             raise RuntimeError(f"route {self.route_id}: a session ended without finishing")
         return True
 
-    def _give_back(self, batch: list[Ticket] | None) -> bool:
+    def _give_back(self, batch: Sequence[Ticket] | None) -> bool:
         """Return ``batch``'s unfinished tickets to the queue; whether there were any."""
         if batch is None or self.queue is None:
             return False
-        left = [t for t in batch if t.index not in self.results]
+        left = _indices(batch).without(self.results)
         self.queue.release(left)
         return bool(left)
 
@@ -241,7 +256,7 @@ class RouteRun:
             and is_retriable(error)
         )
 
-    async def _before_retry(self, error: BaseException, pending: list[Ticket] | None) -> None:
+    async def _before_retry(self, error: BaseException, pending: Sequence[Ticket] | None) -> None:
         self.retries += 1
         failures = self.queue.failures if self.queue is not None else {}
         for index in self._interrupted(error, pending):
@@ -261,18 +276,18 @@ class RouteRun:
             self.error = RouteCancelled(self.route_id, self.step, self.ctx.cancel_reason())
             raise
 
-    def _interrupted(self, error: BaseException, pending: list[Ticket] | None) -> set[int]:
+    def _interrupted(self, error: BaseException, pending: Sequence[Ticket] | None) -> set[int]:
         """Ticket indices the failed session had started and not finished."""
         if pending is None:
             return set()
-        left = [t.index for t in pending if t.index not in self.results]
+        left = _indices(pending).without(self.results)
         found = {pending[i].index for i in self._started if i < len(pending)}
-        found &= set(left)
+        found = {index for index in found if index in left}
         if not found and left and not isinstance(error, ConnectError):
             found.add(left[0])  # failed inside its reset, before it was announced
         return found
 
-    async def _session(self, pending: list[Ticket] | None) -> None:
+    async def _session(self, pending: Sequence[Ticket] | None) -> None:
         route, where = self.route, f"route {self.route_id}"
         env = self.ctx.pool.env(route.env, where)
         try:
@@ -335,9 +350,8 @@ class RouteRun:
                 if model.owned:
                     nursery.start_soon(aclose_endpoint, model.model, timeout)
 
-    def _spec(self, pending: list[Ticket] | None) -> RouteSpec:
+    def _spec(self, pending: Sequence[Ticket] | None) -> RouteSpec:
         route = self.route
-        planned = pending is not None
         return RouteSpec(
             route_id=self.route_id,
             session_id=self.route_id,
@@ -351,7 +365,7 @@ class RouteRun:
             # Only an explicit base is the user's: a dealt one travels in ``trials``
             # (so an env owning its resets is refused only for what was asked).
             trial_index_base=route.trial_index_base or 0,
-            trials=tuple(t.trial for t in pending or ()) if planned else None,
+            trials=_trials(pending) if pending is not None else None,
         )
 
     # -- recording -----------------------------------------------------------

@@ -129,12 +129,15 @@ class DurableRun:
         entry = self.plan.entry(route_id)
         queue = self.queues.get(entry.route_id)
         if queue is None:
-            tickets = entry.tickets
-            if tickets is None:
+            if entry.episodes is None:
                 return None
             workers = sum(1 for o in self.plan.owners.values() if o == entry.route_id)
-            queue = TicketQueue(
-                (t for t in tickets if t.key not in self.done),
+            prefix = f"{entry.route_id}/"
+            done = (int(k[len(prefix) :]) for k in self.done if k.startswith(prefix))
+            queue = TicketQueue.lazy(
+                entry.ticket,
+                entry.episodes,
+                done,
                 routes=workers,
                 dynamic=entry.dealing == "dynamic",
             )
@@ -246,9 +249,8 @@ def _load_into(run: DurableRun, path: str) -> None:
         differences = ["the plan identity differs"]
     if differences:
         raise PlanMismatch(differences)
-    planned = {t.key: t for t in run.plan.tickets()}
     for entry in contents.entries:
-        if entry.ticket not in planned:
+        if not run.plan.has_ticket(entry.ticket):
             raise LedgerError(path, f"episode for ticket {entry.ticket} is not in the plan")
         if entry.ticket in run.done:
             raise LedgerError(path, f"ticket {entry.ticket} is in the ledger twice")

@@ -86,20 +86,24 @@ class RoutePlan:
     env: tuple[str, ...] = ()
     model: tuple[str, ...] = ()
 
+    def ticket(self, index: int) -> Ticket:
+        """Planned episode ``index`` (made now: tickets are never stored)."""
+        seeds = self.seeds
+        return Ticket(
+            self.route_id,
+            index,
+            seeds[index] if seeds is not None else None,
+            self.trial_index_base + index,
+        )
+
     @property
-    def tickets(self) -> tuple[Ticket, ...] | None:
+    def tickets(self) -> Sequence[Ticket] | None:
+        """Every planned ticket, made as it is read (``None`` without a budget)."""
         if self.episodes is None:
             return None
-        seeds = self.seeds
-        return tuple(
-            Ticket(
-                self.route_id,
-                i,
-                seeds[i] if seeds is not None else None,
-                self.trial_index_base + i,
-            )
-            for i in range(self.episodes)
-        )
+        from ._tickets import IndexRuns, TicketSeq
+
+        return TicketSeq(self.ticket, IndexRuns([range(self.episodes)]))
 
     def identity(self) -> dict[str, Any]:
         data: dict[str, Any] = {"route_id": self.route_id}
@@ -138,7 +142,16 @@ class Plan:
         return plan_digest(self.identity())
 
     def tickets(self) -> tuple[Ticket, ...]:
+        """Every ticket of the plan at once (for small plans and tests; runs never need it)."""
         return tuple(t for route in self.routes for t in (route.tickets or ()))
+
+    def has_ticket(self, key: str) -> bool:
+        """Whether ``route/index`` names a planned ticket (without making any)."""
+        owner, _, index = key.rpartition("/")
+        entry = next((r for r in self.routes if r.route_id == owner), None)
+        if entry is None or entry.episodes is None or not index.isdigit():
+            return False
+        return int(index) < entry.episodes and key == f"{owner}/{int(index)}"
 
     def differences(self, identity: Mapping[str, Any]) -> list[str]:
         """What differs between this plan and another plan's identity (empty: same plan)."""
