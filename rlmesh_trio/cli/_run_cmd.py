@@ -145,7 +145,13 @@ def run_cmd(
         outcome = trio.run(_run_with_progress, orchestrator, not no_progress)
     else:
         outcome = run_distributed_cli(
-            routes, backend, ray_address, shards, not no_progress, **options
+            routes,
+            backend,
+            ray_address,
+            shards,
+            not no_progress,
+            **options,
+            **durable_kwargs(durable),
         )
     _finish(*outcome, json_path, results)
 
@@ -194,20 +200,12 @@ def _check_run_options(
 
 
 def _check_durable_backend(backend: str, durable: dict[str, Any]) -> None:
-    if backend == "local":
-        return
-    used = [
-        flag
-        for flag, on in (
-            ("--ledger", durable.get("ledger") is not None),
-            ("--resume", bool(durable.get("resume"))),
-            ("--retries", bool(durable.get("retries"))),
-            ("--dealing dynamic", durable.get("dealing") == "dynamic"),
+    # --ledger, --resume and --retries travel to shards; a ticket pool does not (yet).
+    if backend != "local" and durable.get("dealing") == "dynamic":
+        fail(
+            "--dealing dynamic goes with --backend local for now: a ticket pool lives in "
+            "one process (shards already balance routes; use --dealing static)"
         )
-        if on
-    ]
-    if used:
-        fail(f"{', '.join(used)} go with --backend local for now (shards replay lost work)")
 
 
 def _routes(

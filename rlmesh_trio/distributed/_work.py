@@ -39,6 +39,9 @@ class RunOptions:
     max_concurrency: int | None = None
     batch_predicts: bool = False
     client_options: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Reruns per route after a broken connection, inside its shard (as ``retries=`` locally).
+    retries: int = 0
+    retry_backoff: float = 0.5
 
 
 @attrs.frozen
