@@ -134,8 +134,9 @@ def run_cmd(
         )
         routes = results.apply(routes)
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
+        options |= durable_kwargs(durable)
         if backend == "local":
-            orchestrator = Orchestrator(routes, **options, **durable_kwargs(durable))
+            orchestrator = Orchestrator(routes, **options)
             _say_resumed(orchestrator.report().meta)
     except click.UsageError as exc:
         fail(exc.format_message())
@@ -144,15 +145,8 @@ def run_cmd(
     if backend == "local":
         outcome = trio.run(_run_with_progress, orchestrator, not no_progress)
     else:
-        outcome = run_distributed_cli(
-            routes,
-            backend,
-            ray_address,
-            shards,
-            not no_progress,
-            **options,
-            **durable_kwargs(durable),
-        )
+        bars = not no_progress
+        outcome = run_distributed_cli(routes, backend, ray_address, shards, bars, **options)
     _finish(*outcome, json_path, results)
 
 

@@ -106,9 +106,8 @@ def run_distributed(
     defaults to the backend's CPU count, at most one per route. With
     ``batch_predicts`` routes sharing a model endpoint stay in one shard. ``ledger``/
     ``resume`` as for :func:`~rlmesh_trio.run` (the coordinator is the ledger's one
-    writer; a ledger resumes across backends, local included). ``retries`` and
-    ``retry_backoff`` as for :func:`~rlmesh_trio.run`, applied by each shard to its
-    routes (a lost shard is ``max_shard_attempts``' business).
+    writer; a ledger resumes across backends, local included); ``retries``/``retry_backoff``
+    as there too, applied by each shard to its routes.
 
     Raises:
         InvalidSpec: a route that cannot be sent to a shard (named), a route with no
@@ -120,16 +119,11 @@ def run_distributed(
     named = _named(routes)
     if max_shard_attempts < 1:
         raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
-    plan = make_plan(named, [str(r.route_id) for r in named])
-    policy = RetryPolicy(retries=retries, backoff=retry_backoff)
+    plan, policy = make_plan(named, route_ids(named)), RetryPolicy(retries, retry_backoff)
     durable = prepare_durable(plan, ledger=ledger, resume=resume, policy=policy, argv=argv)
+    client = dict(client_options or {})
     options = RunOptions(
-        on_failure=on_failure,
-        max_concurrency=max_concurrency,
-        batch_predicts=batch_predicts,
-        client_options=dict(client_options or {}),
-        retries=retries,
-        retry_backoff=retry_backoff,
+        on_failure, max_concurrency, batch_predicts, client, retries, retry_backoff
     )
     return _coordinate(
         named,
