@@ -7,7 +7,10 @@ from typing import Any
 
 import click
 
+from .._errors import InvalidSpec
 from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
+from ._checks import user_message
+from ._common import fail
 
 __all__ = ["backend_options", "run_distributed_cli"]
 
@@ -72,6 +75,10 @@ def run_distributed_cli(
         return exc.report, EXIT_FAILED, str(exc)
     except RunInterrupted as exc:
         return exc.report, EXIT_INTERRUPTED, "interrupted; partial report kept"
+    except InvalidSpec as exc:  # the ledger refused the run (exists, another plan): nothing ran
+        fail(user_message(exc))
+    if report.meta is not None and report.meta.resumed:
+        click.echo(report.meta.resumed, err=True)
     failed = [o for o in report.routes if o.status != "completed"]
     if failed:
         return report, EXIT_FAILED, f"{len(failed)} route(s) failed; first: {failed[0].error}"

@@ -13,14 +13,13 @@ import click
 import trio
 
 from .._errors import InvalidSpec, RlmeshTrioError
-from ..orchestrator import Orchestrator, RunFailed, RunInterrupted, RunReport
+from ..orchestrator import Orchestrator, PlanMismatch, RunFailed, RunInterrupted, RunReport
 from ._checks import check_report_path, spec_mistake, user_message
 from ._common import (
     EXIT_FAILED,
     EXIT_INTERRUPTED,
     EXIT_USAGE,
     client_options,
-    count_option,
     fail,
 )
 from ._distributed import backend_options, check_backend_options, run_distributed_cli
@@ -73,9 +72,11 @@ __all__ = ["run_cmd", "write_outputs"]
     type=click.FloatRange(min=0, min_open=True),
     help="Truncate episodes after S seconds.",
 )
-@count_option(
+@click.option(
     "--trial-index-base",
-    "First trial ordinal; routes get consecutive blocks (reset option trial_index).",
+    type=click.IntRange(0),
+    help="First trial ordinal (default 0); routes get consecutive blocks, so every "
+    "episode walks its own trial (reset option trial_index).",
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 @click.option(
@@ -102,7 +103,7 @@ def run_cmd(
     timeouts: str | None,
     max_episode_steps: int | None,
     max_episode_seconds: float | None,
-    trial_index_base: int,
+    trial_index_base: int | None,
     no_progress: bool,
     batch_predicts: bool,
     token: str | None,
@@ -131,13 +132,15 @@ def run_cmd(
             close_env_on_end=close_env,
             max_episode_steps=max_episode_steps,
             max_episode_seconds=max_episode_seconds,
-            trial_index_base=trial_index_base,
             dealing=durable["dealing"],
+            **({} if trial_index_base is None else {"trial_index_base": trial_index_base}),
         )
         routes = results.apply(routes)
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
+        options |= durable_kwargs(durable)
         if backend == "local":
-            orchestrator = Orchestrator(routes, **options, **durable_kwargs(durable))
+            orchestrator = Orchestrator(routes, **options)
+            _say_resumed(orchestrator.report().meta)
     except click.UsageError as exc:
         fail(exc.format_message())
     except RlmeshTrioError as exc:
@@ -146,10 +149,16 @@ def run_cmd(
         orchestrator.on_second_interrupt = functools.partial(_abandon, json_path)
         outcome = trio.run(_run_with_progress, orchestrator, not no_progress)
     else:
-        outcome = run_distributed_cli(
-            routes, backend, ray_address, shards, not no_progress, **options
-        )
+        bars = not no_progress
+        outcome = run_distributed_cli(routes, backend, ray_address, shards, bars, **options)
     _finish(*outcome, json_path, results)
+
+
+def _say_resumed(meta: Any) -> None:
+    """``resuming LEDGER: 37 of 120 episodes done, 83 to go`` (on stderr, before the run)."""
+    note = getattr(meta, "resumed", None)
+    if note:
+        click.echo(note, err=True)
 
 
 def _run_options(
@@ -189,20 +198,12 @@ def _check_run_options(
 
 
 def _check_durable_backend(backend: str, durable: dict[str, Any]) -> None:
-    if backend == "local":
-        return
-    used = [
-        flag
-        for flag, on in (
-            ("--ledger", durable.get("ledger") is not None),
-            ("--resume", bool(durable.get("resume"))),
-            ("--retries", bool(durable.get("retries"))),
-            ("--dealing dynamic", durable.get("dealing") == "dynamic"),
+    # --ledger, --resume and --retries travel to shards; a ticket pool does not (yet).
+    if backend != "local" and durable.get("dealing") == "dynamic":
+        fail(
+            "--dealing dynamic goes with --backend local for now: a ticket pool lives in "
+            "one process (shards already balance routes; use --dealing static)"
         )
-        if on
-    ]
-    if used:
-        fail(f"{', '.join(used)} go with --backend local for now (shards replay lost work)")
 
 
 def _routes(
@@ -265,7 +266,7 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
         else:
             report = await orchestrator.run()
     except RunFailed as exc:
-        mistake = spec_mistake(exc.report)
+        mistake = _plan_mismatch(exc.report) or spec_mistake(exc.report)
         if mistake is not None:
             return exc.report, EXIT_USAGE, mistake
         return exc.report, EXIT_FAILED, str(exc)
@@ -273,13 +274,21 @@ async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunRepo
         return exc.report, EXIT_INTERRUPTED, "interrupted; partial report kept"
     except InvalidSpec as exc:  # the ledger could not be opened: nothing ran
         fail(user_message(exc))
-    mistake = spec_mistake(report)
+    mistake = _plan_mismatch(report) or spec_mistake(report)
     if mistake is not None:
         return report, EXIT_USAGE, mistake
     failed = [o for o in report.routes if o.status != "completed"]
     if failed:
         return report, EXIT_FAILED, f"{len(failed)} route(s) failed; first: {failed[0].error}"
     return report, 0, ""
+
+
+def _plan_mismatch(report: RunReport) -> str | None:
+    """A resume that met another env than its ledger's: the user's mistake (exit 2)."""
+    for outcome in report.routes:
+        if isinstance(outcome.error, PlanMismatch):
+            return user_message(outcome.error)
+    return None
 
 
 def write_outputs(

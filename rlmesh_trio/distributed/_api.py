@@ -14,7 +14,7 @@ from .._errors import InvalidSpec
 from ..orchestrator import Route, RunReport
 from ..orchestrator._durable import prepare_durable
 from ..orchestrator._plan import make_plan
-from ..orchestrator._retry import RetryPolicy
+from ..orchestrator._retry import DEFAULT_BACKOFF, RetryPolicy
 from ..runtime import RuntimeHooks
 from ._backends import Backend, ProcessBackend, ThreadBackend
 from ._coordinator import Coordinator
@@ -91,6 +91,8 @@ def run_distributed(
     ledger: str | os.PathLike[str] | None = None,
     resume: bool = False,
     argv: Sequence[str] | None = None,
+    retries: int = 0,
+    retry_backoff: float = DEFAULT_BACKOFF,
 ) -> RunReport:
     """Run ``routes`` over shards and return one merged :class:`RunReport`, in route order.
 
@@ -104,7 +106,8 @@ def run_distributed(
     defaults to the backend's CPU count, at most one per route. With
     ``batch_predicts`` routes sharing a model endpoint stay in one shard. ``ledger``/
     ``resume`` as for :func:`~rlmesh_trio.run` (the coordinator is the ledger's one
-    writer; a ledger resumes across backends, local included).
+    writer; a ledger resumes across backends, local included); ``retries``/``retry_backoff``
+    as there too, applied by each shard to its routes.
 
     Raises:
         InvalidSpec: a route that cannot be sent to a shard (named), a route with no
@@ -117,13 +120,11 @@ def run_distributed(
     _check_travel(named, backend)
     if max_shard_attempts < 1:
         raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
-    plan = make_plan(named, [str(r.route_id) for r in named])
-    durable = prepare_durable(plan, ledger=ledger, resume=resume, policy=RetryPolicy(), argv=argv)
+    plan, policy = make_plan(named, route_ids(named)), RetryPolicy(retries, retry_backoff)
+    durable = prepare_durable(plan, ledger=ledger, resume=resume, policy=policy, argv=argv)
+    client = dict(client_options or {})
     options = RunOptions(
-        on_failure=on_failure,
-        max_concurrency=max_concurrency,
-        batch_predicts=batch_predicts,
-        client_options=dict(client_options or {}),
+        on_failure, max_concurrency, batch_predicts, client, retries, retry_backoff
     )
     return _coordinate(
         named,

@@ -23,6 +23,7 @@ from .._signals import RUN_SIGNALS, wait_for_signal
 from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
 from ..orchestrator._durable import DurableRun
 from ..orchestrator._ledger import LedgerError
+from ..orchestrator._plan import deal_trial_bases
 from ..runtime import EpisodeResult, RuntimeHooks
 from ._backends import Backend, ShardDied
 from ._planner import owed_part, plan_shards
@@ -60,6 +61,9 @@ class Coordinator:
         self.durable = durable
         self.hooks = hooks
         self.books = {str(r.route_id): RouteBook(r) for r in self.routes}
+        # Trials are dealt over the whole run here, not per shard (each shard plans alone).
+        ids = [str(r.route_id) for r in self.routes]
+        self.trial_bases = deal_trial_bases(self.routes, ids)
         if durable is not None:
             for route_id, book in self.books.items():
                 book.resume(durable.finished(route_id))
@@ -106,7 +110,7 @@ class Coordinator:
         owing = [book.route for book in self.books.values() if not book.ended]
         groups = plan_shards(owing, self.shards, batch_predicts=self.options.batch_predicts)
         for group in groups:
-            self._launch(tuple(owed_part(r, self.books[str(r.route_id)].owed) for r in group), 1)
+            self._launch(tuple(self._part(r, self.books[str(r.route_id)].owed) for r in group), 1)
         if not groups:
             self._all_ended.set()
 
@@ -219,6 +223,9 @@ class Coordinator:
             if self.options.on_failure == "cancel_siblings":
                 self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
 
+    def _part(self, route: Route, owed: list[int]) -> RoutePart:
+        return owed_part(route, owed, self.trial_bases[str(route.route_id)])
+
     def _lost(self, work: ShardWork, cause: BaseException | None) -> None:
         """Deal the owed tickets of ``work``'s unfinished routes to a new shard (or fail them)."""
         if all(self.books[part.route_id].ended for part in work.parts):
@@ -241,6 +248,6 @@ class Coordinator:
                 self._failed(book.route_id, error)
             else:
                 book.attempts = work.attempt + 1
-                again.append(owed_part(book.route, owed))
+                again.append(self._part(book.route, owed))
         if again:
             self._launch(tuple(again), work.attempt + 1)

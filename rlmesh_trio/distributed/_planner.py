@@ -100,24 +100,28 @@ def plan_shards(routes: Sequence[Route], shards: int, *, batch_predicts: bool) -
     return [sorted(b, key=lambda r: position[r.route_id]) for b in bins if b]
 
 
-def owed_part(route: Route, owed: Sequence[int]) -> RoutePart:
+def owed_part(route: Route, owed: Sequence[int], trial_base: int | None = None) -> RoutePart:
     """The route cut down to the planned episodes ``owed`` (ascending indices).
 
     Seeds follow their tickets; the trial base moves to the first owed
     episode (exact when the owed episodes are one contiguous tail, which is
     what a shard loses on a single env; a gap in lanes is noted in the docs).
+    ``trial_base`` is the base the run dealt a route without its own; the
+    part keeps ``trial_index_base=None`` and carries it in ``trial_base``.
     """
     indices = tuple(sorted(owed))
     if not indices:
         raise ValueError("owed_part needs at least one owed episode")
     seeds = None if route.seeds is None else tuple(route.seeds[i] for i in indices)
+    own = route.trial_index_base
     cut = attrs.evolve(
         route,
         seeds=seeds,
         episodes=len(indices),
-        trial_index_base=route.trial_index_base + indices[0],
+        trial_index_base=None if own is None else own + indices[0],
     )
-    return RoutePart(route=cut, indices=indices)
+    dealt = None if own is not None else (trial_base or 0) + indices[0]
+    return RoutePart(route=cut, indices=indices, trial_base=dealt)
 
 
 def is_loopback(address: Any) -> bool:

@@ -84,6 +84,9 @@ async def _run(work: ShardWork, emit: Emit, on_started: Callable[[Cancel], None]
         handle_sigint=False,
         batch_predicts=options.batch_predicts,
         client_options=options.client_options,
+        retries=options.retries,
+        retry_backoff=options.retry_backoff,
+        trial_bases={p.route_id: p.trial_base for p in work.parts if p.trial_base is not None},
     )
     token = trio.lowlevel.current_trio_token()
 

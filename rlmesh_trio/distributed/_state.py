@@ -23,7 +23,7 @@ class RouteBook:
         self.route = route
         self.route_id = str(route.route_id)
         budget = route.episode_budget
-        self.planned = tuple(range(budget or 0))
+        self.planned = range(budget or 0)
         self.done: dict[int, EpisodeResult] = {}
         self.parts: list[RouteReport] = []
         self.status: str | None = None

@@ -39,15 +39,21 @@ class RunOptions:
     max_concurrency: int | None = None
     batch_predicts: bool = False
     client_options: Mapping[str, Any] = attrs.field(factory=dict)
+    #: Reruns per route after a broken connection, inside its shard (as ``retries=`` locally).
+    retries: int = 0
+    retry_backoff: float = 0.5
 
 
 @attrs.frozen
 class RoutePart:
     """The part of one route a shard runs: ``route`` carries only the episodes still
-    owed, and ``indices[j]`` is the planned index of the part's ``j``-th episode."""
+    owed, and ``indices[j]`` is the planned index of the part's ``j``-th episode.
+    ``trial_base`` is the trial of the part's first episode when the run dealt
+    it (the route has no ``trial_index_base`` of its own), else ``None``."""
 
     route: Route
     indices: tuple[int, ...]
+    trial_base: int | None = None
 
     @property
     def route_id(self) -> str:

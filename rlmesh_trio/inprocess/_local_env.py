@@ -45,6 +45,28 @@ def _is_env_like(value: Any) -> bool:
     return not isinstance(value, type) and hasattr(value, "reset") and hasattr(value, "step")
 
 
+async def _close_in_thread(close: Callable[[], None]) -> None:
+    """Start ``close`` in a thread now (not a checkpoint first), then wait for it.
+
+    ``trio.to_thread.run_sync`` would check for cancellation before starting
+    the thread, and shielding it would let a hanging close outlive every bound.
+    """
+    token = trio.lowlevel.current_trio_token()
+    done = trio.Event()
+    outcomes: list[Any] = []
+
+    def deliver(result: Any) -> None:
+        outcomes.append(result)
+        try:
+            token.run_sync_soon(done.set)
+        except trio.RunFinishedError:
+            pass  # the wait was abandoned and the run is over: nobody to tell
+
+    trio.lowlevel.start_thread_soon(close, deliver, name="rlmesh-trio env close")
+    await done.wait()
+    outcomes[0].unwrap()
+
+
 class LocalEnv:
     """An in-process env endpoint: a gymnasium ``Env``, a list of them (lanes), a ``VectorEnv``,
     or a zero-argument factory returning one of those.
@@ -185,10 +207,15 @@ class LocalEnv:
 
     async def aclose(self) -> None:
         """End the session (leftover episodes are dropped, like a half-close) and, if this
-        LocalEnv owns the env, close it in a worker thread. Idempotent.
+        LocalEnv owns the env, close it in a thread of its own. Idempotent.
 
-        Cancellation: shielded, so the env is closed even from a cancelled scope;
-        an env call still running in its thread is not waited for.
+        Cancellation: the env's ``close()`` always starts, even from a cancelled
+        scope; only the wait for it is cancellable, so a caller's bound
+        (``move_on_after``) ends the wait at once and an env whose ``close()``
+        hangs finishes (or hangs) in its thread without holding the run.
+
+        Raises:
+            Exception: whatever the env's ``close()`` raised, when it returns in time.
         """
         if self._aclosed:
             return
@@ -196,12 +223,11 @@ class LocalEnv:
         host = self._host
         if host is None:
             return
-        with trio.CancelScope(shield=True):
-            if self._session_open and not self._session_ended:
-                host.end_session()
-            self._session_ended = True
-            if self._close_env:
-                await trio.to_thread.run_sync(host.close, abandon_on_cancel=True)
+        if self._session_open and not self._session_ended:
+            host.end_session()
+        self._session_ended = True
+        if self._close_env:
+            await _close_in_thread(host.close)
 
     async def __aenter__(self) -> LocalEnv:
         await self.connect()

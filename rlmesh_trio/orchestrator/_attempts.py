@@ -41,11 +41,13 @@ from ..runtime._results import SeriesSnapshot, record_id
 from ._durable import DurableRun
 from ._endpoints import EndpointPool, ResolvedEnv, ResolvedModel
 from ._endpoints import _env_label as env_label
+from ._identity import contract_identity
 from ._ledger import write_failure
 from ._plan import Ticket
 from ._retry import is_retriable
 from ._route import Route, route_hooks
 from ._route_hooks import SessionsAsOne, TicketHook
+from ._tickets import IndexRuns, TicketSeq
 
 __all__ = ["RouteRun", "aclose_endpoint", "name_endpoint"]
 
@@ -100,6 +102,20 @@ def _merge_samples(
     return merged
 
 
+def _indices(tickets: Sequence[Ticket]) -> IndexRuns:
+    """The tickets' episode indices (without making the tickets of a :class:`TicketSeq`)."""
+    if isinstance(tickets, TicketSeq):
+        return tickets.indices
+    return IndexRuns.of(t.index for t in tickets)
+
+
+def _trials(tickets: Sequence[Ticket]) -> Sequence[int]:
+    """One trial per ticket: a ``range`` for a contiguous run (no per-episode tuple)."""
+    if isinstance(tickets, TicketSeq):
+        return tickets.trials()
+    return tuple(t.trial for t in tickets)
+
+
 @attrs.define(eq=False)
 class RouteContext:
     """What a route run needs from its orchestrator."""
@@ -135,6 +151,7 @@ class RouteRun:
         self._live: RouteDriver | None = None
         self._scope: trio.CancelScope | None = None
         self._write_error: BaseException | None = None
+        self._contract: dict[str, str] | None = None
         self._rng = random.Random(f"{route_id}:{ctx.durable.plan.digest}")
         # Labels before any session: a route the ledger already finished runs none.
         ctx.labels(_label(route.env), _label(route.model))
@@ -201,7 +218,7 @@ class RouteRun:
         self.error = None
         return self.report()
 
-    async def _attempt(self, batch: list[Ticket] | None) -> bool:
+    async def _attempt(self, batch: Sequence[Ticket] | None) -> bool:
         """One session over ``batch`` (``None``: unplanned); False when it is to be retried.
 
         Whatever the session did not finish goes back to the queue.
@@ -224,11 +241,11 @@ class RouteRun:
             raise RuntimeError(f"route {self.route_id}: a session ended without finishing")
         return True
 
-    def _give_back(self, batch: list[Ticket] | None) -> bool:
+    def _give_back(self, batch: Sequence[Ticket] | None) -> bool:
         """Return ``batch``'s unfinished tickets to the queue; whether there were any."""
         if batch is None or self.queue is None:
             return False
-        left = [t for t in batch if t.index not in self.results]
+        left = _indices(batch).without(self.results)
         self.queue.release(left)
         return bool(left)
 
@@ -239,7 +256,7 @@ class RouteRun:
             and is_retriable(error)
         )
 
-    async def _before_retry(self, error: BaseException, pending: list[Ticket] | None) -> None:
+    async def _before_retry(self, error: BaseException, pending: Sequence[Ticket] | None) -> None:
         self.retries += 1
         failures = self.queue.failures if self.queue is not None else {}
         for index in self._interrupted(error, pending):
@@ -259,18 +276,18 @@ class RouteRun:
             self.error = RouteCancelled(self.route_id, self.step, self.ctx.cancel_reason())
             raise
 
-    def _interrupted(self, error: BaseException, pending: list[Ticket] | None) -> set[int]:
+    def _interrupted(self, error: BaseException, pending: Sequence[Ticket] | None) -> set[int]:
         """Ticket indices the failed session had started and not finished."""
         if pending is None:
             return set()
-        left = [t.index for t in pending if t.index not in self.results]
+        left = _indices(pending).without(self.results)
         found = {pending[i].index for i in self._started if i < len(pending)}
-        found &= set(left)
+        found = {index for index in found if index in left}
         if not found and left and not isinstance(error, ConnectError):
             found.add(left[0])  # failed inside its reset, before it was announced
         return found
 
-    async def _session(self, pending: list[Ticket] | None) -> None:
+    async def _session(self, pending: Sequence[Ticket] | None) -> None:
         route, where = self.route, f"route {self.route_id}"
         env = self.ctx.pool.env(route.env, where)
         try:
@@ -281,7 +298,7 @@ class RouteRun:
             raise
         self.ctx.labels(env.label, model.label)
         spec = self._spec(pending)
-        hook = TicketHook(pending or (), self._record)
+        hook = TicketHook(pending or (), self._record, self._check_contract)
         self._started = hook.started
         hooks: RuntimeHooks = hook
         if self._user_hooks is not None:
@@ -325,14 +342,16 @@ class RouteRun:
             self.ctx.failed(self.route_id, named)
 
     async def _close(self, env: ResolvedEnv, model: ResolvedModel, timeout: float) -> None:
-        if env.owned:
-            await aclose_endpoint(env.env, timeout)
-        if model.owned:
-            await aclose_endpoint(model.model, timeout)
+        # Both at once, under one bound: the route's terminal close never outlasts it.
+        with trio.CancelScope(shield=True), trio.move_on_after(timeout):
+            async with trio.open_nursery() as nursery:
+                if env.owned:
+                    nursery.start_soon(aclose_endpoint, env.env, timeout)
+                if model.owned:
+                    nursery.start_soon(aclose_endpoint, model.model, timeout)
 
-    def _spec(self, pending: list[Ticket] | None) -> RouteSpec:
+    def _spec(self, pending: Sequence[Ticket] | None) -> RouteSpec:
         route = self.route
-        planned = pending is not None
         return RouteSpec(
             route_id=self.route_id,
             session_id=self.route_id,
@@ -343,11 +362,26 @@ class RouteRun:
             max_episode_steps=route.max_episode_steps,
             max_episode_seconds=route.max_episode_seconds,
             execution_horizon=route.execution_horizon,
-            trial_index_base=route.trial_index_base,
-            trials=tuple(t.trial for t in pending or ()) if planned else None,
+            # Only an explicit base is the user's: a dealt one travels in ``trials``
+            # (so an env owning its resets is refused only for what was asked).
+            trial_index_base=route.trial_index_base or 0,
+            trials=_trials(pending) if pending is not None else None,
         )
 
     # -- recording -----------------------------------------------------------
+    def _check_contract(self) -> None:
+        """On a session's first episode: the env must be the one the ledger's episodes saw."""
+        driver = self._live
+        if self.ctx.durable.ledger is None or driver is None or driver.contract is None:
+            return
+        self._contract = contract_identity(driver.contract)
+        mismatch = self.ctx.durable.check_contract(self.route_id, self._contract)
+        if mismatch is not None and self._write_error is None:
+            # Nothing of this env may reach the ledger: end the session; the route fails.
+            self._write_error = mismatch
+            if self._scope is not None:
+                self._scope.cancel()
+
     def _record(self, ticket: Ticket, result: EpisodeResult) -> None:
         if self._write_error is not None:
             return
@@ -361,7 +395,7 @@ class RouteRun:
         writer = self.ctx.durable.writer
         if writer is not None:
             try:
-                writer.write_episode(ticket, result)
+                writer.write_episode(ticket, result, self._contract)
             except OSError as exc:
                 # Not on disk, so not done: end the session; the route fails with this.
                 self._write_error = write_failure(writer.path, exc)

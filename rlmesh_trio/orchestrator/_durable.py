@@ -3,7 +3,11 @@
 Everything that can refuse a run does so in :func:`prepare_durable`, before
 any file is written or any endpoint touched: a non-empty ledger without
 resume (:class:`LedgerExists`, the file untouched), a ledger of another plan
-(:class:`PlanMismatch`, naming what differs), a ledger with unbounded routes.
+(:class:`PlanMismatch`, naming what differs: seeds, caps, trial bases, the env
+or the model), a ledger written before plans named their env and model
+(:class:`LedgerError`: it cannot be checked, so it is not resumed), a ledger
+with unbounded routes. A resume logs (and ``RunMeta.resumed`` says) what it
+resumed: ``resuming LEDGER: 37 of 120 episodes done, 83 to go``.
 """
 
 from __future__ import annotations
@@ -41,6 +45,13 @@ from ._retry import RetryPolicy
 __all__ = ["DurableRun", "load_ledger", "prepare_durable", "run_meta"]
 
 log = logging.getLogger("rlmesh_trio.ledger")
+
+#: Why a ledger written before plans named their env and model cannot be resumed.
+PREDATES_IDENTITY = (
+    "predates the plan identity check (it does not record which env and model its "
+    "episodes ran against), so a resume cannot tell whether they are the same; "
+    "start a new ledger (rlmesh-trio report still reads this one)"
+)
 
 _PACKAGES = ("rlmesh-trio", "trio", "grpclib", "gymnasium", "numpy", "rlmesh")
 
@@ -94,18 +105,41 @@ class DurableRun:
     writer: LedgerWriter | None = None
 
     queues: dict[str, TicketQueue] = attrs.field(factory=dict)
+    #: Plan entry -> the env contract identity its episodes ran against (ledger or this run).
+    contracts: dict[str, Mapping[str, str]] = attrs.field(factory=dict)
+
+    def check_contract(self, route_id: str, contract: Mapping[str, str]) -> PlanMismatch | None:
+        """Whether route ``route_id`` may record episodes against ``contract``.
+
+        The first contract an entry (route or pool) meets is kept; a later one
+        that differs (a resume against another env, a pool of unlike envs) is
+        a :class:`PlanMismatch` naming both.
+        """
+        owner = self.plan.entry(route_id).route_id
+        known = self.contracts.setdefault(owner, dict(contract))
+        if known == dict(contract):
+            return None
+        return PlanMismatch(
+            [
+                f"route {route_id}: env contract differs (ledger: {_contract_text(known)}; "
+                f"this run: {_contract_text(contract)})"
+            ]
+        )
 
     def queue(self, route_id: str) -> TicketQueue | None:
         """The tickets route ``route_id`` draws from (shared by a pool); ``None``: unplanned."""
         entry = self.plan.entry(route_id)
         queue = self.queues.get(entry.route_id)
         if queue is None:
-            tickets = entry.tickets
-            if tickets is None:
+            if entry.episodes is None:
                 return None
             workers = sum(1 for o in self.plan.owners.values() if o == entry.route_id)
-            queue = TicketQueue(
-                (t for t in tickets if t.key not in self.done),
+            prefix = f"{entry.route_id}/"
+            done = (int(k[len(prefix) :]) for k in self.done if k.startswith(prefix))
+            queue = TicketQueue.lazy(
+                entry.ticket,
+                entry.episodes,
+                done,
                 routes=workers,
                 dynamic=entry.dealing == "dynamic",
             )
@@ -215,21 +249,49 @@ def _load_into(run: DurableRun, path: str) -> None:
     header_plan = contents.header.get("plan")
     if not isinstance(header_plan, Mapping):
         raise LedgerError(path, "the header has no plan")
+    if run.plan.predates_identity(header_plan):
+        raise LedgerError(path, PREDATES_IDENTITY)
     differences = run.plan.differences(header_plan)
-    if not differences and plan_digest(header_plan) != run.plan.digest:
+    if not differences and not _same_digest(run.plan, header_plan):
         differences = ["the plan identity differs"]
     if differences:
         raise PlanMismatch(differences)
-    planned = {t.key: t for t in run.plan.tickets()}
     for entry in contents.entries:
-        if entry.ticket not in planned:
+        if not run.plan.has_ticket(entry.ticket):
             raise LedgerError(path, f"episode for ticket {entry.ticket} is not in the plan")
         if entry.ticket in run.done:
             raise LedgerError(path, f"ticket {entry.ticket} is in the ledger twice")
         run.done[entry.ticket] = entry
+    for entry in contents.entries:
+        if entry.env_contract is not None:
+            run.contracts.setdefault(entry.ticket.rsplit("/", 1)[0], entry.env_contract)
     run.fresh = False
     run.truncate_to = contents.good_bytes if contents.torn else None
-    run.meta = attrs.evolve(run.meta, resumed_episodes=len(run.done))
+    total = sum(entry.episodes or 0 for entry in run.plan.routes)
+    note = resume_note(path, len(run.done), total)
+    log.info("%s", note)
+    run.meta = attrs.evolve(run.meta, resumed_episodes=len(run.done), resumed=note)
+
+
+def _contract_text(contract: Mapping[str, str]) -> str:
+    return f"{contract.get('env_id') or '?'} with spaces {contract.get('spaces', '?')}"
+
+
+def _same_digest(plan: Plan, theirs: Mapping[str, Any]) -> bool:
+    """The digests agree once endpoint names that :meth:`Plan.differences` let pass are
+    taken from the ledger (an address on one side matches a name on the other)."""
+    ours = plan.identity()
+    by_id = {r.get("route_id"): r for r in theirs.get("routes", ()) if isinstance(r, dict)}
+    for route in ours["routes"]:
+        other = by_id.get(route["route_id"], {})
+        for name in ("env", "model"):
+            route[name] = other.get(name, route[name])
+    return plan_digest(ours) == plan_digest(theirs)
+
+
+def resume_note(path: str, done: int, planned: int) -> str:
+    """``resuming LEDGER: 37 of 120 episodes done, 83 to go``."""
+    return f"resuming {path}: {done} of {planned} episodes done, {planned - done} to go"
 
 
 def load_ledger(path: str | os.PathLike[str]) -> RunReport:

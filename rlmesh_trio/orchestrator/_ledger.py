@@ -7,7 +7,10 @@ timestamps), and a ``resume`` line each time a run resumes it. Each line is
 written with one ``write`` call and flushed at once, so a SIGKILL of the
 writer loses at most the episodes still in flight; the file is fsynced at
 least every 100 ms by :meth:`LedgerWriter.sync_forever` (an OS crash loses
-at most that window). A torn last line (a writer killed mid-line) is
+at most that window). Lines are strict JSON: a non-finite reward is written
+as ``null`` with its raw text in ``reward_raw`` (``"nan"``, ``"inf"``), as
+the JSON report does; ledgers written before that, with a bare ``NaN``, still
+read. A torn last line (a writer killed mid-line) is
 tolerated by the reader and reported; on resume it is cut off before
 anything new is appended.
 """
@@ -17,6 +20,7 @@ from __future__ import annotations
 import errno
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Mapping
@@ -27,6 +31,7 @@ import attrs
 import trio
 
 from .._errors import RunFileError
+from ..report._finite import raw_float, strict_json_value
 from ..runtime import EpisodeResult
 from ._plan import Ticket
 
@@ -94,6 +99,8 @@ class LedgerEntry:
     started_at: float
     finished_at: float
     result: EpisodeResult
+    #: The env contract's identity the episode ran against (``None`` in older ledgers).
+    env_contract: Mapping[str, str] | None = None
 
 
 @attrs.frozen
@@ -111,7 +118,10 @@ class LedgerContents:
 
 
 def _parse_entry(data: Mapping[str, Any]) -> LedgerEntry:
-    episode = data["episode"]
+    episode = dict(data["episode"])
+    raw = episode.get("reward_raw")
+    if episode.get("reward") is None and isinstance(raw, str):
+        episode["reward"] = float(raw)  # a non-finite reward, written as null + its raw text
     result = EpisodeResult(**{k: episode[k] for k in _EPISODE_FIELDS if k in episode})
     return LedgerEntry(
         route_id=str(data["route_id"]),
@@ -120,6 +130,7 @@ def _parse_entry(data: Mapping[str, Any]) -> LedgerEntry:
         started_at=float(data.get("started_at", 0.0)),
         finished_at=float(data.get("finished_at", 0.0)),
         result=result,
+        env_contract=contract if isinstance(contract := data.get("env_contract"), dict) else None,
     )
 
 
@@ -234,7 +245,9 @@ class LedgerWriter:
             OSError: the write failed (disk full, file gone): the caller must
                 not count the episode as done.
         """
-        line = (json.dumps(record, separators=(",", ":")) + "\n").encode("utf-8")
+        # Strict JSON (no bare NaN/Infinity), as the JSON report writes it.
+        text = json.dumps(strict_json_value(record), separators=(",", ":"), allow_nan=False)
+        line = (text + "\n").encode("utf-8")
         written = os.write(self._fd, line)
         if written != len(line):
             raise OSError(f"short write to ledger {self.path} ({written} of {len(line)} bytes)")
@@ -243,9 +256,18 @@ class LedgerWriter:
             self._dirty = True
             self._wakeup.set()
 
-    def write_episode(self, ticket: Ticket, result: EpisodeResult) -> None:
-        """Append ``result`` as the finished episode of ``ticket`` (see :meth:`write`)."""
+    def write_episode(
+        self,
+        ticket: Ticket,
+        result: EpisodeResult,
+        env_contract: Mapping[str, str] | None = None,
+    ) -> None:
+        """Append ``result`` as the finished episode of ``ticket`` (see :meth:`write`);
+        ``env_contract`` names the env contract it ran against (env id, spaces digest)."""
         finished = time.time()
+        episode = result.to_dict()
+        if not math.isfinite(result.reward):
+            episode["reward_raw"] = raw_float(result.reward)  # the reward itself becomes null
         self.write(
             {
                 "type": "episode",
@@ -254,7 +276,8 @@ class LedgerWriter:
                 "attempt": result.attempts,
                 "started_at": finished - result.duration_s,
                 "finished_at": finished,
-                "episode": result.to_dict(),
+                "episode": episode,
+                **({"env_contract": dict(env_contract)} if env_contract else {}),
             }
         )
 

@@ -16,7 +16,7 @@ and a failed route's unfinished chunk goes back for the others.
 from __future__ import annotations
 
 import math
-from collections.abc import AsyncIterator, Hashable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Hashable, Iterable, Sequence
 from contextlib import asynccontextmanager
 from typing import Any
 
@@ -24,6 +24,7 @@ import trio
 
 from ..runtime import RuntimeEnv
 from ._plan import Ticket
+from ._tickets import IndexRuns, TicketSeq, as_seq
 
 __all__ = ["EnvGate", "TicketQueue", "env_key"]
 
@@ -83,33 +84,58 @@ class TicketQueue:
 
     Only the Trio thread touches it (no locks): a claim is never split
     across a checkpoint, so two routes can never claim the same ticket.
+    The queue holds index ranges and claims are :class:`TicketSeq` views:
+    a budget of millions of episodes costs no memory (see :meth:`lazy`).
+    A static route claims one run of tickets at a time (all of them, unless
+    a resume left gaps: then one session per run).
     """
 
     def __init__(
         self, tickets: Iterable[Ticket], *, routes: int = 1, dynamic: bool = False
     ) -> None:
-        self._left: list[Ticket] = sorted(tickets, key=_index)
+        seq = as_seq(tickets)
+        self._make: Callable[[int], Ticket] = seq.make
+        self._left = seq.indices
         self._routes = max(1, routes)
         self._dynamic = dynamic
         #: Failed sessions each ticket was part of (by episode index), whoever ran them.
         self.failures: dict[int, int] = {}
 
+    @classmethod
+    def lazy(
+        cls,
+        make: Callable[[int], Ticket],
+        count: int,
+        done: Iterable[int] = (),
+        *,
+        routes: int = 1,
+        dynamic: bool = False,
+    ) -> TicketQueue:
+        """Tickets ``make(0)`` .. ``make(count - 1)`` except the indices in ``done``."""
+        queue = cls((), routes=routes, dynamic=dynamic)
+        queue._make = make
+        queue._left = IndexRuns.all_but(count, done)
+        return queue
+
     def __len__(self) -> int:
         return len(self._left)
 
-    def claim(self) -> list[Ticket]:
-        """The next tickets for one route (empty: nothing left)."""
-        if not self._dynamic:
-            chunk, self._left = self._left, []
-            return chunk
-        size = max(1, math.ceil(len(self._left) / (2 * self._routes)))
+    def claim(self) -> TicketSeq:
+        """The next tickets for one route (empty: nothing left).
+
+        A claim is one contiguous run of indices (a resumed plan with gaps is
+        claimed run by run), so a session's trials are one ``range``.
+        """
+        if not self._left:
+            return TicketSeq(self._make, IndexRuns())
+        size = len(self._left.runs[0])
+        if self._dynamic:
+            size = min(size, max(1, math.ceil(len(self._left) / (2 * self._routes))))
         chunk, self._left = self._left[:size], self._left[size:]
-        return chunk
+        return TicketSeq(self._make, chunk)
 
-    def release(self, tickets: Sequence[Ticket]) -> None:
-        """Give back tickets a route claimed and did not finish (first in line again)."""
-        self._left = sorted([*tickets, *self._left], key=_index)
-
-
-def _index(ticket: Ticket) -> int:
-    return ticket.index
+    def release(self, tickets: Sequence[Ticket] | IndexRuns) -> None:
+        """Give back tickets (or their indices) a route claimed and did not finish
+        (first in line again)."""
+        back = tickets if isinstance(tickets, IndexRuns) else IndexRuns.of(t.index for t in tickets)
+        self._left = IndexRuns([*back.runs, *self._left.runs])

@@ -64,7 +64,7 @@ def _check_route(route: Route) -> None:
             f"got {seconds!r}"
         )
     base = route.trial_index_base
-    if not isinstance(base, int) or isinstance(base, bool) or base < 0:
+    if base is not None and (not isinstance(base, int) or isinstance(base, bool) or base < 0):
         raise InvalidSpec(
             f"route {route.route_id or '?'}: trial_index_base must be >= 0, got {base!r}"
         )
@@ -88,7 +88,11 @@ class Route:
     ``max_episode_seconds`` truncate episodes on the runtime side (envs whose
     resets the runtime owns; refused for NEXT_STEP envs, as in rlmesh).
     Episode ``i`` of the route walks trial ``trial_index_base + i`` (see
-    :class:`~rlmesh_trio.runtime.RouteSpec`).
+    :class:`~rlmesh_trio.runtime.RouteSpec`). Left at ``None`` (the default),
+    the run deals trial blocks: the routes without a base get consecutive
+    blocks in route order, starting after the highest block an explicit base
+    claims, so no two planned episodes of a run walk the same trial (a route
+    without an episode budget walks trials 0, 1, ... unless given a base).
 
     ``ticket_pool``: routes that name the same pool share ONE list of
     episodes (their seeds/episodes, caps and trial base must agree): each
@@ -111,7 +115,7 @@ class Route:
     max_episode_steps: int | None = None
     execution_horizon: int = 1
     max_episode_seconds: float | None = None
-    trial_index_base: int = 0
+    trial_index_base: int | None = None
     ticket_pool: str | None = None
     hooks: RuntimeHooks | Callable[[Any], RuntimeHooks] | None = None
 
@@ -156,7 +160,8 @@ def shard(
     ``route_options`` go to every :class:`Route` (limits, close_env_on_end, ...),
     except that a ``trial_index_base`` is dealt in blocks: each route starts
     where the previous route's episodes end, so every episode of the run walks
-    its own trial.
+    its own trial. Without one the routes keep ``trial_index_base=None`` and
+    the run deals the same blocks from trial 0.
 
     ``dealing="dynamic"`` deals nothing up front: every route gets the whole
     list in one ``ticket_pool`` (named ``route_id_prefix``) and endpoints take
@@ -242,8 +247,12 @@ def _shard_dynamic(
 
 
 def _deal_trials(routes: list[Route]) -> list[Route]:
-    """Give the routes consecutive blocks of trial ordinals, starting at the shared base."""
-    if not routes or not routes[0].trial_index_base:
+    """Give the routes consecutive blocks of trial ordinals, starting at the shared base.
+
+    Without a base (``None``) the routes are left as they are: the run deals
+    the same blocks from 0 (see :func:`~rlmesh_trio.orchestrator._plan.deal_trial_bases`).
+    """
+    if not routes or routes[0].trial_index_base is None:
         return routes
     dealt, next_trial = [], routes[0].trial_index_base
     for route in routes:

@@ -37,10 +37,15 @@ class TicketHook(RuntimeHooks):
     """Maps one session's episodes (start order) to its tickets and records each finished one."""
 
     def __init__(
-        self, tickets: Sequence[Ticket], record: Callable[[Ticket, EpisodeResult], None]
+        self,
+        tickets: Sequence[Ticket],
+        record: Callable[[Ticket, EpisodeResult], None],
+        on_first_start: Callable[[], None] | None = None,
     ) -> None:
         self.tickets = tickets
         self.record = record
+        #: Called once, as the session's first episode starts (setup is done by then).
+        self.on_first_start = on_first_start
         self.started: set[int] = set()
         #: Session-local episode index -> the ticket its finished episode was recorded as.
         self.assigned: dict[int, Ticket] = {}
@@ -48,6 +53,9 @@ class TicketHook(RuntimeHooks):
 
     async def episode_started(self, event: EpisodeStartedEvent) -> None:
         self.started.add(event.episode_index)
+        first, self.on_first_start = self.on_first_start, None
+        if first is not None:
+            first()
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         # No checkpoint before record(): the episode is written before anything can cancel us.

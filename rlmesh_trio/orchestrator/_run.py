@@ -134,6 +134,9 @@ class Orchestrator:
     a route's interrupted ticket on a new session after a broken connection,
     waiting ``retry_backoff`` seconds (doubling, jittered, capped) first.
     ``argv`` is recorded in the report and ledger (default ``sys.argv``).
+    ``trial_bases`` (route id -> first trial) overrides the dealt trial base of
+    routes without their own ``trial_index_base`` (a shard of a distributed
+    run gets the bases the coordinator dealt over the whole run).
 
     Raises:
         InvalidSpec: a bad option or route; ``LedgerExists`` for a non-empty
@@ -156,6 +159,7 @@ class Orchestrator:
         retries: int = 0,
         retry_backoff: float = DEFAULT_BACKOFF,
         argv: Sequence[str] | None = None,
+        trial_bases: Mapping[str, int] | None = None,
     ) -> None:
         if on_failure not in _POLICIES:
             raise InvalidSpec(f"on_failure must be one of {_POLICIES}, got {on_failure!r}")
@@ -183,7 +187,7 @@ class Orchestrator:
         self.on_second_interrupt: Callable[[RunReport], None] | None = None
         self._slots = [_Slot(rid) for rid in ids]
         self._durable = prepare_durable(
-            make_plan(routes, ids),
+            make_plan(routes, ids, trial_bases),
             ledger=ledger,
             resume=resume,
             policy=RetryPolicy(retries=retries, backoff=retry_backoff),

@@ -173,4 +173,5 @@ def _meta(run: Any) -> RunMeta | None:
         ledger=run.get("ledger"),
         resumed_episodes=int(run.get("resumed_episodes") or 0),
         ledger_torn_bytes=int(run.get("ledger_torn_bytes") or 0),
+        resumed=run.get("resumed"),
     )

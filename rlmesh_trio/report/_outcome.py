@@ -23,7 +23,9 @@ class RunMeta:
     ``plan_digest``/``plan`` are ``None`` for a run with an unbounded route;
     ``ledger`` is the ledger's path when the run kept one,
     ``resumed_episodes`` how many episodes came from it rather than this run,
-    and ``ledger_torn_bytes`` the size of a torn last line cut off on resume.
+    ``ledger_torn_bytes`` the size of a torn last line cut off on resume,
+    and ``resumed`` the line a resume logs (``resuming LEDGER: 37 of 120
+    episodes done, 83 to go``; ``None`` for a run that resumed nothing).
     """
 
     versions: Mapping[str, str]
@@ -34,6 +36,7 @@ class RunMeta:
     ledger: str | None = None
     resumed_episodes: int = 0
     ledger_torn_bytes: int = 0
+    resumed: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -45,6 +48,7 @@ class RunMeta:
             "ledger": self.ledger,
             "resumed_episodes": self.resumed_episodes,
             "ledger_torn_bytes": self.ledger_torn_bytes,
+            "resumed": self.resumed,
         }
 
 

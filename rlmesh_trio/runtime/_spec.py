@@ -184,6 +184,13 @@ def _opt_int_tuple(value: Any) -> tuple[int, ...] | None:
     return tuple(int(v) for v in value)
 
 
+def _opt_trials(value: Any) -> tuple[int, ...] | range | None:
+    # A range stays a range: a million planned trials need no million-int tuple.
+    if isinstance(value, range):
+        return value
+    return _opt_int_tuple(value)
+
+
 @attrs.frozen
 class RouteSpec:
     """One route: an env endpoint paired with a model endpoint, and its episode budget.
@@ -221,7 +228,7 @@ class RouteSpec:
     execution_horizon: int = 1
     max_episode_seconds: float | None = None
     trial_index_base: int = 0
-    trials: tuple[int, ...] | None = attrs.field(default=None, converter=_opt_int_tuple)
+    trials: tuple[int, ...] | range | None = attrs.field(default=None, converter=_opt_trials)
 
     def trial_for(self, index: int) -> int:
         """The trial episode ``index`` (start order) walks: ``trials[index]`` or base + index."""
@@ -261,7 +268,8 @@ class RouteSpec:
             raise InvalidSpec(f"trial_index_base must be >= 0, got {base!r}")
         if self.trials is not None:
             budget = self.episode_budget
-            if budget is None or len(self.trials) != budget or min(self.trials) < 0:
+            lowest = self.trials.start if isinstance(self.trials, range) else min(self.trials)
+            if budget is None or len(self.trials) != budget or lowest < 0:
                 raise InvalidSpec(
                     f"trials must list one trial >= 0 per episode ({budget}), got {self.trials}"
                 )

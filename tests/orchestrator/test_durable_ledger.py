@@ -145,10 +145,10 @@ def test_resume_after_cancel_is_identical_to_an_uninterrupted_run(tmp_path: Path
     missing = {f"route-{i % 3}/{i // 3}" for i in SEEDS} - kept
     assert seen.started == seen.completed == missing
     assert by_seed(resumed) == [gymnasium_episode(s) for s in SEEDS]
-    # Episodes keep their planned index and trial on every route.
-    for outcome in resumed.routes:
+    # Episodes keep their planned index and trial on every route (trials dealt in blocks).
+    for number, outcome in enumerate(resumed.routes):
         assert [ep.index for ep in outcome.episodes] == list(range(4))
-        assert [ep.trial for ep in outcome.episodes] == list(range(4))
+        assert [ep.trial for ep in outcome.episodes] == list(range(4 * number, 4 * number + 4))
 
 
 def test_resume_keeps_trials_of_a_shifted_base(tmp_path: Path) -> None:
