@@ -146,12 +146,19 @@ def run_cmd(
     except RlmeshTrioError as exc:
         fail(user_message(exc))
     if backend == "local":
-        orchestrator.on_second_interrupt = functools.partial(_abandon, json_path)
-        outcome = trio.run(_run_with_progress, orchestrator, not no_progress)
+        outcome = _run_local(orchestrator, json_path, not no_progress)
     else:
         bars = not no_progress
         outcome = run_distributed_cli(routes, backend, ray_address, shards, bars, **options)
     _finish(*outcome, json_path, results)
+
+
+def _run_local(
+    orchestrator: Orchestrator, json_path: Path | None, bars: bool
+) -> tuple[RunReport, int, str]:
+    """The run in this process; a second Ctrl+C during cleanup writes the partial report."""
+    orchestrator.on_second_interrupt = functools.partial(_abandon, json_path)
+    return trio.run(_run_with_progress, orchestrator, bars)
 
 
 def _say_resumed(meta: Any) -> None:

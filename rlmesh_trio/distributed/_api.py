@@ -116,10 +116,7 @@ def run_distributed(
             and the merged report is on the error.
         RunInterrupted: Ctrl+C cancelled every shard; the partial report is on it.
     """
-    named = _named(routes)
-    _check_travel(named, backend)
-    if max_shard_attempts < 1:
-        raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
+    named = _checked_routes(routes, backend, max_shard_attempts)
     plan, policy = make_plan(named, route_ids(named)), RetryPolicy(retries, retry_backoff)
     durable = prepare_durable(plan, ledger=ledger, resume=resume, policy=policy, argv=argv)
     client = dict(client_options or {})
@@ -136,6 +133,17 @@ def run_distributed(
         hooks=hooks,
         durable=durable,
     )
+
+
+def _checked_routes(
+    routes: Sequence[Route], backend: BackendName | Backend, max_shard_attempts: int
+) -> list[Route]:
+    """``routes`` named and checked before anything starts (see ``_check_travel``)."""
+    named = _named(routes)
+    _check_travel(named, backend)
+    if max_shard_attempts < 1:
+        raise InvalidSpec(f"max_shard_attempts must be >= 1, got {max_shard_attempts}")
+    return named
 
 
 def _check_travel(routes: list[Route], backend: BackendName | Backend) -> None:

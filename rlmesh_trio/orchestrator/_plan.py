@@ -21,6 +21,7 @@ import attrs
 from .._errors import InvalidSpec
 from ._identity import ADDRESS, env_identity, model_identity
 from ._route import Route
+from ._tickets import IndexRuns, Ticket, TicketSeq
 
 __all__ = ["Plan", "PlanMismatch", "RoutePlan", "Ticket", "deal_trial_bases", "make_plan"]
 
@@ -49,20 +50,6 @@ class PlanMismatch(InvalidSpec):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (type(self), (self.differences,))
-
-
-@attrs.frozen(slots=True)
-class Ticket:
-    """One planned episode. ``key`` (``route/index``) is its name in the ledger."""
-
-    route_id: str
-    index: int
-    seed: int | None
-    trial: int
-
-    @property
-    def key(self) -> str:
-        return f"{self.route_id}/{self.index}"
 
 
 @attrs.frozen
@@ -102,8 +89,6 @@ class RoutePlan:
         """Every planned ticket, made as it is read (``None`` without a budget)."""
         if self.episodes is None:
             return None
-        from ._tickets import IndexRuns, TicketSeq
-
         return TicketSeq(self.ticket, IndexRuns([range(self.episodes)]))
 
     def identity(self) -> dict[str, Any]:

@@ -13,9 +13,23 @@ import bisect
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import overload
 
-from ._plan import Ticket
+import attrs
 
-__all__ = ["IndexRuns", "TicketSeq", "as_seq"]
+__all__ = ["IndexRuns", "Ticket", "TicketSeq", "as_seq"]
+
+
+@attrs.frozen(slots=True)
+class Ticket:
+    """One planned episode. ``key`` (``route/index``) is its name in the ledger."""
+
+    route_id: str
+    index: int
+    seed: int | None
+    trial: int
+
+    @property
+    def key(self) -> str:
+        return f"{self.route_id}/{self.index}"
 
 
 class IndexRuns(Sequence[int]):
