@@ -20,6 +20,7 @@ from ._common import (
     count_option,
     fail,
 )
+from ._dashboard import close_dashboard, dashboard_options, open_dashboard
 from ._distributed import backend_options, check_backend_options, run_distributed_cli
 from ._durable import durable_kwargs, durable_options
 from ._results import ResultsOptions, results_options
@@ -87,6 +88,7 @@ __all__ = ["run_cmd", "write_outputs"]
 @backend_options
 @durable_options
 @results_options
+@dashboard_options
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -109,7 +111,7 @@ def run_cmd(
     ray_address: str | None,
     shards: int | None,
     results: ResultsOptions,
-    **durable: Any,
+    **durable: Any,  # the durable options, and --dashboard/--dashboard-token
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin;
     --backend processes|ray shards them. Exit status: 0 all completed, 1 any failed (the
@@ -121,6 +123,7 @@ def run_cmd(
     try:
         routes = _routes(
             [results.resolve_env(e) for e in envs],
+            results,
             model,
             seeds,
             episodes,
@@ -131,7 +134,6 @@ def run_cmd(
             trial_index_base=trial_index_base,
             dealing=durable["dealing"],
         )
-        routes = results.apply(routes)
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
         if backend == "local":
             orchestrator = Orchestrator(routes, **options, **durable_kwargs(durable))
@@ -140,7 +142,7 @@ def run_cmd(
     except RlmeshTrioError as exc:
         fail(user_message(exc))
     if backend == "local":
-        outcome = trio.run(_run_with_progress, orchestrator, not no_progress)
+        outcome = _run_local(orchestrator, not no_progress, results, durable)
     else:
         outcome = run_distributed_cli(
             routes, backend, ray_address, shards, not no_progress, **options
@@ -184,9 +186,22 @@ def _check_run_options(
         fail(mistake)
 
 
+def _run_local(
+    orchestrator: Orchestrator, progress: bool, results: ResultsOptions, more: dict[str, Any]
+) -> tuple[RunReport, int, str]:
+    """The run in this process, with progress bars and the dashboard when asked for."""
+    address, token = more.get("dashboard"), more.get("dashboard_token")
+    live = open_dashboard(address, token, orchestrator.routes, results.recording)
+    outcome = trio.run(_run_with_progress, orchestrator, progress, live)
+    close_dashboard(live, outcome[0], results.media)
+    return outcome
+
+
 def _check_durable_backend(backend: str, durable: dict[str, Any]) -> None:
     if backend == "local":
         return
+    if durable.get("dashboard") is not None:
+        fail("--dashboard goes with --backend local for now (watch a --ledger instead)")
     used = [
         flag
         for flag, on in (
@@ -202,9 +217,15 @@ def _check_durable_backend(backend: str, durable: dict[str, Any]) -> None:
 
 
 def _routes(
-    envs: list[Any], model: str, seeds: str | None, episodes: int | None, **options: Any
+    envs: list[Any],
+    results: ResultsOptions,
+    model: str,
+    seeds: str | None,
+    episodes: int | None,
+    **options: Any,
 ) -> list[Any]:
-    """One route per --env with the seeds or episodes dealt; every env factory checked."""
+    """One route per --env with the seeds or episodes dealt, filmed as ``results`` asks;
+    every env factory checked."""
     from ..orchestrator import shard
 
     routes = shard(
@@ -215,7 +236,7 @@ def _routes(
         **options,
     )
     build_first_envs(routes)
-    return routes
+    return results.apply(routes)
 
 
 def _finish(
@@ -231,11 +252,16 @@ def _finish(
     sys.exit(code)
 
 
-async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunReport, int, str]:
-    from ..hooks import RichProgress
+async def _run_with_progress(
+    orchestrator: Any, progress: bool, dashboard: Any = None
+) -> tuple[RunReport, int, str]:
+    from ..hooks import HookChain, RichProgress
 
     bars = RichProgress(orchestrator.routes, transient=True) if progress else None
-    orchestrator.hooks = bars
+    watchers = [h for h in (bars, dashboard) if h is not None]
+    orchestrator.hooks = (
+        None if not watchers else watchers[0] if len(watchers) == 1 else HookChain(watchers)
+    )
     try:
         if bars is not None:
             with bars:
