@@ -134,7 +134,14 @@ class Dashboard(RuntimeHooks):
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         try:
-            self.state.episode(event.route.route_id, event.cumulative_reward, event.step_count)
+            now = self.state.now()
+            self.state.episode(
+                event.route.route_id,
+                event.cumulative_reward,
+                event.step_count,
+                at=now,
+                started=now - event.duration_ms / 1000.0,
+            )
         except Exception as exc:
             self._fault(exc)
 

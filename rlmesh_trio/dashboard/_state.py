@@ -64,19 +64,33 @@ class _History:
     def __init__(self, origin: float, bucket: float = 1.0) -> None:
         self.origin = origin
         self.bucket = bucket
-        self.counts: list[int] = []
+        self.counts: list[float] = []
 
-    def add(self, now: float, steps: int) -> None:
-        slot = int((now - self.origin) / self.bucket)
+    def _slot(self, at: float) -> int:
+        slot = int((at - self.origin) / self.bucket)
         while slot >= HISTORY_POINTS:
             self._halve()
-            slot = int((now - self.origin) / self.bucket)
+            slot = int((at - self.origin) / self.bucket)
         if slot >= len(self.counts):
-            self.counts.extend([0] * (slot + 1 - len(self.counts)))
-        self.counts[max(slot, 0)] += steps
+            self.counts.extend([0.0] * (slot + 1 - len(self.counts)))
+        return max(slot, 0)
+
+    def add(self, start: float, end: float, steps: int) -> None:
+        """``steps`` spread evenly over ``start``..``end`` (an episode's span)."""
+        last = self._slot(end)
+        start = max(start, self.origin)
+        if end - start <= 0:
+            self.counts[last] += steps
+            return
+        rate = steps / (end - start)
+        for slot in range(int((start - self.origin) / self.bucket), last + 1):
+            low = max(start, self.origin + slot * self.bucket)
+            high = min(end, self.origin + (slot + 1) * self.bucket)
+            if high > low:
+                self.counts[slot] += rate * (high - low)
 
     def _halve(self) -> None:
-        pairs = zip(self.counts[0::2], [*self.counts[1::2], 0], strict=False)
+        pairs = zip(self.counts[0::2], [*self.counts[1::2], 0.0], strict=False)
         self.counts = [a + b for a, b in pairs]
         self.bucket *= 2
 
@@ -109,6 +123,10 @@ class DashboardState:
         self.reward_version = 0
         self.ended = False
         self.final = False
+
+    def now(self) -> float:
+        """This state's clock."""
+        return float(self._clock())
 
     # -- writers ---------------------------------------------------------------
     def plan(self, planned: Iterable[tuple[str, int | None]]) -> None:
@@ -159,7 +177,7 @@ class DashboardState:
             row.done += 1
             row.steps += steps
             row.last = max(now, row.last or now)
-            self._history.add(now, steps)
+            self._history.add(now if started is None else started, now, steps)
             self._sample(reward)
             self.version += 1
 
