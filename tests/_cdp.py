@@ -88,6 +88,19 @@ class Browser:
         assert done.wait(90) and found, "chromium did not open its DevTools port"
         return found[0]
 
+    def pids(self) -> list[int]:
+        """Chromium's process and its children (from /proc), for CPU accounting."""
+        found, todo = [], [self._process.pid]
+        while todo:
+            pid = todo.pop()
+            found.append(pid)
+            try:
+                children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+            except OSError:
+                continue
+            todo.extend(int(c) for c in children)
+        return found
+
     # -- protocol ----------------------------------------------------------------
     def _call(self, method: str, params: dict[str, Any] | None = None, session: str = "") -> Any:
         message_id = next(self._ids)

@@ -18,7 +18,7 @@ _STYLE = """
 body{font-family:system-ui,sans-serif;margin:20px auto;max-width:1280px;color:#222}
 h1{font-size:1.4em;margin:0 0 .3em} h2{font-size:1.1em;margin:1.2em 0 .4em}
 #bar{height:14px;background:#eee;border-radius:7px;overflow:hidden}
-#bar>div{height:100%;width:0;background:#3b7dd8;transition:width .4s}
+#bar>div{height:100%;width:0;background:#3b7dd8}
 #progress-text{margin:.4em 0;font-variant-numeric:tabular-nums}
 table{border-collapse:collapse;font-size:.9em;width:100%}
 td,th{padding:4px 8px;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
@@ -36,7 +36,10 @@ figure{margin:0} figcaption{font-size:.8em} #state{color:#666;font-size:.85em}
 
 _SCRIPT = """
 (function(){
-var seen={videos:{}}, es=null;
+var seen={videos:{},hist:'',tputAt:0}, es=null;
+// Plots are redrawn only when their data changed, throughput at most every 2 s:
+// the browser often shares the run's cores.
+var PLOT_EVERY=2000;
 function $(id){return document.getElementById(id)}
 function fmt(x,d){return x===null||x===undefined?'–':Number(x).toLocaleString(undefined,
  {minimumFractionDigits:d===undefined?2:d,maximumFractionDigits:d===undefined?2:d})}
@@ -62,12 +65,14 @@ function progress(p,s){var f=p.fraction===null?0:p.fraction;
 function stats(st){$('mean').textContent=fmt(st.mean);$('mean-ci').textContent=ci(st.meanCi);
  $('iqm').textContent=fmt(st.iqm);$('iqm-ci').textContent=ci(st.iqmCi);
  $('n').textContent=st.seen===undefined?'0':st.seen.toLocaleString();
- if(!st.histogram)return;var e=st.histogram.edges,x=[];
+ if(!st.histogram)return;var key=JSON.stringify(st.histogram);
+ if(key===seen.hist)return;seen.hist=key;var e=st.histogram.edges,x=[];
  for(var i=0;i+1<e.length;i++)x.push((e[i]+e[i+1])/2);
  Plotly.react('hist',[{type:'bar',x:x,y:st.histogram.counts,marker:{color:'#3b7dd8'}}],
   {margin:{t:10,r:10,b:40,l:50},xaxis:{title:{text:'episode return'}},
    yaxis:{title:{text:'episodes'}},bargap:0.05},{displaylogo:false,responsive:true})}
-function throughput(t){Plotly.react('tput',[{type:'scatter',mode:'lines',x:t.t,
+function throughput(t,force){var now=Date.now();
+ if(!force&&now-seen.tputAt<PLOT_EVERY)return;seen.tputAt=now;Plotly.react('tput',[{type:'scatter',mode:'lines',x:t.t,
  y:t.stepsPerS,line:{color:'#26a269'}}],{margin:{t:10,r:10,b:40,l:60},
  xaxis:{title:{text:'seconds since start'}},yaxis:{title:{text:'steps/s'},rangemode:'tozero'}},
  {displaylogo:false,responsive:true})}
@@ -78,7 +83,7 @@ function videos(list){list.forEach(function(v){if(seen.videos[v.url])return;
  f.appendChild(el);f.appendChild(c);$('videos').appendChild(f);
  $('videos-head').hidden=false})}
 function draw(s){document.title=s.title+' (live)';$('title').textContent=s.title;
- s.routes.forEach(row);progress(s.progress,s);stats(s.stats||{});throughput(s.throughput);
+ s.routes.forEach(row);progress(s.progress,s);stats(s.stats||{});throughput(s.throughput,s.ended);
  videos(s.videos);document.body.dataset.version=s.version;
  $('state').textContent=s.final?'run ended: opening the report…':
   (s.ended?'run ended':'live');

@@ -10,6 +10,7 @@ filmed episode. With a token, each needs it (cookie or bearer header);
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
@@ -17,7 +18,7 @@ from urllib.parse import quote, unquote
 import trio
 
 from .._errors import RlmeshTrioError
-from ._hub import STATS_PERIOD, TICK, Hub
+from ._hub import STATS_DUTY, STATS_PERIOD, TICK, Hub
 from ._page import SIGN_IN_PAGE, live_page
 
 __all__ = ["COOKIE", "DashboardUnavailable", "require_extra", "serve"]
@@ -146,14 +147,15 @@ async def _stream(hub: Hub, stopping: trio.Event) -> AsyncIterator[str]:
 
 async def _refresh(hub: Hub) -> None:
     """Statistics at a bounded rate on a worker thread; new videos each tick."""
-    since = STATS_PERIOD
+    wait = 0.0
     while True:
-        if since >= STATS_PERIOD:
-            since = 0.0
+        if wait <= 0:
+            started = time.perf_counter()
             await trio.to_thread.run_sync(hub.refresh_statistics)
+            wait = max(STATS_PERIOD, STATS_DUTY * (time.perf_counter() - started))
         hub.refresh_videos()
         await trio.sleep(TICK)
-        since += TICK
+        wait -= TICK
 
 
 def _config(host: str, port: int) -> Any:
