@@ -201,3 +201,29 @@ def test_demo_with_a_dashboard_prints_its_url_and_ends() -> None:
     assert result.returncode == 0, result.stderr
     assert "dashboard: http://127.0.0.1:" in result.stderr
     assert CLI  # the CLI helper is the real console entry point
+
+
+@needs_extra
+async def test_a_retrying_route_shows_as_retrying_then_failed() -> None:
+    dash = Dashboard()
+    seen: list[str] = []
+
+    class Look(rt.RuntimeHooks):
+        async def log(self, event: Any) -> None:  # right after the dashboard saw the notice
+            if event.source == "retry":
+                rows = dash.state.snapshot()["routes"]
+                seen.extend(r["status"] for r in rows)
+
+    route = rt.Route(env="127.0.0.1:9", model=rt.RANDOM, seeds=range(2), route_id="r")
+    report = await rt.run_routes(
+        [route],
+        hooks=rt.HookChain([dash, Look()]),
+        on_failure="isolate",
+        retries=1,
+        retry_backoff=0.0,
+    )
+    dash.close()
+    assert report.routes[0].status == "failed"
+    assert seen == ["retrying"]
+    row = dash.state.snapshot()["routes"][0]
+    assert row["status"] == "failed" and "connect" in row["error"]
