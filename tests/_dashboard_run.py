@@ -5,8 +5,9 @@
 a ledger instead (for ``rlmesh-trio watch``). Either way: two CartPole env
 servers and the demo policy's model server on loopback (port 0), two routes
 over them and one route to a closed port (it fails at once). Route
-``good-0`` stops after its first episode, prints ``GATE`` and waits for a
-line on stdin, so the test sees the grid at a known point and then change.
+``good-0`` stops after its first and second episodes (``GATE 1``,
+``GATE 2``), each time until a line arrives on stdin, so the test sees the
+grid at two known points while the run is still going.
 """
 
 from __future__ import annotations
@@ -24,15 +25,16 @@ from rlmesh_trio.runtime import EpisodeCompletedEvent
 
 
 class Gate(rt.RuntimeHooks):
-    """Holds route ``good-0`` after its first episode until stdin says go."""
+    """Holds route ``good-0`` after its first and its second episode, each time printing
+    ``GATE n`` and waiting for a line on stdin (so the run cannot end meanwhile)."""
 
     def __init__(self) -> None:
-        self.opened = False
+        self.done = 0
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
-        if event.route_id == "good-0" and not self.opened:
-            self.opened = True
-            print("GATE", flush=True)
+        if event.route_id == "good-0" and self.done < 2:
+            self.done += 1
+            print(f"GATE {self.done}", flush=True)
             await trio.to_thread.run_sync(sys.stdin.readline)
 
 

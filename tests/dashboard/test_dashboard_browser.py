@@ -105,21 +105,33 @@ def go(process: subprocess.Popen[str]) -> None:
     process.stdin.flush()
 
 
-def watch_the_run(page: Browser, url: str, run: subprocess.Popen[str], gate: Lines) -> None:
-    """What both tests check, from opening the page to the final report."""
+def watch_the_run(
+    page: Browser, url: str, run: subprocess.Popen[str], gate: Lines, videos: bool = False
+) -> None:
+    """What both tests check, from opening the page to the final report (and, for a run
+    that films, a video on the live page that the browser can play)."""
     page.open(url)
     page.wait_for("document.querySelectorAll('#routes tr').length === 3", what="three rows")
-    gate.wait_for("GATE")
-    # good-0 is held after its first episode: the grid shows it, then moves on.
-    page.wait_for(ROW.format(route="good-0") + ".includes('1 / 4')", what="good-0 at 1 / 4")
+    gate.wait_for("GATE 1")
+    # good-0 is held after its first episode: the run cannot end while the page is checked.
+    good0 = ROW.format(route="good-0")
+    page.wait_for(f"({good0}).includes('1 / 4')", what="good-0 at 1 / 4")
+    broken = ROW.format(route="broken")
+    failed = page.wait_for(f"({broken}).includes('failed') && {broken}", what="the failed row")
+    assert "ConnectError" in failed or "connect" in failed.lower(), failed
+    if videos:  # good-1 runs on meanwhile: its first episode is filmed
+        page.wait_for(
+            "Array.from(document.querySelectorAll('#videos video'))"
+            ".some(v => v.readyState >= 1 && v.duration > 0)",
+            what="a filmed episode's video, loaded",
+        )
     first = page.evaluate(GRID)
     go(run)
-    page.wait_for(f"({GRID}) !== {first!r} && ({ROW.format(route='good-0')}).includes('/ 4')")
-    failed = page.wait_for(
-        ROW.format(route="broken") + ".includes('failed') && " + ROW.format(route="broken"),
-        what="the failed route's row",
+    gate.wait_for("GATE 2")  # held again, after its second episode
+    page.wait_for(
+        f"({GRID}) !== {first!r} && ({good0}).includes('2 / 4')", what="the grid, changed"
     )
-    assert "ConnectError" in failed or "connect" in failed.lower(), failed
+    go(run)
     page.wait_for(ON_REPORT, timeout=120, what="the final report")
     report = page.evaluate("document.body.innerText")
     assert "Episode returns" in report and "broken" in report
@@ -130,7 +142,7 @@ def test_dashboard_follows_a_live_run_to_its_final_report() -> None:
     with child(sys.executable, "-m", "tests._dashboard_run", "hook") as (run, out):
         url = out.wait_for("URL ").split(" ", 1)[1]
         with Browser() as page:
-            watch_the_run(page, url, run, out)
+            watch_the_run(page, url, run, out, videos=True)
             out.wait_for("DONE")
             assert page.errors == []
     assert run.returncode == 0
