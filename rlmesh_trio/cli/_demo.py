@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import gymnasium
 
-from ..hooks import RichProgress
+from ..hooks import HookChain, RichProgress
 from ..inprocess._demo_policy import CARTPOLE_POLICY
 from ..orchestrator import Route, RunReport, run_routes
 from ..transport import serve_env, serve_model
@@ -21,11 +21,14 @@ DEMO_ENV = "CartPole-v1"
 DEMO_POLICY = "cartpole_policy"
 
 
-async def run_demo(n_routes: int, episodes: int, progress: bool, results: Any = None) -> RunReport:
+async def run_demo(
+    n_routes: int, episodes: int, progress: bool, results: Any = None, dashboard: Any = None
+) -> RunReport:
     """Start ``n_routes`` env servers and one model server in this Trio run; evaluate; stop them.
 
     ``results`` (the CLI's results options) films episodes: the env servers
     then render ``rgb_array`` frames, fetched by the Render request.
+    ``dashboard``: a started ``Dashboard`` that watches the run too.
     """
     filming = results is not None and results.recording is not None
     async with AsyncExitStack() as stack:
@@ -50,10 +53,16 @@ async def run_demo(n_routes: int, episodes: int, progress: bool, results: Any = 
         ]
         if filming:
             routes = results.apply(routes)
+        watchers: list[Any] = []
+        if dashboard is not None:
+            dashboard.plan(routes)
+            watchers.append(dashboard)
         if not progress:
-            return _labelled(await run_routes(routes))
+            return _labelled(
+                await run_routes(routes, hooks=HookChain(watchers) if watchers else None)
+            )
         with RichProgress(routes, transient=True) as bars:
-            return _labelled(await run_routes(routes, hooks=bars))
+            return _labelled(await run_routes(routes, hooks=HookChain([bars, *watchers])))
     raise AssertionError("unreachable")
 
 

@@ -57,4 +57,6 @@ def durable_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:
         "retries": int(values.get("retries") or 0),
         "retry_backoff": float(values.get("retry_backoff", DEFAULT_BACKOFF)),
         "argv": list(sys.argv),
+        # Route ends go in the ledger too, so `rlmesh-trio watch` can show why a route stopped.
+        "ledger_route_ends": values.get("ledger") is not None,
     }

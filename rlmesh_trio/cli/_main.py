@@ -1,4 +1,4 @@
-"""``rlmesh-trio``: demo, serve-env, serve-model, run, check, report, compare.
+"""``rlmesh-trio``: demo, serve-env, serve-model, run, check, report, compare, watch.
 
 User mistakes (a bad address, an unknown env id, malformed options) end as
 one ``error: ...`` line and a non-zero exit, never a traceback.
@@ -25,6 +25,7 @@ from ._common import (
     stack_options,
 )
 from ._compare import compare_cmd
+from ._dashboard import close_dashboard, dashboard_options, open_dashboard, watch_cmd
 from ._report import report_cmd
 from ._results import ResultsOptions, need_extra, results_options
 from ._run_cmd import run_cmd, write_outputs
@@ -64,8 +65,15 @@ def cli(verbose: int) -> None:
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 @results_options
+@dashboard_options
 def demo(
-    n_routes: int, episodes: int, json_path: Path | None, no_progress: bool, results: ResultsOptions
+    n_routes: int,
+    episodes: int,
+    json_path: Path | None,
+    no_progress: bool,
+    results: ResultsOptions,
+    dashboard: str | None,
+    dashboard_token: str | None,
 ) -> None:
     """Run CartPole-v1 env servers and a built-in policy server on loopback, then evaluate.
 
@@ -78,7 +86,10 @@ def demo(
         need_extra(
             "pygame", extra="render", purpose="--record of the demo (CartPole draws with pygame)"
         )
-    report = trio.run(run_demo, n_routes, episodes, not no_progress, results)
+    title = "rlmesh-trio demo: CartPole-v1"
+    live = open_dashboard(dashboard, dashboard_token, recording=results.recording, title=title)
+    report = trio.run(run_demo, n_routes, episodes, not no_progress, results, live)
+    close_dashboard(live, report, results.media)
     print_summary(report, title="rlmesh-trio demo: CartPole-v1 over loopback gRPC")
     written = write_outputs(report, json_path, results, "rlmesh-trio demo: CartPole-v1")
     sys.exit(0 if report.ok and written else EXIT_FAILED)
@@ -201,6 +212,7 @@ def _serve(server: Any, ready_fd: int | None, **options: Any) -> None:
 cli.add_command(run_cmd)
 cli.add_command(report_cmd)
 cli.add_command(compare_cmd)
+cli.add_command(watch_cmd)
 
 
 # -- check ---------------------------------------------------------------------

@@ -122,6 +122,11 @@ class ResultsOptions:
             )
             self.recording = Recording(first=record, seeds=seeds)
 
+    @property
+    def media(self) -> dict[tuple[str, int], list[Any]]:
+        """The videos filmed so far (none when not recording)."""
+        return self.recording.media if self.recording is not None else {}
+
     def resolve_env(self, spec: str) -> Any:
         """As :func:`resolve_env`; when filming, a gymnasium id is made now with
         ``render_mode="rgb_array"``, so its frames can be rendered in-process."""

@@ -22,6 +22,7 @@ from ._common import (
     client_options,
     fail,
 )
+from ._dashboard import close_dashboard, dashboard_options, open_dashboard
 from ._distributed import backend_options, check_backend_options, run_distributed_cli
 from ._durable import durable_kwargs, durable_options
 from ._results import ResultsOptions, results_options
@@ -91,6 +92,7 @@ __all__ = ["run_cmd", "write_outputs"]
 @backend_options
 @durable_options
 @results_options
+@dashboard_options
 def run_cmd(
     envs: tuple[str, ...],
     model: str,
@@ -113,7 +115,7 @@ def run_cmd(
     ray_address: str | None,
     shards: int | None,
     results: ResultsOptions,
-    **durable: Any,
+    **durable: Any,  # the durable options, and --dashboard/--dashboard-token
 ) -> None:
     """Evaluate MODEL on every --env at once: one route per env, seeds dealt round-robin;
     --backend processes|ray shards them. Exit status: 0 all completed, 1 any failed (the
@@ -125,6 +127,7 @@ def run_cmd(
     try:
         routes = _routes(
             [results.resolve_env(e) for e in envs],
+            results,
             model,
             seeds,
             episodes,
@@ -135,7 +138,6 @@ def run_cmd(
             dealing=durable["dealing"],
             **({} if trial_index_base is None else {"trial_index_base": trial_index_base}),
         )
-        routes = results.apply(routes)
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
         options |= durable_kwargs(durable)
         if backend == "local":
@@ -146,19 +148,11 @@ def run_cmd(
     except RlmeshTrioError as exc:
         fail(user_message(exc))
     if backend == "local":
-        outcome = _run_local(orchestrator, json_path, not no_progress)
+        outcome = _run_local(orchestrator, json_path, not no_progress, results, durable)
     else:
         bars = not no_progress
         outcome = run_distributed_cli(routes, backend, ray_address, shards, bars, **options)
     _finish(*outcome, json_path, results)
-
-
-def _run_local(
-    orchestrator: Orchestrator, json_path: Path | None, bars: bool
-) -> tuple[RunReport, int, str]:
-    """The run in this process; a second Ctrl+C during cleanup writes the partial report."""
-    orchestrator.on_second_interrupt = functools.partial(_abandon, json_path)
-    return trio.run(_run_with_progress, orchestrator, bars)
 
 
 def _say_resumed(meta: Any) -> None:
@@ -204,9 +198,30 @@ def _check_run_options(
         fail(mistake)
 
 
+def _run_local(
+    orchestrator: Orchestrator,
+    json_path: Path | None,
+    progress: bool,
+    results: ResultsOptions,
+    more: dict[str, Any],
+) -> tuple[RunReport, int, str]:
+    """The run in this process, with progress bars and the dashboard when asked for; a
+    second Ctrl+C during cleanup writes the partial report (``_abandon``)."""
+    orchestrator.on_second_interrupt = functools.partial(_abandon, json_path)
+    address, token = more.get("dashboard"), more.get("dashboard_token")
+    live = open_dashboard(address, token, orchestrator.routes, results.recording)
+    outcome = trio.run(_run_with_progress, orchestrator, progress, live)
+    close_dashboard(live, outcome[0], results.media)
+    return outcome
+
+
 def _check_durable_backend(backend: str, durable: dict[str, Any]) -> None:
+    if backend == "local":
+        return
+    if durable.get("dashboard") is not None:
+        fail("--dashboard goes with --backend local for now (watch a --ledger instead)")
     # --ledger, --resume and --retries travel to shards; a ticket pool does not (yet).
-    if backend != "local" and durable.get("dealing") == "dynamic":
+    if durable.get("dealing") == "dynamic":
         fail(
             "--dealing dynamic goes with --backend local for now: a ticket pool lives in "
             "one process (shards already balance routes; use --dealing static)"
@@ -214,9 +229,15 @@ def _check_durable_backend(backend: str, durable: dict[str, Any]) -> None:
 
 
 def _routes(
-    envs: list[Any], model: str, seeds: str | None, episodes: int | None, **options: Any
+    envs: list[Any],
+    results: ResultsOptions,
+    model: str,
+    seeds: str | None,
+    episodes: int | None,
+    **options: Any,
 ) -> list[Any]:
-    """One route per --env with the seeds or episodes dealt; every env factory checked."""
+    """One route per --env with the seeds or episodes dealt, filmed as ``results`` asks;
+    every env factory checked."""
     from ..orchestrator import shard
 
     routes = shard(
@@ -227,7 +248,7 @@ def _routes(
         **options,
     )
     build_first_envs(routes)
-    return routes
+    return results.apply(routes)
 
 
 def _finish(
@@ -261,11 +282,16 @@ def _abandon(json_path: Path | None, report: RunReport) -> None:
     os.kill(os.getpid(), signal.SIGINT)
 
 
-async def _run_with_progress(orchestrator: Any, progress: bool) -> tuple[RunReport, int, str]:
-    from ..hooks import RichProgress
+async def _run_with_progress(
+    orchestrator: Any, progress: bool, dashboard: Any = None
+) -> tuple[RunReport, int, str]:
+    from ..hooks import HookChain, RichProgress
 
     bars = RichProgress(orchestrator.routes, transient=True) if progress else None
-    orchestrator.hooks = bars
+    watchers = [h for h in (bars, dashboard) if h is not None]
+    orchestrator.hooks = (
+        None if not watchers else watchers[0] if len(watchers) == 1 else HookChain(watchers)
+    )
     try:
         if bars is not None:
             with bars:

@@ -271,6 +271,11 @@ class RouteRun:
             error,
         )
         try:
+            if self._user_hooks is not None:
+                await self._user_hooks.retrying(
+                    f"retry {self.retries} of {self.ctx.durable.policy.retries} in {delay:.2f}s "
+                    f"after: {type(error).__name__}: {error}"
+                )
             await trio.sleep(delay)
         except trio.Cancelled:
             self.error = RouteCancelled(self.route_id, self.step, self.ctx.cancel_reason())

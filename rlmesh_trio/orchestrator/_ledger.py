@@ -3,7 +3,8 @@
 Line 1 is the header (schema name and version, plan identity and digest,
 package versions, argv, start time). Then one ``episode`` line per finished
 episode (every ``EpisodeResult`` field, route id, ticket key, attempt,
-timestamps), and a ``resume`` line each time a run resumes it. Each line is
+timestamps), a ``resume`` line each time a run resumes it, and a ``route`` line
+when a route stops (its status and error message: what a watcher shows). Each line is
 written with one ``write`` call and flushed at once, so a SIGKILL of the
 writer loses at most the episodes still in flight; the file is fsynced at
 least every 100 ms by :meth:`LedgerWriter.sync_forever` (an OS crash loses
@@ -43,6 +44,7 @@ __all__ = [
     "LedgerError",
     "LedgerExists",
     "LedgerWriter",
+    "ledger_record",
     "read_ledger",
 ]
 
@@ -112,6 +114,8 @@ class LedgerContents:
     resumes: tuple[Mapping[str, Any], ...]
     good_bytes: int
     torn: int
+    #: ``route`` records: each route's end (``route_id``, ``status``, ``error``), in file order.
+    route_ends: tuple[Mapping[str, Any], ...] = ()
 
     def by_ticket(self) -> dict[str, LedgerEntry]:
         return {entry.ticket: entry for entry in self.entries}
@@ -134,7 +138,33 @@ def _parse_entry(data: Mapping[str, Any]) -> LedgerEntry:
     )
 
 
-def _check_header(path: str, header: Any) -> Mapping[str, Any]:
+def ledger_record(record: Any) -> tuple[str, Any]:
+    """One record after the header as ``(kind, value)``: ``("episode", LedgerEntry)``,
+    ``("resume", dict)`` or ``("route", dict)``.
+
+    Raises:
+        ValueError, KeyError, TypeError: the record is not a ledger record.
+    """
+    kind = record.get("type") if isinstance(record, dict) else None
+    if kind == "episode":
+        return kind, _parse_entry(record)
+    if kind == "resume":
+        return kind, record
+    if kind == "route":
+        return kind, {
+            "route_id": str(record["route_id"]),
+            "status": str(record["status"]),
+            "error": str(record.get("error") or ""),
+        }
+    raise ValueError(f"unknown record type {kind!r}")
+
+
+def check_header(path: str, header: Any) -> Mapping[str, Any]:
+    """``header`` if it is a ledger header this version reads.
+
+    Raises:
+        LedgerError: not a ledger header, or another version.
+    """
     if not isinstance(header, dict) or header.get("schema") != LEDGER_SCHEMA:
         raise LedgerError(path, "the first line is not an rlmesh-trio ledger header")
     version = header.get("version")
@@ -180,21 +210,22 @@ def read_ledger(path: str | os.PathLike[str]) -> LedgerContents:
         if torn:  # the writer died inside its header: nothing was run yet
             return LedgerContents({}, (), (), 0, torn)
         raise LedgerError(name, "has no header line")
-    header = _check_header(name, parsed[0][1])
-    entries: list[LedgerEntry] = []
-    resumes: list[Mapping[str, Any]] = []
+    header = check_header(name, parsed[0][1])
+    found: dict[str, list[Any]] = {"episode": [], "resume": [], "route": []}
     for number, (_end, record) in enumerate(parsed[1:], start=2):
-        kind = record.get("type") if isinstance(record, dict) else None
         try:
-            if kind == "episode":
-                entries.append(_parse_entry(record))
-            elif kind == "resume":
-                resumes.append(record)
-            else:
-                raise ValueError(f"unknown record type {kind!r}")
+            kind, value = ledger_record(record)
         except (KeyError, TypeError, ValueError) as exc:
             raise LedgerError(name, f"line {number} is not a ledger record ({exc})") from None
-    return LedgerContents(header, tuple(entries), tuple(resumes), good, torn)
+        found[kind].append(value)
+    return LedgerContents(
+        header,
+        tuple(found["episode"]),
+        tuple(found["resume"]),
+        good,
+        torn,
+        route_ends=tuple(found["route"]),
+    )
 
 
 def ledger_is_empty(path: str | os.PathLike[str]) -> bool:
@@ -280,6 +311,11 @@ class LedgerWriter:
                 **({"env_contract": dict(env_contract)} if env_contract else {}),
             }
         )
+
+    def write_route_end(self, route_id: str, status: str, error: BaseException | None) -> None:
+        """Append that route ``route_id`` stopped, with its status and error (see :meth:`write`)."""
+        message = f"{type(error).__name__}: {error}" if error is not None else ""
+        self.write({"type": "route", "route_id": route_id, "status": status, "error": message})
 
     def sync(self) -> None:
         """fsync now (blocking)."""

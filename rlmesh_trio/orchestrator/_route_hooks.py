@@ -20,6 +20,8 @@ from ..runtime import (
     EpisodeResult,
     EpisodeStartedEvent,
     HookChain,
+    LogEvent,
+    RouteContext,
     RuntimeHooks,
     SessionEndedEvent,
     SessionFailedEvent,
@@ -90,6 +92,7 @@ class SessionsAsOne(HookChain):
         self._results = results
         #: The running session's ticket hook (``None``: an unplanned route, events as they are).
         self.session: TicketHook | None = None
+        self._route: RouteContext | None = None
 
     async def episode_started(self, event: EpisodeStartedEvent) -> None:
         session = self.session
@@ -112,6 +115,7 @@ class SessionsAsOne(HookChain):
         await super().episode_completed(event)
 
     async def session_started(self, event: SessionStartedEvent) -> None:
+        self._route = event.route
         if not self._started:
             self._started = True
             await super().session_started(event)
@@ -120,7 +124,20 @@ class SessionsAsOne(HookChain):
         self._end = event
 
     async def session_failed(self, event: SessionFailedEvent) -> None:
+        self._route = event.route
         self._end = event
+
+    async def retrying(self, message: str) -> None:
+        """Tell the caller's hooks the route will retry: a ``log`` event, ``source="retry"``.
+
+        Best-effort, as every event: a failing hook is logged.
+        """
+        if self._route is None:
+            return
+        try:
+            await super().log(LogEvent(self._route, "warning", message, source="retry"))
+        except Exception as exc:
+            log.warning("route %s: runtime hook failed: %s", self._route.route_id, exc)
 
     async def flush(self, total_steps: int, total_episodes: int, timeout: float) -> None:
         """Send the held end event (shielded, bounded by ``timeout``; failures are logged)."""

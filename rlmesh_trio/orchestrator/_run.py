@@ -137,6 +137,8 @@ class Orchestrator:
     ``trial_bases`` (route id -> first trial) overrides the dealt trial base of
     routes without their own ``trial_index_base`` (a shard of a distributed
     run gets the bases the coordinator dealt over the whole run).
+    ``ledger_route_ends=True`` also writes a ``route`` line when each route
+    stops (status and error message), for ``rlmesh-trio watch``.
 
     Raises:
         InvalidSpec: a bad option or route; ``LedgerExists`` for a non-empty
@@ -160,6 +162,7 @@ class Orchestrator:
         retry_backoff: float = DEFAULT_BACKOFF,
         argv: Sequence[str] | None = None,
         trial_bases: Mapping[str, int] | None = None,
+        ledger_route_ends: bool = False,
     ) -> None:
         if on_failure not in _POLICIES:
             raise InvalidSpec(f"on_failure must be one of {_POLICIES}, got {on_failure!r}")
@@ -201,6 +204,7 @@ class Orchestrator:
         self._wall: float | None = None
         self._interrupted = False
         self._scope = trio.CancelScope()
+        self._ledger_route_ends = ledger_route_ends
 
     # -- state -----------------------------------------------------------------
     def report(self) -> RunReport:
@@ -353,6 +357,17 @@ class Orchestrator:
             self._failed(slot.route_id, exc)
         finally:
             slot.ended = time.perf_counter()
+            self._record_end(slot)
+
+    def _record_end(self, slot: _Slot) -> None:
+        """The route's end in the ledger, for a watcher (best-effort: a failed write is logged)."""
+        writer = self._durable.writer
+        if writer is None or not self._ledger_route_ends:
+            return
+        try:
+            writer.write_route_end(slot.route_id, slot.status or "cancelled", slot.error)
+        except OSError as exc:
+            log.warning("route %s: ledger: cannot record its end: %s", slot.route_id, exc)
 
     def _failed(self, route_id: str, error: BaseException) -> None:
         if route_id in self._failures_seen:
