@@ -346,9 +346,12 @@ class JoinSession:
                         await self._answer(request, host.handle(request), received)
                     else:
                         # Admission fixes the request's place in line: here, in arrival order.
+                        # Submitted here too: Trio starts tasks in no set order, and a
+                        # ticket's thread must never wait behind a later one's.
                         ticket = host.admit(request)
+                        job = workers.submit(host.run, ticket)
                         assert self._work is not None
-                        self._work.start_soon(self._process, workers, request, ticket, received)
+                        self._work.start_soon(self._process, workers, request, ticket, job, received)
         except wire.GrpcError as exc:
             log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
             self._end_error = exc
@@ -358,11 +361,16 @@ class JoinSession:
             self._finished.set()
 
     async def _process(
-        self, workers: EnvWorkers, request: env_pb.JoinRequest, ticket: Any, received: int
+        self,
+        workers: EnvWorkers,
+        request: env_pb.JoinRequest,
+        ticket: Any,
+        job: Any,
+        received: int,
     ) -> None:
         host = self._host
         try:
-            reply = await workers.run(host.run, ticket)
+            reply = await workers.result(job)
         except BaseException:
             host.discard(ticket)
             raise

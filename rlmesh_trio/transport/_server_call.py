@@ -33,6 +33,7 @@ class ServerCall:
     __slots__ = (
         "_conn",
         "_half_closed",
+        "_headers_sent",
         "_inbox",
         "_refusal",
         "_wake",
@@ -53,6 +54,7 @@ class ServerCall:
         self.metadata = metadata
         self._inbox: collections.deque[bytes] = collections.deque()
         self._half_closed = False
+        self._headers_sent = False
         self._refusal: GrpcError | None = None
         self._wake: trio.Event | None = None
         self.lost: str | None = None
@@ -120,7 +122,8 @@ class ServerCall:
 
     def send_headers(self) -> None:
         """Queue the response headers now (a Join sends them before any message)."""
-        if self.lost is None and not self.finished:
+        if self.lost is None and not self.finished and not self._headers_sent:
+            self._headers_sent = True
             self._conn.send_headers(self.stream_id)
 
     async def send(self, payload: bytes) -> None:
@@ -132,6 +135,8 @@ class ServerCall:
         """
         if self.lost is not None or self.finished:
             raise CallLost(self.lost or "the call has finished")
+        if not self._headers_sent:
+            self.send_headers()
         await self._conn.send_message(self, payload)
 
     def finish(self, status: GrpcStatus, message: str | None = None) -> None:

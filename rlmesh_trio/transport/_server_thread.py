@@ -181,24 +181,42 @@ class EnvWorkers:
         for thread in self._threads:
             thread.start()
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
-        """Run ``fn(*args)`` on a worker and wait for its result (in the server's run).
-
-        Cancellation: the wait is cancellable; the call itself cannot be stopped
-        (an env call cannot be interrupted) and its result is then dropped.
+    def submit(self, fn: Callable[..., Any], *args: Any) -> _Job:
+        """Queue ``fn(*args)`` now (jobs start in the order submitted); await
+        :meth:`result` for its outcome. Call from the server's Trio run.
 
         Raises:
             RuntimeError: the pool is stopped.
-            Whatever ``fn`` raised.
         """
         if self._stopped:
             raise RuntimeError("the env worker pool is stopped")
         job = _Job(fn, args)
         self._jobs.put(job)
+        return job
+
+    @staticmethod
+    async def result(job: _Job) -> Any:
+        """Wait for a submitted job.
+
+        Cancellation: the wait is cancellable; the call itself cannot be stopped
+        (an env call cannot be interrupted) and its result is then dropped.
+
+        Raises:
+            Whatever the job raised.
+        """
         await job.done.wait()
         if job.error is not None:
             raise job.error
-        return job.result  # type: ignore[no-any-return]
+        return job.result
+
+    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+        """:meth:`submit`, then :meth:`result`.
+
+        Raises:
+            RuntimeError: the pool is stopped.
+            Whatever ``fn`` raised.
+        """
+        return await self.result(self.submit(fn, *args))  # type: ignore[no-any-return]
 
     def stop(self) -> None:
         """Let idle threads exit; a thread inside a slow env call exits when it returns."""

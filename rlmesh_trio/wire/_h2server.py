@@ -75,11 +75,15 @@ class ServerCore(H2Base):
         max_message_bytes: int = MAX_MESSAGE_BYTES,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
+        # Inbound headers unvalidated: metadata such as a token must reach the token
+        # check byte for byte (h2 would refuse a value with a trailing space outright,
+        # ending the connection instead of the call with UNAUTHENTICATED).
         config = h2.config.H2Configuration(
             client_side=False,
             header_encoding="utf-8",
             validate_outbound_headers=False,
             normalize_outbound_headers=False,
+            validate_inbound_headers=False,
         )
         h2c = h2.connection.H2Connection(config)
         codes = h2.settings.SettingCodes
@@ -171,11 +175,10 @@ class ServerCore(H2Base):
             block = [*_RESPONSE_HEADERS, *block]  # trailers-only
         del self._streams[stream_id]
         self._drop(stream)
+        # No RST_STREAM(NO_ERROR) after the trailers for a client still sending: some
+        # clients (grpclib) take it for a failed call. Its further DATA is dropped.
         try:
             self._h2.send_headers(stream_id, block, end_stream=True)
-            if stream.remote_open:
-                # RFC 9113 §8.1: the response is complete; the client need send no more.
-                self._h2.reset_stream(stream_id, h2.errors.ErrorCodes.NO_ERROR)
         except h2.exceptions.ProtocolError:
             return
         self._collect()

@@ -339,6 +339,10 @@ class _Huge:
 
 
 def test_message_limit_is_256_mib_on_both_servers_and_clients() -> None:
+    # The servers' codec is ours now (no grpclib): its error and status types.
+    from rlmesh_trio.wire import GrpcError as GRPCError  # noqa: N814
+    from rlmesh_trio.wire import GrpcStatus as Status
+
     assert MAX_MESSAGE_BYTES == 256 * 1024 * 1024
     for codec in (_server_net.SizeLimitedCodec(),):
         with pytest.raises(GRPCError) as refused:
