@@ -351,7 +351,9 @@ class JoinSession:
                         ticket = host.admit(request)
                         job = workers.submit(host.run, ticket)
                         assert self._work is not None
-                        self._work.start_soon(self._process, workers, request, ticket, job, received)
+                        self._work.start_soon(
+                            self._process, workers, request, ticket, job, received
+                        )
         except wire.GrpcError as exc:
             log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
             self._end_error = exc

@@ -50,6 +50,7 @@ class ServerBase:
     #: A refused Shutdown's message, and the reason an accepted one without any records.
     shutdown_refusal: ClassVar[str]
     blank_shutdown_reason: ClassVar[str] = ""
+
     def __init__(
         self,
         address: str,

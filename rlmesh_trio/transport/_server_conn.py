@@ -234,8 +234,10 @@ class ServerConnection:
         except wire.ProtocolFailure:
             raise CallLost("the stream is gone") from None
         await self.flush()
-        while self.lost is None and call.lost is None and (
-            core.pending_bytes(call.stream_id) + len(self._unsent) > SEND_QUEUE_BYTES
+        while (
+            self.lost is None
+            and call.lost is None
+            and (core.pending_bytes(call.stream_id) + len(self._unsent) > SEND_QUEUE_BYTES)
         ):
             await self._drained.wait()
         if call.lost is not None:

@@ -30,6 +30,7 @@ __all__ = ["Listener", "Service", "SizeLimitedCodec", "open_listener", "unary"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
 
+
 def _too_big(size: int) -> wire.GrpcError:
     return wire.GrpcError(
         wire.GrpcStatus.RESOURCE_EXHAUSTED,
@@ -68,9 +69,7 @@ class SizeLimitedCodec:
 CODEC = SizeLimitedCodec()
 
 
-def unary(
-    answer: Callable[[Any], Awaitable[betterproto2.Message]], request_type: type
-) -> Handler:
+def unary(answer: Callable[[Any], Awaitable[betterproto2.Message]], request_type: type) -> Handler:
     """A handler for a unary method: one request (decoded) to ``answer``, its reply back."""
 
     async def handle(call: ServerCall) -> None:

@@ -143,9 +143,7 @@ class MessageReader:
             raise FramingError("a compressed gRPC message (compression is not supported)")
         size = int.from_bytes(data[pos + 1 : pos + 5], "big")
         if size > self.limit:
-            limit = (
-                "256 MiB" if self.limit == MAX_MESSAGE_BYTES else f"{self.limit}-byte"
-            )
+            limit = "256 MiB" if self.limit == MAX_MESSAGE_BYTES else f"{self.limit}-byte"
             raise FramingError(f"a gRPC message of {size} bytes is over the {limit} limit")
         return size
 

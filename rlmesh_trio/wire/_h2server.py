@@ -291,4 +291,3 @@ class ServerCore(H2Base):
             out.append(self.terminated)
         elif isinstance(event, h2.events.RemoteSettingsChanged):
             self._on_settings(event)
-
