@@ -69,6 +69,7 @@ from .transport import (
     serve_env,
     serve_model,
 )
+from .wire import ServerLimits
 
 __all__ = [
     "RANDOM",
@@ -103,6 +104,7 @@ __all__ = [
     "RouteOutcome",
     "RouteReport",
     "RouteSpec",
+    "ServerLimits",
     "RunFailed",
     "RunInterrupted",
     "RunMeta",

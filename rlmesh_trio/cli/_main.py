@@ -25,6 +25,7 @@ from ._common import (
     stack_options,
 )
 from ._compare import compare_cmd
+from ._limits import limit_option, server_limits
 from ._report import report_cmd
 from ._results import ResultsOptions, results_options
 from ._run_cmd import run_cmd, write_outputs
@@ -93,6 +94,7 @@ serving_options = stack_options(
     click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC."),
     click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token."),
     server_tls_options,
+    limit_option,
 )
 
 
@@ -123,6 +125,7 @@ def serve_env_cmd(
     token: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    limits: tuple[str, ...],
     env_thread: str,
 ) -> None:
     """Serve ENV (a gymnasium id, or module:factory imported from the current folder first)
@@ -151,7 +154,12 @@ def serve_env_cmd(
         fail(f"could not build env {env!r}: {type(exc).__name__}: {exc}")
     tls = server_tls(tls_cert, tls_key)
     server = EnvServer(
-        target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
+        target,
+        address,
+        allow_remote_shutdown=allow_remote_shutdown,
+        token=token,
+        ssl=tls,
+        limits=server_limits(limits),
     )
     _serve(server, ready_fd, env_thread=env_thread, announce_as=env)
 
@@ -169,6 +177,7 @@ def serve_model_cmd(
     token: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    limits: tuple[str, ...],
 ) -> None:
     """Serve POLICY until Ctrl+C: module:callable, or an object with predict (and optionally
     predict_batch, predict_chunk); prints "serving POLICY on ADDRESS" to stderr once bound."""
@@ -178,7 +187,12 @@ def serve_model_cmd(
     tls = server_tls(tls_cert, tls_key)
     target = load_policy(policy, "policy")
     server = ModelServer(
-        target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
+        target,
+        address,
+        allow_remote_shutdown=allow_remote_shutdown,
+        token=token,
+        ssl=tls,
+        limits=server_limits(limits),
     )
     _serve(server, ready_fd, announce_as=policy)
 
