@@ -163,6 +163,11 @@ class ServerCore(H2Base):
             return
         self._collect()
 
+    @property
+    def held_bytes(self) -> int:
+        """Message bytes this connection holds (received, not yet released)."""
+        return 0 if self._budget is None else self._budget.held
+
     def dispose(self) -> None:
         """The connection is over: every byte it held goes back to the server's budget."""
         budget = self._budget
