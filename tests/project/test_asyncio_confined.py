@@ -2,7 +2,8 @@
 
 The clients run on the I/O-free wire core over Trio sockets (issue 13), and so
 do the servers, each on a ``trio.run`` of a thread of its own (issue 22,
-``transport/_server_thread.py``). The generated ``_proto`` package is exempt. Imports are found with ``ast``, so ``import asyncio`` inside a function,
+``transport/_server_thread.py``). The generated ``_proto`` package is exempt.
+Imports are found with ``ast``, so ``import asyncio`` inside a function,
 ``from asyncio import ...`` and ``import asyncio.events`` all count; a mention
 in a string or comment does not.
 """
