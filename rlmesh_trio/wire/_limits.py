@@ -9,6 +9,7 @@ it the connection ends with GOAWAY ENHANCE_YOUR_CALM.
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 
@@ -33,7 +34,7 @@ REFILL_SECONDS = 10.0
 LISTEN_BACKLOG = 1024
 
 
-def _positive(_instance: object, attribute: attrs.Attribute[object], value: float) -> None:
+def _positive(_instance: object, attribute: attrs.Attribute[Any], value: float) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"ServerLimits.{attribute.name} must be a number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
