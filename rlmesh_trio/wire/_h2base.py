@@ -88,6 +88,9 @@ class H2Base:
         self._owed_total = 0
         self._ack_threshold = WINDOW // 4
         self._budget = budget
+        #: DATA bytes sent since the peer's last WINDOW_UPDATE: an update that follows
+        #: data is doing its job, one that follows none is only work for us.
+        self.sent_since_update = 0
 
     # ---- sending -------------------------------------------------------------
 
@@ -133,6 +136,7 @@ class H2Base:
             # The hot path: one DATA frame with the gRPC prefix, written here.
             stream.window -= size
             self._send_window -= size
+            self.sent_since_update += size
             out = self._out
             out += size.to_bytes(3, "big") + stream.head + length.to_bytes(4, "big")
             out += payload
@@ -160,6 +164,7 @@ class H2Base:
             del pending[:room]
             stream.window -= len(chunk)
             self._send_window -= len(chunk)
+            self.sent_since_update += len(chunk)
             self._out += _frames.data_frame_header(stream_id, len(chunk))
             self._out += chunk
         if stream.want_end:

@@ -45,6 +45,8 @@ PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 _CALM = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
 _RESPONSE_HEADERS = [(":status", "200"), ("content-type", "application/grpc")]
 _DEFAULT_LIMITS = ServerLimits()
+#: A WINDOW_UPDATE after at least this many DATA bytes from us is not rationed.
+_USEFUL_UPDATE = 1024
 #: grpc-message is percent-encoded: printable ASCII stays as it is, except ``%``.
 _MESSAGE_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if c != 0x25)
 
@@ -251,7 +253,11 @@ class ServerCore(H2Base):
         elif kind in (_frames.SETTINGS, _frames.PING):
             if flags & 0x1:  # an ACK answers us: not the client's to ration
                 return
-        elif kind != _frames.RST_STREAM and kind != _frames.WINDOW_UPDATE:
+        elif kind == _frames.WINDOW_UPDATE:
+            sent, self.sent_since_update = self.sent_since_update, 0
+            if sent >= _USEFUL_UPDATE:
+                return  # it follows data we sent: flow control at work, not a flood
+        elif kind != _frames.RST_STREAM:
             return
         if not self._rates[kind].spend(self._clock()):
             self._fail(_CALM, f"too many frames of type {kind} (a flood)")

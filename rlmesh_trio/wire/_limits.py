@@ -68,7 +68,8 @@ class ServerLimits:
         window_update_budget: how many RST_STREAM, SETTINGS, PING, empty DATA
             and WINDOW_UPDATE frames a connection may send in a burst; each
             budget refills evenly over ``refill_seconds``. Past one: GOAWAY
-            ENHANCE_YOUR_CALM.
+            ENHANCE_YOUR_CALM. A WINDOW_UPDATE that follows at least 1 KiB of
+            DATA from the server is flow control at work and costs nothing.
         listen_backlog: the listening socket's backlog.
 
     Raises:
