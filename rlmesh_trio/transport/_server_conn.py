@@ -102,9 +102,25 @@ class ServerConnection:
             if not await self._read_once():
                 return
 
+    async def _receive(self) -> bytes:
+        """The next bytes from the client (``b""``: it closed).
+
+        A plain socket is waited on first and read once it is readable: the
+        next request is rarely there already, so trying first would cost a
+        failed read per request.
+        """
+        if self._fd < 0:
+            return bytes(await self._stream.receive_some(RECEIVE_SIZE))
+        while True:
+            await trio.lowlevel.wait_readable(self._fd)
+            try:
+                return os.read(self._fd, RECEIVE_SIZE)
+            except BlockingIOError:
+                continue
+
     async def _read_once(self) -> bool:
         try:
-            data = bytes(await self._stream.receive_some(RECEIVE_SIZE))
+            data = await self._receive()
         except _CLOSED_ERRORS:
             data = b""
         if not data:
