@@ -37,11 +37,11 @@ def server_limits(items: Sequence[str]) -> ServerLimits | None:
         key = name.strip().replace("-", "_")
         if not sep or key not in _FIELDS:
             fail(f"--limit {item!r}: expected NAME=VALUE with NAME one of the server limits")
-        default = _FIELDS[key].default
+        whole = isinstance(_FIELDS[key].default, int)
         try:
-            value: float = int(raw) if isinstance(default, int) else float(raw)
+            value: float = int(raw) if whole else float(raw)
         except ValueError:
-            fail(f"--limit {item!r}: {raw!r} is not a number")
+            fail(f"--limit {item!r}: {raw!r} is not {'a whole number' if whole else 'a number'}")
         changes[key] = value
     try:
         return ServerLimits(**changes)  # type: ignore[arg-type]

@@ -134,6 +134,7 @@ def serve_env_cmd(
 
     if num_envs and lanes:
         fail("--num-envs and --lanes are mutually exclusive")
+    chosen = server_limits(limits)
     factory = make_env_factory(env)
     try:
         if num_envs:
@@ -159,7 +160,7 @@ def serve_env_cmd(
         allow_remote_shutdown=allow_remote_shutdown,
         token=token,
         ssl=tls,
-        limits=server_limits(limits),
+        limits=chosen,
     )
     _serve(server, ready_fd, env_thread=env_thread, announce_as=env)
 
@@ -185,6 +186,7 @@ def serve_model_cmd(
     from ._targets import load_policy
 
     tls = server_tls(tls_cert, tls_key)
+    chosen = server_limits(limits)
     target = load_policy(policy, "policy")
     server = ModelServer(
         target,
@@ -192,7 +194,7 @@ def serve_model_cmd(
         allow_remote_shutdown=allow_remote_shutdown,
         token=token,
         ssl=tls,
-        limits=server_limits(limits),
+        limits=chosen,
     )
     _serve(server, ready_fd, announce_as=policy)
 

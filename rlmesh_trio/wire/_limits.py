@@ -38,11 +38,20 @@ def _positive(_instance: object, attribute: attrs.Attribute[Any], value: float) 
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError(f"ServerLimits.{attribute.name} must be a number, got {value!r}")
     if not math.isfinite(value) or value <= 0:
+        raise ValueError(
+            f"ServerLimits.{attribute.name} must be positive and finite, got {value!r}"
+        )
+
+
+def _whole(_instance: object, attribute: attrs.Attribute[Any], value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"ServerLimits.{attribute.name} must be an int, got {value!r}")
+    if value <= 0:
         raise ValueError(f"ServerLimits.{attribute.name} must be positive, got {value!r}")
 
 
-def _field(default: float) -> float:
-    return attrs.field(default=default, validator=_positive)
+def _field(default: float) -> Any:
+    return attrs.field(default=default, validator=_whole if isinstance(default, int) else _positive)
 
 
 @attrs.frozen(slots=True)
@@ -73,23 +82,24 @@ class ServerLimits:
         listen_backlog: the listening socket's backlog.
 
     Raises:
-        ValueError, TypeError: a field that is not a positive number.
+        TypeError: a count that is not an int, a time that is not a number.
+        ValueError: a field that is not positive (times must also be finite).
     """
 
-    max_concurrent_streams: int = _field(MAX_CONCURRENT_STREAMS)  # type: ignore[assignment]
-    max_connections: int = _field(MAX_CONNECTIONS)  # type: ignore[assignment]
+    max_concurrent_streams: int = _field(MAX_CONCURRENT_STREAMS)
+    max_connections: int = _field(MAX_CONNECTIONS)
     handshake_timeout: float = _field(HANDSHAKE_TIMEOUT)
     idle_timeout: float = _field(IDLE_TIMEOUT)
-    connection_message_bytes: int = _field(CONNECTION_MESSAGE_BYTES)  # type: ignore[assignment]
-    server_message_bytes: int = _field(SERVER_MESSAGE_BYTES)  # type: ignore[assignment]
-    max_header_list_size: int = _field(MAX_HEADER_LIST_SIZE)  # type: ignore[assignment]
-    reset_budget: int = _field(RESET_BUDGET)  # type: ignore[assignment]
-    settings_budget: int = _field(SETTINGS_BUDGET)  # type: ignore[assignment]
-    ping_budget: int = _field(PING_BUDGET)  # type: ignore[assignment]
-    empty_data_budget: int = _field(EMPTY_DATA_BUDGET)  # type: ignore[assignment]
-    window_update_budget: int = _field(WINDOW_UPDATE_BUDGET)  # type: ignore[assignment]
+    connection_message_bytes: int = _field(CONNECTION_MESSAGE_BYTES)
+    server_message_bytes: int = _field(SERVER_MESSAGE_BYTES)
+    max_header_list_size: int = _field(MAX_HEADER_LIST_SIZE)
+    reset_budget: int = _field(RESET_BUDGET)
+    settings_budget: int = _field(SETTINGS_BUDGET)
+    ping_budget: int = _field(PING_BUDGET)
+    empty_data_budget: int = _field(EMPTY_DATA_BUDGET)
+    window_update_budget: int = _field(WINDOW_UPDATE_BUDGET)
     refill_seconds: float = _field(REFILL_SECONDS)
-    listen_backlog: int = _field(LISTEN_BACKLOG)  # type: ignore[assignment]
+    listen_backlog: int = _field(LISTEN_BACKLOG)
 
 
 class RateBudget:
