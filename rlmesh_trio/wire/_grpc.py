@@ -120,9 +120,15 @@ class MessageReader:
             buffer += data
             if len(buffer) < 5:
                 return []
-            self._check(buffer)
-            if int.from_bytes(buffer[1:5], "big") + 5 > len(buffer):
+            size = self._check(buffer) + 5
+            if size > len(buffer):
                 return []
+            if size == len(buffer):
+                # One whole message (a large one, usually): one copy out, not two.
+                with memoryview(buffer) as view:
+                    message = bytes(view[5:])
+                buffer.clear()
+                return [message]
             data = bytes(buffer)
             buffer.clear()
         out: list[bytes] = []
