@@ -24,7 +24,7 @@ from .._wire import core_pb, env_pb
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
 from ._server_call import CallLost, ServerCall
-from ._server_net import CODEC
+from ._server_net import CODEC, decode_request
 from ._server_thread import EnvWorkers, ServingThread, serving_in_thread
 
 __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
@@ -340,7 +340,7 @@ class JoinSession:
                     if data is None:
                         break  # half-close: answer what is in flight, then end
                     received = time.perf_counter_ns()
-                    request = CODEC.decode(data, env_pb.JoinRequest)
+                    request = await decode_request(data, env_pb.JoinRequest)
                     if workers is None:
                         # Inline (env_thread="loop"): one request at a time, in order.
                         await self._answer(request, host.handle(request), received)

@@ -22,7 +22,7 @@ from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 from ._handshake import MODEL_COMPONENT
 from ._server_base import ServerBase
 from ._server_call import ServerCall
-from ._server_net import CODEC
+from ._server_net import CODEC, THREAD_DECODE_BYTES, decode_request
 from ._server_thread import serving_in_thread
 
 __all__ = ["ModelServer", "serve_model"]
@@ -113,7 +113,12 @@ class ModelServer(ServerBase):
         invoke = self._invoke_policy
         decode, encode = CODEC.decode, CODEC.encode
         while (data := await call.recv()) is not None:
-            response = await host.handle(decode(data, model_pb.JoinRequest), invoke)
+            request = (
+                decode(data, model_pb.JoinRequest)
+                if len(data) < THREAD_DECODE_BYTES
+                else await decode_request(data, model_pb.JoinRequest)
+            )
+            response = await host.handle(request, invoke)
             await call.send(encode(response, model_pb.JoinResponse))
             if response.close is not None:
                 return  # Close ends the stream with status OK, as 0.1.0 does
@@ -160,7 +165,7 @@ class _ConcurrentJoin:
             while (data := await call.recv()) is not None:
                 if self._failure is not None:
                     break
-                request = CODEC.decode(data, model_pb.JoinRequest)
+                request = await decode_request(data, model_pb.JoinRequest)
                 if request.close is not None:
                     await self._drain()
                     response = await self._host.handle(request, self._invoke)

@@ -26,7 +26,7 @@ from ._address import Address
 from ._server_call import Handler, ServerCall
 from ._server_conn import ServerConnection
 
-__all__ = ["Listener", "Service", "SizeLimitedCodec", "open_listener", "unary"]
+__all__ = ["Listener", "Service", "SizeLimitedCodec", "decode_request", "open_listener", "unary"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
 
@@ -68,6 +68,23 @@ class SizeLimitedCodec:
 
 CODEC = SizeLimitedCodec()
 
+#: Requests larger than this are decoded on a worker thread: a pure-Python parse of
+#: many MiB must not hold the server's run (other connections) for its whole length.
+THREAD_DECODE_BYTES = 1024 * 1024
+
+
+async def decode_request(data: bytes, message_type: Any) -> Any:
+    """:meth:`SizeLimitedCodec.decode`, on a worker thread for a large message.
+
+    Cancellation: a cancelled wait abandons the decode (it finishes on its thread).
+
+    Raises:
+        GrpcError: as :meth:`SizeLimitedCodec.decode`.
+    """
+    if len(data) < THREAD_DECODE_BYTES:
+        return CODEC.decode(data, message_type)
+    return await trio.to_thread.run_sync(CODEC.decode, data, message_type, abandon_on_cancel=True)
+
 
 def unary(answer: Callable[[Any], Awaitable[betterproto2.Message]], request_type: type) -> Handler:
     """A handler for a unary method: one request (decoded) to ``answer``, its reply back."""
@@ -76,7 +93,7 @@ def unary(answer: Callable[[Any], Awaitable[betterproto2.Message]], request_type
         data = await call.recv()
         if data is None:
             raise wire.GrpcError(wire.GrpcStatus.INTERNAL, "no request message")
-        reply = await answer(CODEC.decode(data, request_type))
+        reply = await answer(await decode_request(data, request_type))
         await call.send(CODEC.encode(reply, type(reply)))
 
     return handle
