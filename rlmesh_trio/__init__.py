@@ -72,6 +72,7 @@ from .transport import (
     serve_env,
     serve_model,
 )
+from .wire import ServerLimits
 
 __all__ = [
     "RANDOM",
@@ -118,6 +119,7 @@ __all__ = [
     "RuntimeHooks",
     "RuntimeModel",
     "SB3Policy",
+    "ServerLimits",
     "ShardLost",
     "TelemetryRow",
     "TorchPolicy",

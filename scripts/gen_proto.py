@@ -3,7 +3,8 @@
 Usage: ``python scripts/gen_proto.py [OUTPUT_DIR]`` (default: ``rlmesh_trio/_proto``).
 
 protoc comes from grpcio-tools and the code generator is the betterproto2
-plugin: dataclass messages, grpclib async client stubs and server bases.
+plugin: dataclass messages only (no service stubs, so the package needs no
+grpclib; the tests keep their own grpclib stubs in ``tests/_grpc_services.py``).
 The output is committed; ``tests/project/test_proto_fresh.py`` regenerates into a
 temporary folder and fails when anything differs.
 """
@@ -19,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 PROTO_DIR = ROOT / "proto"
 DEFAULT_OUT = ROOT / "rlmesh_trio" / "_proto"
-PLUGIN_OPTIONS = "client_generation=async,server_generation=async"
+PLUGIN_OPTIONS = "client_generation=none,server_generation=none"
 
 
 def proto_files() -> list[Path]:

@@ -50,9 +50,8 @@ from rlmesh_trio._wire import (
     PROTOCOL_GENERATION,
     WORKFLOW_EDITION,
     core_pb,
-    env_pb,
-    model_pb,
 )
+from tests._grpc_services import env_pb, model_pb
 
 MODES = (
     "env-bad-slab",

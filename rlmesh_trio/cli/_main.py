@@ -26,6 +26,7 @@ from ._common import (
 )
 from ._compare import compare_cmd
 from ._dashboard import close_dashboard, dashboard_options, open_dashboard, watch_cmd
+from ._limits import limit_option, server_limits
 from ._report import report_cmd
 from ._results import ResultsOptions, need_extra, results_options
 from ._run_cmd import run_cmd, write_outputs
@@ -108,6 +109,7 @@ serving_options = stack_options(
     click.option("--allow-remote-shutdown", is_flag=True, help="Honour the Shutdown RPC."),
     click.option("--token", envvar="RLMESH_TRIO_TOKEN", help="Require this bearer token."),
     server_tls_options,
+    limit_option,
 )
 
 
@@ -138,6 +140,7 @@ def serve_env_cmd(
     token: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    limits: tuple[str, ...],
     env_thread: str,
 ) -> None:
     """Serve ENV (a gymnasium id, or module:factory imported from the current folder first)
@@ -146,6 +149,7 @@ def serve_env_cmd(
 
     if num_envs and lanes:
         fail("--num-envs and --lanes are mutually exclusive")
+    chosen = server_limits(limits)
     factory = make_env_factory(env)
     try:
         if num_envs:
@@ -166,7 +170,12 @@ def serve_env_cmd(
         fail(f"could not build env {env!r}: {type(exc).__name__}: {exc}")
     tls = server_tls(tls_cert, tls_key)
     server = EnvServer(
-        target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
+        target,
+        address,
+        allow_remote_shutdown=allow_remote_shutdown,
+        token=token,
+        ssl=tls,
+        limits=chosen,
     )
     _serve(server, ready_fd, env_thread=env_thread, announce_as=env)
 
@@ -184,6 +193,7 @@ def serve_model_cmd(
     token: str | None,
     tls_cert: Path | None,
     tls_key: Path | None,
+    limits: tuple[str, ...],
 ) -> None:
     """Serve POLICY until Ctrl+C: module:callable, or an object with predict (and optionally
     predict_batch, predict_chunk); prints "serving POLICY on ADDRESS" to stderr once bound."""
@@ -191,9 +201,15 @@ def serve_model_cmd(
     from ._targets import load_policy
 
     tls = server_tls(tls_cert, tls_key)
+    chosen = server_limits(limits)
     target = load_policy(policy, "policy")
     server = ModelServer(
-        target, address, allow_remote_shutdown=allow_remote_shutdown, token=token, ssl=tls
+        target,
+        address,
+        allow_remote_shutdown=allow_remote_shutdown,
+        token=token,
+        ssl=tls,
+        limits=chosen,
     )
     _serve(server, ready_fd, announce_as=policy)
 

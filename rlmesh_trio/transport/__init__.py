@@ -1,10 +1,10 @@
-"""gRPC transport for rlmesh-wire-v1: Trio-native clients, grpclib servers.
+"""gRPC transport for rlmesh-wire-v1: Trio-native clients and servers.
 
 The clients (:class:`RemoteEnv`, :class:`RemoteModel`, :func:`check_health`)
-run on the I/O-free :mod:`rlmesh_trio.wire` core over Trio sockets: no asyncio.
-Each server runs on a plain asyncio loop of a thread of its own
-(``_server_loop``), through grpclib's public API only, so serving needs no
-asyncio in the caller's run.
+and the servers (:class:`EnvServer`, :class:`ModelServer`) run on the I/O-free
+:mod:`rlmesh_trio.wire` core over Trio sockets. Each server runs its own
+``trio.run`` on a thread of its own (``_server_thread``), so serving never
+competes with the caller's routes.
 """
 
 from ._env_server import EnvServer, serve_env

@@ -15,16 +15,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
-import grpclib.server
-from grpclib.const import Status
-from grpclib.exceptions import GRPCError, StreamTerminatedError
+import trio
 
+from .. import wire
 from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
-from . import _server_loop as aio
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
+from ._server_call import CallLost, ServerCall
+from ._server_net import CODEC, decode_request
+from ._server_thread import EnvWorkers, ServingThread, serving_in_thread
 
 __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
 
@@ -67,8 +68,6 @@ class EnvServer(ServerBase):
     messages: ClassVar[Any] = env_pb
     component = ENV_COMPONENT
     shutdown_refusal = "remote shutdown is disabled for this environment endpoint"
-    # Larger windows than HTTP/2's 64 KiB keep image observations flowing.
-    http2_window = 16 * 1024 * 1024
 
     def __init__(
         self,
@@ -80,18 +79,25 @@ class EnvServer(ServerBase):
         allow_remote_shutdown: bool | None = None,
         close_env: bool = True,
         env_thread: str = "auto",
+        limits: wire.ServerLimits | None = None,
     ) -> None:
         _check_env_thread(env_thread)
         if allow_remote_shutdown is None:
             flag = os.environ.get("RLMESH_ALLOW_REMOTE_SHUTDOWN", "").strip().lower()
             allow_remote_shutdown = flag in ("1", "true")
-        super().__init__(address, token=token, ssl=ssl, allow_remote_shutdown=allow_remote_shutdown)
+        super().__init__(
+            address,
+            token=token,
+            ssl=ssl,
+            allow_remote_shutdown=allow_remote_shutdown,
+            limits=limits,
+        )
         self.host: EnvHost = (
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
         self.env_thread = env_thread
-        self._session: JoinSession | None = None  # the one open Join stream (asyncio side)
-        self._workers: aio.EnvWorkers | None = None  # None while serving inline
+        self._session: JoinSession | None = None  # the one open Join stream
+        self._workers: EnvWorkers | None = None  # None while serving inline
 
     @property
     def contract(self) -> core_pb.EnvContract:
@@ -102,6 +108,10 @@ class EnvServer(ServerBase):
     def close_bound(self) -> float:
         """Stopping drains in-flight env calls, then closes the env, each bounded."""
         return DRAIN_TIMEOUT + CLOSE_TIMEOUT
+
+    def close_unstarted(self) -> None:
+        """Never started: the env is closed all the same (0.1.0's lifecycle)."""
+        self.host.close()
 
     def refuse_thread(self) -> None:
         if self.env_thread == "caller":
@@ -119,8 +129,8 @@ class EnvServer(ServerBase):
 
         Where env calls run (``env_thread``; ``None``: the constructor's):
 
-        * ``"loop"``: inline on the serving thread (the caller's), which runs a
-          plain asyncio loop: no thread hand-off, the cheapest per step; but while
+        * ``"loop"``: inline on the serving thread (the caller's), which runs the
+          server's ``trio.run``: no thread hand-off, the cheapest per step; but while
           an env call runs nothing else is served (health probes, a Shutdown, a
           refused second Join wait for it), and lanes take turns.
         * ``"worker"``: on worker threads, lanes concurrently; the loop on the
@@ -150,7 +160,7 @@ class EnvServer(ServerBase):
         if env_thread == "caller":
             self._serve_on_caller(announce)
             return
-        workers = None if env_thread == "loop" else aio.EnvWorkers(self.host.num_envs + 1)
+        workers = None if env_thread == "loop" else EnvWorkers(self.host.num_envs + 1)
         self._workers = workers
         try:
             super().serve_blocking(announce)
@@ -164,13 +174,13 @@ class EnvServer(ServerBase):
         The first SIGINT/SIGTERM (main thread) stops the server gracefully (an env
         call in progress is not interrupted); the previous handlers come back for
         anything after that."""
-        self._workers = pool = aio.EnvWorkers(0)
+        self._workers = pool = EnvWorkers(0)
 
         def on_signal(signum: int) -> None:
             self._note_signal(signum)  # a reason: stopping waits for an open session
             self.stop_threadsafe()  # a signal before the loop's start stops it once up
 
-        serving = aio.ServingThread(
+        serving = ServingThread(
             self,
             on_listening=announce,
             on_ended=pool.stop,
@@ -185,7 +195,7 @@ class EnvServer(ServerBase):
         if serving.failure is not None:
             raise serving.failure
 
-    # -- asyncio side ----------------------------------------------------------------------
+    # -- the serving run ---------------------------------------------------------------------
 
     async def _handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
         host = self.host
@@ -195,13 +205,13 @@ class EnvServer(ServerBase):
         contract = host.contract if reply.compatible else None
         return env_pb.HandshakeResponse(base=reply, env_contract=contract)
 
-    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+    async def _join(self, call: ServerCall) -> None:
         if self._session is not None:
-            raise GRPCError(Status.FAILED_PRECONDITION, BUSY_MESSAGE)
-        session = self._session = JoinSession(self, stream)
+            raise wire.GrpcError(wire.GrpcStatus.FAILED_PRECONDITION, BUSY_MESSAGE)
+        session = self._session = JoinSession(self, call)
         try:
             # Headers first: a 0.1.0 client sends nothing until it has them (pitfall 1).
-            await stream.send_initial_metadata()
+            call.send_headers()
             await session.run()
         finally:
             self._session = None
@@ -211,33 +221,26 @@ class EnvServer(ServerBase):
         """Stop serving: let an open session end by itself for a moment (after a remote
         Shutdown or a signal, until it is idle; otherwise briefly, so a client that has
         just half-closed sees its stream end normally), then end what is left with
-        UNAVAILABLE, stop listening, shut the connections down and close the env."""
-        listener, self._listener = self._listener, None
-        if listener is not None:
-            loop = aio.running_loop()
-            deadline = loop.time() + DRAIN_TIMEOUT
-            asked = self._shutdown_reason is not None
-            session = self._session
-            if session is not None and not await _within(
-                session.released, 0.8 * DRAIN_TIMEOUT if asked else _CLOSE_GRACE
-            ):
+        UNAVAILABLE, close the connections and close the env."""
+        deadline = trio.current_time() + DRAIN_TIMEOUT
+        asked = self._shutdown_reason is not None
+        session = self._session
+        if session is not None:
+            with trio.move_on_after(0.8 * DRAIN_TIMEOUT if asked else _CLOSE_GRACE):
+                await session.released.wait()
+            if not session.released.is_set():
                 session.end_for_shutdown()
                 # An ended session still waits for its in-flight env calls (bounded).
-                if not await _within(session.released, max(0.05, deadline - loop.time())):
+                with trio.move_on_at(max(trio.current_time() + 0.05, deadline)):
+                    await session.released.wait()
+                if not session.released.is_set():
                     session.abandon()
-            await listener.close(1.0)
+        await super()._close()
         if self._workers is None:
             self.host.close()
         else:
-            await aio.asyncio_wait_for(self._workers.submit(self.host.close), CLOSE_TIMEOUT)
-
-
-async def _within(event: aio.AsyncioEvent, seconds: float) -> bool:
-    try:
-        await aio.asyncio_wait_for(event.wait(), seconds)
-    except TimeoutError:
-        return False
-    return True
+            with trio.move_on_after(CLOSE_TIMEOUT):
+                await self._workers.run(self.host.close)
 
 
 @contextlib.asynccontextmanager
@@ -248,7 +251,7 @@ async def serve_env(
 
     ``env`` and ``options`` are :class:`EnvServer`'s (``env_thread="caller"`` is
     refused: it needs :meth:`EnvServer.serve`). The server runs on a thread of
-    its own with a plain asyncio loop, so the caller's run needs no asyncio.
+    its own with a ``trio.run`` of its own, so serving never waits for the caller.
     Thread safety: from then on the env belongs to the server (called and
     closed on its threads, as ``env_thread`` says); do not use it elsewhere.
 
@@ -265,7 +268,7 @@ async def serve_env(
         OSError: the server cannot listen (the port is taken, say).
     """
     server = EnvServer(env, address, **options)
-    async with aio.serving_in_thread(server):
+    async with serving_in_thread(server):
         yield server
 
 
@@ -277,39 +280,40 @@ class JoinSession:
     request); one Join at a time (FAILED_PRECONDITION for a second); every
     response echoes its request's id and carries ``endpoint_total_ns``; the
     stream ends OK after Close and after a non-recoverable error; a half-close
-    or a cancelled stream lets in-flight env calls finish and drops the
-    session's leftover episodes before the slot frees; a server that stops ends
-    an open session with UNAVAILABLE.
+    or a lost stream lets in-flight env calls finish and drops the session's
+    leftover episodes before the slot frees; a server that stops ends an open
+    session with UNAVAILABLE.
     """
 
-    def __init__(self, server: EnvServer, stream: grpclib.server.Stream[Any, Any]) -> None:
-        self._server = server
+    def __init__(self, server: EnvServer, call: ServerCall) -> None:
         self._host = server.host
-        self._stream = stream
+        self._call = call
         self._workers = server._workers
-        self._loop = aio.running_loop()
-        self.released = aio.AsyncioEvent()  # the session's slot is free again
-        self._inflight: set[aio.AsyncioTask[None]] = set()
-        self._send_lock = aio.AsyncioLock()
-        self._finished = aio.AsyncioEvent()
+        self.released = trio.Event()  # the session's slot is free again
+        self._finished = trio.Event()
+        self._reading = trio.CancelScope()
+        self._work: trio.Nursery | None = None
         self._ended = False  # a Close reply or a non-recoverable error went out
         self._closed_by_request = False
         # A request the server could not read (oversized, undecodable), or the server
         # stopping: the stream ends with this status once in-flight requests are answered.
-        self._end_error: GRPCError | None = None
+        self._end_error: wire.GrpcError | None = None
 
     async def run(self) -> None:
         """Serve the stream until Close, an error, a half-close or :meth:`end_for_shutdown`.
 
+        Cancellation: in-flight env calls are abandoned (they finish on their threads).
+
         Raises:
-            GRPCError: the status the stream ends with when it does not end OK.
+            GrpcError: the status the stream ends with when it does not end OK.
         """
-        reader = self._loop.create_task(self._read())
         try:
-            await self._finished.wait()
+            async with trio.open_nursery() as work:
+                self._work = work
+                work.start_soon(self._read)
+                await self._finished.wait()
+                self._reading.cancel()  # in-flight env calls are left to finish
         finally:
-            reader.cancel()
-            await self._drain(reader)
             if not self._closed_by_request:
                 self._host.end_session()
         if self._end_error is not None and not self._ended:
@@ -318,68 +322,57 @@ class JoinSession:
     def end_for_shutdown(self) -> None:
         """The server is stopping: end this stream with UNAVAILABLE once in-flight calls end."""
         if self._end_error is None:
-            self._end_error = GRPCError(Status.UNAVAILABLE, STOPPING_MESSAGE)
+            self._end_error = wire.GrpcError(wire.GrpcStatus.UNAVAILABLE, STOPPING_MESSAGE)
         self._finished.set()
 
-    async def _drain(self, reader: aio.AsyncioTask[None]) -> None:
-        """Wait for in-flight env calls (they cannot be interrupted) before the slot frees.
-
-        A client that drops the connection gets this handler cancelled, possibly
-        more than once; we keep waiting regardless, so a reconnect is refused
-        until the env is really idle (as 0.1.0 does). Stopping the server is
-        bounded, so this cannot hang a shutdown.
-        """
-        pending = {*self._inflight, reader}
-        drained = aio.spawn(aio.asyncio_wait(pending))
-        while not drained.done():
-            try:
-                await aio.asyncio_shield(drained)
-            except aio.AsyncioCancelledError:
-                if self._server._listener is None:  # stopping: the wait is bounded there
-                    raise
-
     def abandon(self) -> None:
-        """Stop waiting for in-flight env calls (stopping, past the drain bound): their
-        tasks are cancelled; the calls themselves finish on their threads, unanswered."""
-        for task in list(self._inflight):
-            task.cancel()
+        """Stop waiting for in-flight env calls (stopping, past the drain bound); the
+        calls themselves finish on their threads, unanswered."""
+        if self._work is not None:
+            self._work.cancel_scope.cancel()
 
     async def _read(self) -> None:
-        workers = self._workers
+        workers, host, call = self._workers, self._host, self._call
         try:
-            while not self._ended:
-                request = await self._stream.recv_message()
-                if request is None:
-                    break  # half-close: answer what is in flight, then end
-                received = time.perf_counter_ns()
-                if workers is None:
-                    # Inline (serve(env_thread="loop")): one request at a time, in order.
-                    await self._answer(request, self._host.handle(request), received)
-                else:
-                    self._spawn(workers, request, received)
-        except GRPCError as exc:
+            with self._reading:
+                while not self._ended:
+                    data = await call.recv()
+                    if data is None:
+                        break  # half-close: answer what is in flight, then end
+                    received = time.perf_counter_ns()
+                    request = await decode_request(data, env_pb.JoinRequest)
+                    if workers is None:
+                        # Inline (env_thread="loop"): one request at a time, in order.
+                        await self._answer(request, host.handle(request), received)
+                    else:
+                        # Admission fixes the request's place in line: here, in arrival order.
+                        # Submitted here too: Trio starts tasks in no set order, and a
+                        # ticket's thread must never wait behind a later one's.
+                        ticket = host.admit(request)
+                        job = workers.submit(host.run, ticket)
+                        assert self._work is not None
+                        self._work.start_soon(
+                            self._process, workers, request, ticket, job, received
+                        )
+        except wire.GrpcError as exc:
             log.info("env Join stream refused a request: %s: %s", exc.status.name, exc.message)
             self._end_error = exc
-        except (ConnectionError, OSError, StreamTerminatedError) as exc:
-            log.debug("env Join stream read ended: %r", exc)
+        except CallLost as exc:
+            log.debug("env Join stream read ended: %s", exc)
         finally:
-            if self._inflight:
-                await aio.asyncio_wait(set(self._inflight))
             self._finished.set()
 
-    def _spawn(self, workers: aio.EnvWorkers, request: env_pb.JoinRequest, received: int) -> None:
-        # Admission fixes the request's place in line, so it happens here, in arrival order.
-        ticket = self._host.admit(request)
-        task = self._loop.create_task(self._process(workers, request, ticket, received))
-        self._inflight.add(task)
-        task.add_done_callback(self._inflight.discard)
-
     async def _process(
-        self, workers: aio.EnvWorkers, request: env_pb.JoinRequest, ticket: Any, received: int
+        self,
+        workers: EnvWorkers,
+        request: env_pb.JoinRequest,
+        ticket: Any,
+        job: Any,
+        received: int,
     ) -> None:
         host = self._host
         try:
-            reply = await workers.submit(host.run, ticket)
+            reply = await workers.result(job)
         except BaseException:
             host.discard(ticket)
             raise
@@ -401,10 +394,14 @@ class JoinSession:
             self._closed_by_request = response.close is not None
         response.endpoint_total_ns = time.perf_counter_ns() - received
         try:
-            async with self._send_lock:
-                await self._stream.send_message(response)
-        except Exception as exc:  # the stream is gone (h2 StreamClosedError, reset, ...)
-            log.debug("env Join stream send failed: %r", exc)
+            await self._call.send(CODEC.encode(response, env_pb.JoinResponse))
+        except wire.GrpcError as exc:  # a reply over the size limit
+            self._end_error = exc
+            self._ended = False
+            self._finished.set()
+            return
+        except CallLost as exc:
+            log.debug("env Join stream send failed: %s", exc)
             self._ended = True
             self._finished.set()
             return

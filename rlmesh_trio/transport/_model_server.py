@@ -10,17 +10,20 @@ from __future__ import annotations
 
 import contextlib
 import ssl as ssl_module
-from collections.abc import AsyncIterator, Callable, Iterable
+from collections.abc import AsyncIterator, Iterable
 from typing import Any, ClassVar, cast
 
 import betterproto2
-import grpclib.server
+import trio
 
+from .. import wire
 from .._modelhost import Invoke, ModelHost, PolicyFn, ThreadedInvoker, inline_invoke
 from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
-from . import _server_loop as aio
 from ._handshake import MODEL_COMPONENT
 from ._server_base import ServerBase
+from ._server_call import ServerCall
+from ._server_net import CODEC, THREAD_DECODE_BYTES, decode_request
+from ._server_thread import serving_in_thread
 
 __all__ = ["ModelServer", "serve_model"]
 
@@ -31,9 +34,9 @@ DRAIN_TIMEOUT = 5.0
 class ModelServer(ServerBase):
     """Serve ``policy`` (anything :func:`rlmesh_trio.policy` accepts) on ``address`` over gRPC.
 
-    Sync policies run inline on the server's event loop unless ``threaded=True``
+    Sync policies run inline in the server's Trio run unless ``threaded=True``
     (then in a Trio worker thread, one call at a time); async policies run as
-    Trio tasks. Ways to run it: blocking :meth:`serve`; ``start()`` or ``with``
+    Trio tasks of that run. Ways to run it: blocking :meth:`serve`; ``start()`` or ``with``
     from code that is not Trio; ``serve_model`` or ``nursery.start(server.run)``.
 
     Raises:
@@ -59,10 +62,17 @@ class ModelServer(ServerBase):
         threaded: bool = False,
         max_concurrency: int = DEFAULT_MAX_CONCURRENCY,
         editions: Iterable[str] = (WORKFLOW_EDITION,),
+        limits: wire.ServerLimits | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be >= 1")
-        super().__init__(address, token=token, ssl=ssl, allow_remote_shutdown=allow_remote_shutdown)
+        super().__init__(
+            address,
+            token=token,
+            ssl=ssl,
+            allow_remote_shutdown=allow_remote_shutdown,
+            limits=limits,
+        )
         self.host = (
             policy if isinstance(policy, ModelHost) else ModelHost(policy, editions=editions)
         )
@@ -72,7 +82,6 @@ class ModelServer(ServerBase):
         self._invoke_in_trio: Invoke = inline_invoke
         if threaded:
             self._invoke_in_trio = ThreadedInvoker()
-        self._guest: aio.TrioGuest | None = None  # async and threaded policies run here
 
     @property
     def inline(self) -> bool:
@@ -83,18 +92,7 @@ class ModelServer(ServerBase):
         """Stopping cancels in-flight requests and closes connections, bounded."""
         return DRAIN_TIMEOUT
 
-    # -- asyncio side ----------------------------------------------------------------------
-
-    async def _serve_plain_asyncio(self, announce: Callable[[], None]) -> None:
-        if self.inline:
-            await super()._serve_plain_asyncio(announce)
-            return
-        async with aio.trio_guest() as guest:
-            self._guest = guest
-            try:
-                await super()._serve_plain_asyncio(announce)
-            finally:
-                self._guest = None
+    # -- the serving run ---------------------------------------------------------------------
 
     async def _handshake(self, message: model_pb.HandshakeRequest) -> model_pb.HandshakeResponse:
         base = self._handshake_reply(
@@ -102,37 +100,39 @@ class ModelServer(ServerBase):
         )
         return model_pb.HandshakeResponse(base=base)
 
-    async def _join(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+    async def _join(self, call: ServerCall) -> None:
         # Pitfall 1: 0.1.0 clients wait for the response headers before sending anything.
-        await stream.send_initial_metadata()
+        call.send_headers()
         if self.inline:
-            await self._join_inline(stream)
+            await self._join_inline(call)
         else:
-            await _ConcurrentJoin(self, stream).run()
+            await _ConcurrentJoin(self, call).run()
 
-    async def _join_inline(self, stream: grpclib.server.Stream[Any, Any]) -> None:
+    async def _join_inline(self, call: ServerCall) -> None:
         host = self.host
         invoke = self._invoke_policy
-        recv, send = stream.recv_message, stream.send_message  # not async for: one frame less
-        while (request := await recv()) is not None:
+        decode, encode = CODEC.decode, CODEC.encode
+        while (data := await call.recv()) is not None:
+            request = (
+                decode(data, model_pb.JoinRequest)
+                if len(data) < THREAD_DECODE_BYTES
+                else await decode_request(data, model_pb.JoinRequest)
+            )
             response = await host.handle(request, invoke)
-            await send(response)
+            await call.send(encode(response, model_pb.JoinResponse))
             if response.close is not None:
                 return  # Close ends the stream with status OK, as 0.1.0 does
 
     async def _invoke_policy(self, fn: PolicyFn, arg: Any) -> Any:
-        """Run a policy function from the asyncio side: inline when it is a plain sync
-        call, otherwise in the Trio guest run (async policies, worker threads).
+        """Run a policy function: inline when it is a plain sync call, otherwise as
+        ``threaded`` says (async policies are awaited here, in the server's run).
 
         Raises:
-            RuntimeError: the Trio guest run is not up; or what the function raised.
+            What the function raised.
         """
         if not fn.is_async and not self.threaded:
             return fn.fn(arg)
-        guest = self._guest
-        if guest is None:
-            raise RuntimeError("the model server's Trio run is not up")
-        return await guest.call(self._invoke_in_trio, fn, arg)
+        return await self._invoke_in_trio(fn, arg)
 
 
 def _ordering_keys(request: model_pb.JoinRequest) -> list[str]:
@@ -146,72 +146,78 @@ def _ordering_keys(request: model_pb.JoinRequest) -> list[str]:
 
 
 class _ConcurrentJoin:
-    """One Join stream whose requests run concurrently (async or threaded policies)."""
+    """One Join stream whose requests run concurrently (async or threaded policies):
+    up to ``max_concurrency`` at once, answered in completion order, each waiting
+    for the earlier requests of its env_ids."""
 
-    def __init__(self, server: ModelServer, stream: grpclib.server.Stream[Any, Any]) -> None:
+    def __init__(self, server: ModelServer, call: ServerCall) -> None:
         self._host = server.host
         self._invoke = server._invoke_policy
-        self._stream = stream
-        self._slots = aio.AsyncioSemaphore(server.max_concurrency)
-        self._send_lock = aio.AsyncioLock()
-        self._tails: dict[str, aio.AsyncioTask[None]] = {}
-        self._tasks: set[aio.AsyncioTask[None]] = set()
+        self._call = call
+        self._slots = trio.Semaphore(server.max_concurrency, max_value=server.max_concurrency)
+        self._tails: dict[str, trio.Event] = {}
         self._failure: BaseException | None = None
 
     async def run(self) -> None:
-        try:
-            async for request in self._stream:
+        """Raises: what a request's handling raised (the stream ends with it)."""
+        call = self._call
+        async with trio.open_nursery() as nursery:
+            while (data := await call.recv()) is not None:
                 if self._failure is not None:
-                    raise self._failure
+                    break
+                request = await decode_request(data, model_pb.JoinRequest)
                 if request.close is not None:
                     await self._drain()
                     response = await self._host.handle(request, self._invoke)
                     await self._send(response)
+                    nursery.cancel_scope.cancel()
                     return
                 await self._slots.acquire()
-                self._spawn(request)
+                self._spawn(nursery, request)
             await self._drain()
-            if self._failure is not None:
-                raise self._failure
-        finally:
-            for task in self._tasks:
-                task.cancel()
+        if self._failure is not None:
+            raise self._failure
 
-    def _spawn(self, request: model_pb.JoinRequest) -> None:
+    def _spawn(self, nursery: trio.Nursery, request: model_pb.JoinRequest) -> None:
         keys = _ordering_keys(request)
         before = [self._tails[k] for k in keys if k in self._tails]
-        task = aio.spawn(self._process(request, before))
-        self._tasks.add(task)
+        done = trio.Event()
         for key in keys:
-            self._tails[key] = task
-
-        def done(finished: aio.AsyncioTask[None]) -> None:
-            self._tasks.discard(finished)
-            self._slots.release()
-            for key in keys:
-                if self._tails.get(key) is finished:
-                    del self._tails[key]
-            if not finished.cancelled() and finished.exception() is not None:
-                self._failure = self._failure or finished.exception()
-
-        task.add_done_callback(done)
+            self._tails[key] = done
+        nursery.start_soon(self._process, request, before, keys, done)
 
     async def _process(
-        self, request: model_pb.JoinRequest, before: list[aio.AsyncioTask[None]]
+        self,
+        request: model_pb.JoinRequest,
+        before: list[trio.Event],
+        keys: list[str],
+        done: trio.Event,
     ) -> None:
-        if before:
-            # asyncio.wait, not gather: our cancellation must not cancel the predecessors.
-            await aio.asyncio_wait(before)
-        response = await self._host.handle(request, self._invoke)
-        await self._send(response)
+        try:
+            for earlier in before:
+                await earlier.wait()
+            response = await self._host.handle(request, self._invoke)
+            await self._send(response)
+        except Exception as exc:
+            self._failure = self._failure or exc
+        finally:
+            self._slots.release()
+            for key in keys:
+                if self._tails.get(key) is done:
+                    del self._tails[key]
+            done.set()
 
     async def _send(self, response: model_pb.JoinResponse) -> None:
-        async with self._send_lock:
-            await self._stream.send_message(response)
+        await self._call.send(CODEC.encode(response, model_pb.JoinResponse))
 
     async def _drain(self) -> None:
-        while self._tasks:
-            await aio.asyncio_wait(list(self._tasks))
+        # Every slot back: every spawned request has finished.
+        limit = self._slots.max_value
+        assert limit is not None
+        for _ in range(limit):
+            await self._slots.acquire()
+        for _ in range(limit):
+            self._slots.release()
 
 
 @contextlib.asynccontextmanager
@@ -221,9 +227,8 @@ async def serve_model(
     """Serve ``policy`` over gRPC from a Trio program; yields the server once it is listening.
 
     ``options`` are :class:`ModelServer`'s. The server runs on a thread of its
-    own with a plain asyncio loop, so the caller's run needs no asyncio. An
-    async (Trio) policy runs in a Trio guest run hosted by that loop, not the
-    caller's run, so it must not wait on the caller's Trio objects. Thread
+    own with a ``trio.run`` of its own. An async (Trio) policy runs in that
+    run, not the caller's, so it must not wait on the caller's Trio objects. Thread
     safety: the policy is called from threads other than the caller's.
 
     Cancellation: leaving the block (normally, by error or by cancellation)
@@ -235,5 +240,5 @@ async def serve_model(
         OSError: the server cannot listen (the port is taken, say).
     """
     server = ModelServer(policy, address, **options)
-    async with aio.serving_in_thread(server):
+    async with serving_in_thread(server):
         yield server

@@ -1,4 +1,4 @@
-"""What the env and model servers share: the blocking serve on a plain asyncio loop
+"""What the env and model servers share: the blocking serve on a ``trio.run`` of its own
 (protocol notes §8), the ways to run it, Handshake and Shutdown; each keeps its own Join.
 """
 
@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 import ssl as ssl_module
 import sys
@@ -14,18 +15,16 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping
 from types import TracebackType
 from typing import Any, ClassVar
 
-import grpclib.const
-import grpclib.server
 import trio
-from grpclib.const import Status
-from grpclib.exceptions import GRPCError
 
-from .._signals import SERVER_SIGNALS, describe_signal
+from .. import wire
+from .._signals import SERVER_SIGNALS, describe_signal, wait_for_signal
 from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
-from . import _server_loop as aio
 from ._address import parse_address
 from ._handshake import local_peer_info
-from ._server_net import Listener, open_listener, unary
+from ._server_call import Handler
+from ._server_net import Listener, Service, open_listener, unary
+from ._server_thread import ServingThread, serving_in_thread
 
 __all__ = ["ServerBase"]
 
@@ -51,8 +50,6 @@ class ServerBase:
     #: A refused Shutdown's message, and the reason an accepted one without any records.
     shutdown_refusal: ClassVar[str]
     blank_shutdown_reason: ClassVar[str] = ""
-    #: HTTP/2 flow-control windows in bytes (``None``: grpclib's 64 KiB).
-    http2_window: ClassVar[int | None] = None
 
     def __init__(
         self,
@@ -61,22 +58,27 @@ class ServerBase:
         token: str | None,
         ssl: ssl_module.SSLContext | None,
         allow_remote_shutdown: bool,
+        limits: wire.ServerLimits | None = None,
     ) -> None:
+        if limits is not None and not isinstance(limits, wire.ServerLimits):
+            raise TypeError(f"limits must be a ServerLimits, got {type(limits).__name__}")
+        self.limits = limits if limits is not None else wire.ServerLimits()
         self._bind = parse_address(address)
         self._token = token
         self._ssl = ssl
         self.allow_remote_shutdown = allow_remote_shutdown
         self._address: str | None = None
         self._shutdown_reason: str | None = None
-        self._stop = aio.AsyncioEvent()  # set to stop serving (asyncio side; one per serve)
+        self._stop: trio.Event | None = None  # set to stop serving (one per serve)
         self._listener: Listener | None = None
-        # The thread-safe stop hand-off (see stop_threadsafe): the serving loop, while
-        # it runs, and whether a stop was asked before it ran.
+        self._service: Service | None = None
+        # The thread-safe stop hand-off (see stop_threadsafe): the serving run's token,
+        # while it runs, and whether a stop was asked before it ran.
         self._stop_lock = threading.Lock()
-        self._serving_loop: aio.AsyncioLoop | None = None
+        self._serving_run: trio.lowlevel.TrioToken | None = None
         self._stop_asked = False
         self._life_lock = threading.Lock()
-        self._serving: aio.ServingThread | None = None  # start()'s thread
+        self._serving: ServingThread | None = None  # start()'s thread
 
     @property
     def address(self) -> str:
@@ -113,7 +115,7 @@ class ServerBase:
         Raises:
             OSError: the address cannot be bound.
         """
-        aio.run_plain_asyncio(lambda: self._serve_plain_asyncio(announce))
+        trio.run(self._serve_trio, announce)
 
     def serve(self, ready_fd: int | None = None, *, announce_as: str | None = None) -> None:
         """Serve until SIGINT/SIGTERM or an accepted remote Shutdown (blocking).
@@ -149,7 +151,7 @@ class ServerBase:
             ValueError: see :meth:`refuse_thread`.
             OSError: the address cannot be bound.
         """
-        async with aio.serving_in_thread(self) as stopped:
+        async with serving_in_thread(self) as stopped:
             task_status.started(self)
             await stopped.wait()
 
@@ -178,7 +180,7 @@ class ServerBase:
                 raise RuntimeError(f"the {self.kind} server was started already")
             self.refuse_thread()
             self._reset_stop()
-            serving = aio.ServingThread(self, on_listening=ready.set, on_ended=ended)
+            serving = ServingThread(self, on_listening=ready.set, on_ended=ended)
             self._serving = serving
             serving.thread.start()
         if not ready.wait(timeout):
@@ -190,13 +192,26 @@ class ServerBase:
         return self
 
     def wait(self, timeout: float | None = None) -> bool:
-        """Wait for a started server to stop; ``True`` once stopped (or never started),
-        ``False`` if ``timeout`` seconds passed first."""
-        return self._serving is None or self._serving.ended.wait(timeout)
+        """Wait for a started server to stop; ``True`` once stopped, ``False`` if
+        ``timeout`` seconds passed first (as rlmesh 0.1.0's servers do).
+
+        Raises:
+            ValueError: ``timeout`` is negative, NaN or infinite.
+            RuntimeError: the server was never started.
+        """
+        if timeout is not None and not (math.isfinite(timeout) and timeout >= 0):
+            raise ValueError("timeout must be a non-negative finite float or None")
+        if self._serving is None:
+            raise RuntimeError("wait() called before start()")
+        return self._serving.ended.wait(timeout)
+
+    def close_unstarted(self) -> None:
+        """What :meth:`shutdown` does for a server never started (the env server closes
+        its env, as 0.1.0's does)."""
 
     def shutdown(self) -> None:
-        """Stop a started server and wait for it; idempotent (a no-op when it was never
-        started or has stopped).
+        """Stop a started server and wait for it; idempotent (a no-op once stopped;
+        before :meth:`start`, only :meth:`close_unstarted`).
 
         An open Join session ends UNAVAILABLE and its connection is closed, so a
         route mid-episode fails cleanly. The wait is bounded by the server's close
@@ -204,7 +219,10 @@ class ServerBase:
         returns) is left behind (a daemon thread) with a warning.
         """
         serving = self._serving
-        if serving is None or serving.ended.is_set():
+        if serving is None:
+            self.close_unstarted()
+            return
+        if serving.ended.is_set():
             return
         self.stop_threadsafe()
         if not serving.ended.wait(serving.bound):
@@ -244,45 +262,40 @@ class ServerBase:
         :attr:`shutdown_reason` alone; asked before the loop is up, it stops once up."""
         with self._stop_lock:
             self._stop_asked = True
-            loop, stop = self._serving_loop, self._stop
-        if loop is not None:
-            with contextlib.suppress(RuntimeError):  # the loop is closed: serving is over
-                loop.call_soon_threadsafe(stop.set)
+            token, stop = self._serving_run, self._stop
+        if token is not None and stop is not None:
+            with contextlib.suppress(trio.RunFinishedError):  # serving is over
+                token.run_sync_soon(stop.set)
 
     def _reset_stop(self) -> None:
         with self._stop_lock:
             self._stop_asked = False
-            self._serving_loop = None
+            self._serving_run = None
 
     def _note_signal(self, signum: int) -> None:
         self._shutdown_reason = describe_signal(signum)
         log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
 
     def request_shutdown(self, reason: str) -> None:
-        """Ask the serve to stop, recording ``reason`` (on the serving loop's thread;
-        never blocks): an accepted remote Shutdown, or a signal."""
+        """Ask the serve to stop, recording ``reason`` (in the serving run; never
+        blocks): an accepted remote Shutdown, or a signal."""
         self._shutdown_reason = reason
-        self._stop.set()
+        if self._stop is not None:
+            self._stop.set()
 
-    # -- the gRPC service (asyncio side) ----------------------------------------------------
+    # -- the gRPC service ------------------------------------------------------------------
 
-    def __mapping__(self) -> dict[str, grpclib.const.Handler]:
-        """What grpclib serves, every message through :class:`._server_net.SizeLimitedCodec`."""
-        pb, one = self.messages, grpclib.const.Cardinality.UNARY_UNARY
+    def routes(self) -> dict[str, Handler]:
+        """What the server serves: path to handler (health is added by the serve)."""
+        pb = self.messages
         return {
-            f"/{self.service}/Handshake": grpclib.const.Handler(
-                unary(self._handshake), one, pb.HandshakeRequest, pb.HandshakeResponse
-            ),
-            f"/{self.service}/Join": grpclib.const.Handler(
-                self._join, grpclib.const.Cardinality.STREAM_STREAM, pb.JoinRequest, pb.JoinResponse
-            ),
-            f"/{self.service}/Shutdown": grpclib.const.Handler(
-                unary(self._shutdown), one, pb.ShutdownRequest, pb.ShutdownResponse
-            ),
+            f"/{self.service}/Handshake": unary(self._handshake, pb.HandshakeRequest),
+            f"/{self.service}/Join": self._join,
+            f"/{self.service}/Shutdown": unary(self._shutdown, pb.ShutdownRequest),
         }
 
     _handshake: Callable[[Any], Awaitable[Any]]
-    _join: Callable[[grpclib.server.Stream[Any, Any]], Awaitable[None]]
+    _join: Handler
 
     def _handshake_reply(
         self,
@@ -295,10 +308,10 @@ class ServerBase:
         editions are the runtime's business. 0.1.0's error text for a mismatch.
 
         Raises:
-            GRPCError: INVALID_ARGUMENT when the request has no base.
+            GrpcError: INVALID_ARGUMENT when the request has no base.
         """
         if base is None:
-            raise GRPCError(Status.INVALID_ARGUMENT, "handshake request missing base")
+            raise wire.GrpcError(wire.GrpcStatus.INVALID_ARGUMENT, "handshake request missing base")
         compatible = base.protocol_generation.strip() == PROTOCOL_GENERATION
         return core_pb.HandshakeResponse(
             compatible=compatible,
@@ -320,65 +333,99 @@ class ServerBase:
         reason (or :attr:`blank_shutdown_reason`).
 
         Raises:
-            GRPCError: INVALID_ARGUMENT when the request has no base.
+            GrpcError: INVALID_ARGUMENT when the request has no base.
         """
         base = message.base
         if base is None:
-            raise GRPCError(Status.INVALID_ARGUMENT, "shutdown request missing base")
+            raise wire.GrpcError(wire.GrpcStatus.INVALID_ARGUMENT, "shutdown request missing base")
         if not self.allow_remote_shutdown:
             reply = core_pb.ShutdownResponse(accepted=False, message=self.shutdown_refusal)
         else:
             reason = base.reason or self.blank_shutdown_reason
-            aio.running_loop().call_later(SHUTDOWN_GRACE, self.request_shutdown, reason)
+            assert self._service is not None
+            self._service.nursery.start_soon(self._shutdown_later, reason)
             text = f"shutdown accepted: {base.reason}" if base.reason else "shutdown accepted"
             reply = core_pb.ShutdownResponse(accepted=True, message=text)
         return self.messages.ShutdownResponse(base=reply)
 
-    # -- the blocking serve on a plain asyncio loop ------------------------------------------
+    async def _shutdown_later(self, reason: str) -> None:
+        await trio.sleep(SHUTDOWN_GRACE)
+        self.request_shutdown(reason)
+
+    # -- the blocking serve on a trio.run of its own -----------------------------------------
 
     async def _close(self) -> None:
-        """Stop serving (asyncio side): the listener and whatever else the server owns."""
+        """Stop serving: the listener, then every connection (each call ends UNAVAILABLE,
+        a GOAWAY goes out, the socket closes); a subclass adds what else it owns."""
+        service = self._service
         if self._listener is not None:
-            listener, self._listener = self._listener, None
-            await listener.close(self.close_bound() / 2)
+            self._listener.remove_file()
+        if service is None:
+            return
+        for conn in list(service.connections):
+            conn.stop_calls()
+        await trio.sleep(0.01)  # let the handlers' trailers out
+        for conn in list(service.connections):
+            conn.close()
+        with trio.move_on_after(1.0):
+            while service.connections:
+                await trio.sleep(0.01)
+        for conn in list(service.connections):
+            conn.scope.cancel()
 
-    async def _serve_plain_asyncio(self, announce: Callable[[], None]) -> None:
+    def _all_routes(self) -> dict[str, Handler]:
+        from ._health_service import health_routes
+
+        return {**self.routes(), **health_routes()}
+
+    async def _serve_trio(self, announce: Callable[[], None]) -> None:
         """Listen, announce, serve until stopped, then :meth:`_close` (bounded).
 
         Raises:
             OSError: the address cannot be bound.
         """
-        loop = aio.running_loop()
-        self._stop = stop = aio.AsyncioEvent()
-        self._listener = await open_listener(self, self._bind, token=self._token, ssl=self._ssl)
-        self._address = self._listener.address
-        handled = threading.current_thread() is threading.main_thread()
-
-        def on_signal(signum: int) -> None:
-            self._note_signal(signum)
-            stop.set()
-
-        with self._stop_lock:
-            self._serving_loop = loop
-            if self._stop_asked:
-                stop.set()
+        self._stop = stop = trio.Event()
+        self._listener = listener = open_listener(self._bind, self.limits, self._ssl)
+        self._address = listener.address
+        log.info("%s server listening on %s", self.kind, listener.address)
+        refusal = f"invalid {self.kind} token"
         try:
-            if handled:
-                for signum in SERVER_SIGNALS:
-                    loop.add_signal_handler(signum, on_signal, signum)
-            announce()
-            await stop.wait()
-            log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
+            async with trio.open_nursery() as nursery:
+                self._service = service = Service(
+                    self._all_routes(),
+                    self.limits,
+                    token=self._token,
+                    token_refusal=refusal,
+                    nursery=nursery,
+                )
+                with self._stop_lock:
+                    self._serving_run = trio.lowlevel.current_trio_token()
+                    if self._stop_asked:
+                        stop.set()
+                nursery.start_soon(listener.serve, service)
+                if threading.current_thread() is threading.main_thread():
+                    nursery.start_soon(self._watch_signals)
+                announce()
+                await stop.wait()
+                log.info(
+                    "%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason
+                )
+                close_timeout = self.close_bound()
+                with trio.move_on_after(close_timeout) as bounded:
+                    await self._close()
+                if bounded.cancelled_caught:
+                    log.warning(
+                        "%s server %s: close took over %ss", self.kind, self._address, close_timeout
+                    )
+                nursery.cancel_scope.cancel()
         finally:
             with self._stop_lock:
-                self._serving_loop = None
-            if handled:
-                for signum in SERVER_SIGNALS:
-                    loop.remove_signal_handler(signum)
-            close_timeout = self.close_bound()
-            try:
-                await aio.asyncio_wait_for(self._close(), close_timeout)
-            except TimeoutError:
-                log.warning(
-                    "%s server %s: close took over %ss", self.kind, self._address, close_timeout
-                )
+                self._serving_run = None
+            listener.sock.close()
+            self._service = None
+
+    async def _watch_signals(self) -> None:
+        signum = await wait_for_signal(SERVER_SIGNALS)
+        self._note_signal(signum)
+        if self._stop is not None:
+            self._stop.set()

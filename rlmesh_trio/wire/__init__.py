@@ -1,7 +1,7 @@
 """The I/O-free wire core: gRPC over HTTP/2 (h2's public API), Join demux, hand codecs.
 
 Nothing here opens a socket or touches an event loop: bytes go in, events
-come out (:class:`ClientCore`), and the transport layer does the I/O.
+come out (:class:`ClientCore`, :class:`ServerCore`), and the transport layer does the I/O.
 """
 
 from ._demux import JoinDemux, Undecodable, Waiter
@@ -9,7 +9,10 @@ from ._events import (
     ConnectionTerminated,
     Event,
     MessageReceived,
+    MessageRefused,
     PingAcknowledged,
+    RequestEnded,
+    RequestReceived,
     ResponseHeaders,
     StreamEnded,
     StreamReset,
@@ -25,6 +28,8 @@ from ._grpc import (
     request_headers,
 )
 from ._h2core import ClientCore, NotHttp2, ProtocolFailure
+from ._h2server import ServerCore
+from ._limits import ServerLimits
 from ._registry import HAND_DECODERS, HAND_ENCODERS
 
 __all__ = [
@@ -40,10 +45,15 @@ __all__ = [
     "JoinDemux",
     "MessageReader",
     "MessageReceived",
+    "MessageRefused",
     "NotHttp2",
     "PingAcknowledged",
     "ProtocolFailure",
+    "RequestEnded",
+    "RequestReceived",
     "ResponseHeaders",
+    "ServerCore",
+    "ServerLimits",
     "StreamEnded",
     "StreamReset",
     "Undecodable",

@@ -15,7 +15,10 @@ __all__ = [
     "ConnectionTerminated",
     "Event",
     "MessageReceived",
+    "MessageRefused",
     "PingAcknowledged",
+    "RequestEnded",
+    "RequestReceived",
     "ResponseHeaders",
     "StreamEnded",
     "StreamReset",
@@ -76,3 +79,29 @@ class PingAcknowledged(Event):
     """The peer answered one of our pings."""
 
     data: bytes
+
+
+@dataclasses.dataclass(slots=True)
+class RequestReceived(Event):
+    """Server side: a client opened a stream with these request headers."""
+
+    stream_id: int
+    headers: list[tuple[str, str]]
+
+
+@dataclasses.dataclass(slots=True)
+class RequestEnded(Event):
+    """Server side: the client half-closed the stream (no more messages from it)."""
+
+    stream_id: int
+
+
+@dataclasses.dataclass(slots=True)
+class MessageRefused(Event):
+    """Server side: a message the stream could not take (over the size limit, over the
+    in-flight budget, compressed); its input is dropped from here on. The handler
+    ends the stream with ``status`` once its in-flight work is answered."""
+
+    stream_id: int
+    status: GrpcStatus
+    message: str

@@ -7,19 +7,33 @@ costs tens of microseconds a frame, and the 9-byte header is trivial to write.
 from __future__ import annotations
 
 __all__ = [
+    "CONTINUATION",
     "DATA",
+    "END_HEADERS",
     "END_STREAM",
+    "HEADERS",
     "PADDED",
+    "PING",
+    "RST_STREAM",
+    "SETTINGS",
     "WINDOW_UPDATE",
     "FrameSplitter",
+    "FrameTooLarge",
     "data_frame_header",
     "window_update",
 ]
 
 HEADER_SIZE = 9
 DATA = 0x0
+HEADERS = 0x1
+RST_STREAM = 0x3
+SETTINGS = 0x4
+PUSH_PROMISE = 0x5
+PING = 0x6
 WINDOW_UPDATE = 0x8
+CONTINUATION = 0x9
 END_STREAM = 0x1
+END_HEADERS = 0x4
 PADDED = 0x8
 _STREAM_MASK = 0x7FFFFFFF
 
@@ -34,13 +48,23 @@ def window_update(stream_id: int, increment: int) -> bytes:
     return b"\x00\x00\x04\x08\x00" + stream_id.to_bytes(4, "big") + increment.to_bytes(4, "big")
 
 
+class FrameTooLarge(Exception):
+    """A frame header announces more than our SETTINGS_MAX_FRAME_SIZE (RFC 9113 §4.2)."""
+
+
 class FrameSplitter:
-    """Cuts the bytes read from a connection into whole frames, keeping a partial one."""
+    """Cuts the bytes read from a connection into whole frames, keeping a partial one.
 
-    __slots__ = ("_buffer",)
+    Each 9-byte header is checked before its payload is kept: a frame longer
+    than ``max_frame`` raises :class:`FrameTooLarge`, so at most one frame's
+    worth of bytes is ever buffered.
+    """
 
-    def __init__(self) -> None:
+    __slots__ = ("_buffer", "max_frame")
+
+    def __init__(self, max_frame: int = 16384) -> None:
         self._buffer = b""
+        self.max_frame = max_frame
 
     @property
     def partial(self) -> bool:
@@ -51,6 +75,10 @@ class FrameSplitter:
         """``(buffer, frames)``: each frame as (type, flags, stream id, start, end) in ``buffer``.
 
         ``start`` is the frame's first byte (its header), ``end`` one past its payload.
+
+        Raises:
+            FrameTooLarge: a header announces a frame over ``max_frame`` (the frames
+                before it are lost with the connection).
         """
         if self._buffer:
             data = self._buffer + data
@@ -58,6 +86,8 @@ class FrameSplitter:
         pos, size = 0, len(data)
         while size - pos >= HEADER_SIZE:
             length = int.from_bytes(data[pos : pos + 3], "big")
+            if length > self.max_frame:
+                raise FrameTooLarge(f"a frame of {length} bytes is over our {self.max_frame}")
             end = pos + HEADER_SIZE + length
             if end > size:
                 break

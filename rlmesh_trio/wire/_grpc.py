@@ -85,17 +85,27 @@ def frame(payload: bytes | bytearray) -> bytes:
 
 
 class MessageReader:
-    """Cuts gRPC messages out of a stream's DATA payloads, however they are split."""
+    """Cuts gRPC messages out of a stream's DATA payloads, however they are split.
 
-    __slots__ = ("_buffer",)
+    Each 5-byte prefix is checked as soon as it is complete, before any of its
+    message is kept: a message over ``limit`` raises at once.
+    """
 
-    def __init__(self) -> None:
-        self._buffer = b""
+    __slots__ = ("_buffer", "limit")
+
+    def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
+        self._buffer = bytearray()
+        self.limit = limit
 
     @property
     def partial(self) -> bool:
         """Whether part of a message is still waiting for the rest."""
         return bool(self._buffer)
+
+    @property
+    def buffered(self) -> int:
+        """Bytes kept for a message not complete yet."""
+        return len(self._buffer)
 
     def feed(self, data: bytes) -> list[bytes]:
         """The messages ``data`` completes, in order.
@@ -104,25 +114,44 @@ class MessageReader:
             FramingError: a compressed message (no compression was negotiated)
                 or one over the size limit.
         """
-        if self._buffer:
-            data = self._buffer + data
-            self._buffer = b""
+        buffer = self._buffer
+        if buffer:
+            # Appending keeps a large message's assembly linear (no copy per frame).
+            buffer += data
+            if len(buffer) < 5:
+                return []
+            size = self._check(buffer) + 5
+            if size > len(buffer):
+                return []
+            if size == len(buffer):
+                # One whole message (a large one, usually): one copy out, not two.
+                with memoryview(buffer) as view:
+                    message = bytes(view[5:])
+                buffer.clear()
+                return [message]
+            data = bytes(buffer)
+            buffer.clear()
         out: list[bytes] = []
         pos, end = 0, len(data)
         while end - pos >= 5:
-            if data[pos]:
-                raise FramingError("a compressed gRPC message (compression is not supported)")
-            size = int.from_bytes(data[pos + 1 : pos + 5], "big")
-            if size > MAX_MESSAGE_BYTES:
-                raise FramingError(f"a gRPC message of {size} bytes is over the 256 MiB limit")
+            size = self._check(data, pos)
             stop = pos + 5 + size
             if stop > end:
                 break
             out.append(data[pos + 5 : stop])
             pos = stop
         if pos < end:
-            self._buffer = data[pos:]
+            buffer += data[pos:]
         return out
+
+    def _check(self, data: bytes | bytearray, pos: int = 0) -> int:
+        if data[pos]:
+            raise FramingError("a compressed gRPC message (compression is not supported)")
+        size = int.from_bytes(data[pos + 1 : pos + 5], "big")
+        if size > self.limit:
+            limit = "256 MiB" if self.limit == MAX_MESSAGE_BYTES else f"{self.limit}-byte"
+            raise FramingError(f"a gRPC message of {size} bytes is over the {limit} limit")
+        return size
 
 
 def request_headers(

@@ -20,13 +20,6 @@ grimp = pytest.importorskip("grimp", reason="grimp comes with import-linter (dev
 # one fails; each should become a protocol or move in time.
 TYPE_ONLY_CYCLES = {
     frozenset({"rlmesh_trio.transport._conn", "rlmesh_trio.transport._reading"}),
-    frozenset(
-        {
-            "rlmesh_trio.transport._server_base",
-            "rlmesh_trio.transport._server_loop",
-            "rlmesh_trio.transport._server_net",
-        }
-    ),
 }
 
 

@@ -32,8 +32,11 @@ PUBLIC_UNDERSCORE = frozenset({"_asdict", "_fields", "_field_defaults", "_make",
 
 SERVER_FILES = (
     "_server_base.py",
-    "_server_loop.py",
+    "_server_thread.py",
     "_server_net.py",
+    "_server_conn.py",
+    "_server_call.py",
+    "_health_service.py",
     "_env_server.py",
     "_model_server.py",
 )

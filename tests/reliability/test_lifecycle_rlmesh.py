@@ -20,9 +20,9 @@ from typing import Any
 
 import gymnasium as gym
 import pytest
-from rlmesh_trio._demo_policy import cartpole_policy
 
 import rlmesh_trio as rt
+from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
 BAD_TIMEOUTS = [-1.0, math.nan, math.inf]
 

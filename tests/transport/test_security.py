@@ -23,7 +23,6 @@ import numpy as np
 import pytest
 import trio
 from grpclib.const import Status
-from grpclib.exceptions import GRPCError
 
 import rlmesh_trio as rt
 from rlmesh_trio._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
@@ -339,6 +338,10 @@ class _Huge:
 
 
 def test_message_limit_is_256_mib_on_both_servers_and_clients() -> None:
+    # The servers' codec is ours now (no grpclib): its error and status types.
+    from rlmesh_trio.wire import GrpcError as GRPCError
+    from rlmesh_trio.wire import GrpcStatus as Status
+
     assert MAX_MESSAGE_BYTES == 256 * 1024 * 1024
     for codec in (_server_net.SizeLimitedCodec(),):
         with pytest.raises(GRPCError) as refused:

@@ -6,6 +6,7 @@ from plain (non-Trio) code, as rlmesh 0.1.0's ``EnvServer`` is used.
 
 from __future__ import annotations
 
+import math
 import socket
 import subprocess
 import sys
@@ -63,10 +64,20 @@ def test_model_and_env_servers_started_and_shut_down_by_hand() -> None:
     model.shutdown()  # idempotent after stopping
 
 
-def test_wait_on_a_server_never_started_returns_at_once() -> None:
-    server = rt.EnvServer(gym.make("CartPole-v1"))
-    assert server.wait() is True
-    server.shutdown()  # a no-op: never started
+def test_wait_on_a_server_never_started_is_refused_as_rlmesh_does() -> None:
+    # Issue 22 (rlmesh 0.1.0's lifecycle): wait() before start() raises, bad timeouts
+    # raise ValueError, and shutdown() before start() still closes the env.
+    env = gym.make("CartPole-v1")
+    closed: list[bool] = []
+    env.close = lambda: closed.append(True)  # type: ignore[method-assign]
+    server = rt.EnvServer(env)
+    with pytest.raises(RuntimeError, match=r"wait\(\) called before start\(\)"):
+        server.wait()
+    for bad in (-1, math.nan, math.inf):
+        with pytest.raises(ValueError, match="non-negative finite"):
+            server.wait(bad)
+    server.shutdown()
+    assert closed == [True]
 
 
 def test_start_twice_is_refused() -> None:

@@ -10,8 +10,6 @@ __all__ = (
     "ConfigureEnvResponse",
     "EnvError",
     "EnvErrorCode",
-    "EnvServiceBase",
-    "EnvServiceStub",
     "EpisodeMetadata",
     "HandshakeRequest",
     "HandshakeResponse",
@@ -28,20 +26,11 @@ __all__ = (
     "StepResponse",
 )
 
-from collections.abc import AsyncIterable, AsyncIterator, Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import betterproto2
-import grpclib
-from betterproto2 import grpclib as betterproto2_grpclib
 
 from ....message_pool import default_message_pool
-
-if TYPE_CHECKING:
-    import grpclib.server
-    from betterproto2.grpclib.grpclib_client import MetadataLike
-    from grpclib.metadata import Deadline
 
 _COMPILER_VERSION = "0.10.1"
 betterproto2.check_compiler_version(_COMPILER_VERSION)
@@ -466,128 +455,5 @@ class StepResponse(betterproto2.Message):
 default_message_pool.register_message("rlmesh.env.v1", "StepResponse", StepResponse)
 
 
-class EnvServiceStub(betterproto2_grpclib.ServiceStub):
-    async def handshake(
-        self,
-        message: "HandshakeRequest",
-        *,
-        timeout: "float | None" = None,
-        deadline: "Deadline | None" = None,
-        metadata: "MetadataLike | None" = None,
-    ) -> "HandshakeResponse":
-
-        return await self._unary_unary(
-            "/rlmesh.env.v1.EnvService/Handshake",
-            message,
-            HandshakeResponse,
-            timeout=timeout,
-            deadline=deadline,
-            metadata=metadata,
-        )
-
-    async def join(
-        self,
-        messages: "AsyncIterable[JoinRequest] | Iterable[JoinRequest]",
-        *,
-        timeout: "float | None" = None,
-        deadline: "Deadline | None" = None,
-        metadata: "MetadataLike | None" = None,
-    ) -> "AsyncIterator[JoinResponse]":
-
-        async for response in self._stream_stream(
-            "/rlmesh.env.v1.EnvService/Join",
-            messages,
-            JoinRequest,
-            JoinResponse,
-            timeout=timeout,
-            deadline=deadline,
-            metadata=metadata,
-        ):
-            yield response
-
-    async def shutdown(
-        self,
-        message: "ShutdownRequest",
-        *,
-        timeout: "float | None" = None,
-        deadline: "Deadline | None" = None,
-        metadata: "MetadataLike | None" = None,
-    ) -> "ShutdownResponse":
-
-        return await self._unary_unary(
-            "/rlmesh.env.v1.EnvService/Shutdown",
-            message,
-            ShutdownResponse,
-            timeout=timeout,
-            deadline=deadline,
-            metadata=metadata,
-        )
-
-
 from ...core import v1 as __core__v1__
 from ...spaces import v1 as __spaces__v1__
-
-
-class EnvServiceBase(betterproto2_grpclib.ServiceBase):
-    async def handshake(self, message: "HandshakeRequest") -> "HandshakeResponse":
-
-        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
-
-    async def join(
-        self, messages: "AsyncIterator[JoinRequest]"
-    ) -> "AsyncIterator[JoinResponse]":
-
-        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
-        yield JoinResponse()
-
-    async def shutdown(self, message: "ShutdownRequest") -> "ShutdownResponse":
-
-        raise grpclib.GRPCError(grpclib.const.Status.UNIMPLEMENTED)
-
-    async def __rpc_handshake(
-        self, stream: "grpclib.server.Stream[HandshakeRequest, HandshakeResponse]"
-    ) -> None:
-        request = await stream.recv_message()
-        assert request is not None
-        response = await self.handshake(request)
-        await stream.send_message(response)
-
-    async def __rpc_join(
-        self, stream: "grpclib.server.Stream[JoinRequest, JoinResponse]"
-    ) -> None:
-        request = stream.__aiter__()
-        await self._call_rpc_handler_server_stream(
-            self.join,
-            stream,
-            request,
-        )
-
-    async def __rpc_shutdown(
-        self, stream: "grpclib.server.Stream[ShutdownRequest, ShutdownResponse]"
-    ) -> None:
-        request = await stream.recv_message()
-        assert request is not None
-        response = await self.shutdown(request)
-        await stream.send_message(response)
-
-    def __mapping__(self) -> "dict[str, grpclib.const.Handler]":
-        return {
-            "/rlmesh.env.v1.EnvService/Handshake": grpclib.const.Handler(
-                self.__rpc_handshake,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                HandshakeRequest,
-                HandshakeResponse,
-            ),
-            "/rlmesh.env.v1.EnvService/Join": grpclib.const.Handler(
-                self.__rpc_join,
-                grpclib.const.Cardinality.STREAM_STREAM,
-                JoinRequest,
-                JoinResponse,
-            ),
-            "/rlmesh.env.v1.EnvService/Shutdown": grpclib.const.Handler(
-                self.__rpc_shutdown,
-                grpclib.const.Cardinality.UNARY_UNARY,
-                ShutdownRequest,
-                ShutdownResponse,
-            ),
-        }

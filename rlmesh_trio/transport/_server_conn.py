@@ -1,0 +1,373 @@
+"""One accepted connection of a server, driven from Trio over the I/O-free server core.
+
+The connection's reader feeds the core at most :data:`TURN_BYTES` at a time
+and yields between chunks, so a flood on one connection cannot stall the
+others; every limit of :class:`~rlmesh_trio.wire.ServerLimits` that needs a
+clock (the handshake deadline, the idle timeout) is kept here.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import os
+
+import trio
+
+from .. import wire
+from .._wire import MAX_MESSAGE_BYTES
+from ..wire._h2server import ServerCore
+from ..wire._limits import ByteBudget
+from ._server_call import CallLost, Handler, ServerCall
+
+__all__ = ["ServerConnection", "Service"]
+
+log = logging.getLogger("rlmesh_trio.transport.server")
+
+RECEIVE_SIZE = 65536
+#: Bytes of one read fed to the core before the reader yields to other connections.
+TURN_BYTES = 16384
+#: Bytes a call may have queued for a client that is not reading before send waits.
+SEND_QUEUE_BYTES = 4 * 1024 * 1024
+STOPPING = "the server is shutting down"
+_CLOSED_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+class ServerConnection:
+    """One client connection: its core, its calls, its reader, writer and timers."""
+
+    def __init__(self, service: Service, stream: trio.abc.Stream, fd: int) -> None:
+        self._service = service
+        self._stream = stream
+        self._fd = fd  # plain TCP/unix: small writes go straight to the descriptor
+        limits = service.limits
+        self._limits = limits
+        self.core = ServerCore(
+            limits, service.budget, max_message_bytes=service.max_message_bytes()
+        )
+        self._calls: dict[int, ServerCall] = {}
+        self._writing = False
+        self._unsent = b""
+        self._write_wanted = trio.Event()
+        self._drained = trio.Event()
+        self._preface_seen = trio.Event()
+        self._idle_since = trio.current_time()
+        self._closing = False
+        self.lost: str | None = None
+        self.scope = trio.CancelScope()
+
+    # ---- the life of the connection ------------------------------------------
+
+    async def run(self) -> None:
+        """Serve the connection until it ends. Never raises for the client's faults.
+
+        Cancellation: ends the connection at once (the socket is closed).
+        """
+        try:
+            with self.scope:
+                if await self._handshake():
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._write_loop)
+                        nursery.start_soon(self._watch_idle)
+                        await self._read_loop()
+                        nursery.cancel_scope.cancel()
+        except Exception:
+            log.exception("a server connection failed")
+        finally:
+            self._lose("connection closed")
+            self.core.dispose()
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(self._stream)
+
+    async def _handshake(self) -> bool:
+        """TLS (when configured) and the client's preface, within the handshake deadline."""
+        with trio.move_on_after(self._limits.handshake_timeout):
+            if isinstance(self._stream, trio.SSLStream):
+                try:
+                    await self._stream.do_handshake()
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+                    return False
+            self.core.initiate()
+            await self.flush()
+            while not self.core.preface_received:
+                if not await self._read_once():
+                    return False
+            return self.lost is None
+        log.debug("a client missed the handshake deadline")
+        return False
+
+    async def _read_loop(self) -> None:
+        while self.lost is None:
+            if not await self._read_once():
+                return
+
+    async def _receive(self) -> bytes:
+        """The next bytes from the client (``b""``: it closed).
+
+        A plain socket is waited on first and read once it is readable: the
+        next request is rarely there already, so trying first would cost a
+        failed read per request.
+        """
+        if self._fd < 0:
+            return bytes(await self._stream.receive_some(RECEIVE_SIZE))
+        while True:
+            await trio.lowlevel.wait_readable(self._fd)
+            try:
+                return os.read(self._fd, RECEIVE_SIZE)
+            except BlockingIOError:
+                continue
+
+    async def _read_once(self) -> bool:
+        try:
+            data = await self._receive()
+        except _CLOSED_ERRORS:
+            data = b""
+        if not data:
+            self._lose("connection closed")
+            return False
+        if len(data) <= TURN_BYTES:
+            return self._process(data)
+        for start in range(0, len(data), TURN_BYTES):
+            if not self._process(data[start : start + TURN_BYTES]):
+                return False
+            await trio.lowlevel.checkpoint()
+        return True
+
+    def _process(self, data: bytes) -> bool:
+        try:
+            events = self.core.receive_data(data)
+        except wire.ProtocolFailure as exc:
+            log.debug("closing a connection: %s", exc)
+            self._write_last()
+            self._lose("protocol error")
+            return False
+        calls = self._calls
+        for event in events:
+            if type(event) is wire.MessageReceived:  # the hot case
+                call = calls.get(event.stream_id)
+                if call is not None:
+                    call.deliver(event.data)
+                else:
+                    self.core.release(len(event.data) + 5)
+            else:
+                self._dispatch(event)
+        if self.core.wants_write:
+            self._write_wanted.set()
+        self._drained.set()
+        self._drained = trio.Event()
+        return True
+
+    def _dispatch(self, event: wire.Event) -> None:
+        if isinstance(event, wire.RequestReceived):
+            self._open_call(event.stream_id, event.headers)
+            return
+        call = self._calls.get(getattr(event, "stream_id", 0))
+        if isinstance(event, wire.RequestEnded):
+            if call is not None:
+                call.half_close()
+        elif isinstance(event, wire.MessageRefused):
+            if call is not None:
+                call.refuse(event.status, event.message)
+        elif isinstance(event, wire.StreamReset):
+            if call is not None:
+                self._calls.pop(event.stream_id, None)
+                self.release(call.drop_inbox())
+                call.lose("reset by the client")
+        elif isinstance(event, wire.ConnectionTerminated):
+            if not self._calls:
+                self._lose("the client went away")
+
+    def _open_call(self, stream_id: int, headers: list[tuple[str, str]]) -> None:
+        metadata = dict(headers)
+        path = metadata.get(":path", "")
+        service = self._service
+        handler = service.routes.get(path)
+        core = self.core
+        if handler is None:
+            core.finish(stream_id, wire.GrpcStatus.UNIMPLEMENTED, f"Method not found: {path}")
+        elif not service.token_ok(path, metadata):
+            core.finish(stream_id, wire.GrpcStatus.UNAUTHENTICATED, service.token_refusal)
+            handler = None
+        if handler is None:
+            self._write_wanted.set()
+            return
+        call = ServerCall(self, stream_id, path, metadata)
+        self._calls[stream_id] = call
+        # On the server's nursery: a call outlives its connection until its handler
+        # notices (an env call in flight must finish before the env is free again).
+        service.nursery.start_soon(self._serve_call, handler, call)
+
+    async def _serve_call(self, handler: Handler, call: ServerCall) -> None:
+        status, message = wire.GrpcStatus.OK, None
+        try:
+            with call.scope:
+                await handler(call)
+            if call.scope.cancelled_caught:
+                status, message = wire.GrpcStatus.UNAVAILABLE, STOPPING
+        except wire.GrpcError as exc:
+            status, message = exc.status, exc.message
+        except CallLost:
+            pass
+        except Exception:
+            log.exception("%s handler failed", call.path)
+            status, message = wire.GrpcStatus.UNKNOWN, "Internal Server Error"
+        finally:
+            call.finish(status, message)
+            if self._calls.pop(call.stream_id, None) is not None:
+                self.release(call.drop_inbox())
+            if not self._calls:
+                self._idle_since = trio.current_time()
+        await self.flush()
+
+    async def _watch_idle(self) -> None:
+        idle = self._limits.idle_timeout
+        while True:
+            await trio.sleep_until(self._idle_since + idle)
+            now = trio.current_time()
+            if self._calls:
+                self._idle_since = now
+            elif now >= self._idle_since + idle:
+                self.goaway()
+                await self.flush()
+                self._lose("idle")
+                return
+
+    # ---- what calls and the server ask for -----------------------------------
+
+    def release(self, size: int) -> None:
+        if size:
+            self.core.release(size)
+
+    def send_headers(self, stream_id: int) -> None:
+        self.core.send_headers(stream_id)
+        self._write_wanted.set()
+
+    async def send_message(self, call: ServerCall, payload: bytes) -> None:
+        core = self.core
+        try:
+            core.send_message(call.stream_id, payload)
+        except wire.ProtocolFailure:
+            raise CallLost("the stream is gone") from None
+        await self.flush()
+        while (
+            self.lost is None
+            and call.lost is None
+            and (core.pending_bytes(call.stream_id) + len(self._unsent) > SEND_QUEUE_BYTES)
+        ):
+            await self._drained.wait()
+        if call.lost is not None:
+            raise CallLost(call.lost)
+
+    def finish(self, call: ServerCall, status: wire.GrpcStatus, message: str | None) -> None:
+        self.core.finish(call.stream_id, status, message)
+        self._write_wanted.set()
+
+    def goaway(self) -> None:
+        """Queue GOAWAY (no new calls); open calls go on."""
+        self.core.close()
+        self._write_wanted.set()
+
+    def stop_calls(self) -> None:
+        """The server is stopping: cancel every call's handler (each ends UNAVAILABLE)."""
+        for call in list(self._calls.values()):
+            call.scope.cancel()
+
+    def close(self) -> None:
+        """End the connection once what is queued is written (GOAWAY last)."""
+        self.goaway()
+        self._closing = True
+
+    # ---- writing ---------------------------------------------------------------
+
+    def _write_direct(self, data: bytes) -> bytes:
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            return data
+        except OSError:
+            self._lose("connection closed")
+            return b""
+        return data[sent:]
+
+    def _write_last(self) -> None:
+        """Best-effort: the core's last words (a GOAWAY) without waiting."""
+        data = self._unsent + self.core.data_to_send()
+        self._unsent = b""
+        if data and self._fd >= 0:
+            self._write_direct(data)
+
+    async def flush(self) -> None:
+        """Write every queued byte unless another task is writing. Never raises for a
+        broken connection. Cancellation: a write cancelled halfway loses the connection."""
+        if self._writing or self.lost is not None:
+            return
+        core = self.core
+        self._writing = True
+        try:
+            while self._unsent or core.wants_write:
+                data, self._unsent = self._unsent + core.data_to_send(), b""
+                if self._fd >= 0:
+                    data = self._write_direct(data)
+                    if not data:
+                        continue
+                try:
+                    await self._stream.send_all(data)
+                except _CLOSED_ERRORS:
+                    self._lose("connection closed")
+                    return
+                except trio.Cancelled:
+                    self._lose("connection closed")
+                    raise
+        finally:
+            self._writing = False
+
+    async def _write_loop(self) -> None:
+        while self.lost is None:
+            await self._write_wanted.wait()
+            self._write_wanted = trio.Event()
+            await self.flush()
+            if self._closing and not (self._unsent or self.core.wants_write):
+                self._lose("closed by the server")
+
+    def _lose(self, detail: str) -> None:
+        if self.lost is not None:
+            return
+        self.lost = detail
+        for call in list(self._calls.values()):
+            call.lose(detail)
+        self._drained.set()
+        self._write_wanted.set()
+        self.scope.cancel()
+
+
+class Service:
+    """What a server's connections share: routes, limits, the budget, the token."""
+
+    def __init__(
+        self,
+        routes: dict[str, Handler],
+        limits: wire.ServerLimits,
+        *,
+        token: str | None,
+        token_refusal: str,
+        nursery: trio.Nursery,
+    ) -> None:
+        self.routes = routes
+        self.limits = limits
+        self.budget = ByteBudget(int(limits.server_message_bytes))
+        self.token = token
+        self.token_refusal = token_refusal
+        self.nursery = nursery
+        self.connections: set[ServerConnection] = set()
+
+    def token_ok(self, path: str, metadata: dict[str, str]) -> bool:
+        """Whether the call may go on: health probes stay open (orchestrators poll them
+        unauthenticated); everything else needs the token, compared in constant time."""
+        if self.token is None or path.startswith("/grpc.health."):
+            return True
+        supplied = metadata.get("authorization", "")
+        return hmac.compare_digest(supplied.encode(), self.token.encode())
+
+    def max_message_bytes(self) -> int:
+        # Read per connection, so a test can lower the module's limit.
+        return MAX_MESSAGE_BYTES
