@@ -74,12 +74,15 @@ class ServerLimits:
         server_message_bytes: the same, over all connections of the server.
         max_header_list_size: bytes of one header block, decoded
             (SETTINGS_MAX_HEADER_LIST_SIZE) and encoded (CONTINUATION floods).
-        reset_budget, settings_budget, ping_budget, empty_data_budget,
-        window_update_budget: how many RST_STREAM, SETTINGS, PING, empty DATA
-            and WINDOW_UPDATE frames a connection may send in a burst; each
-            budget refills evenly over ``refill_seconds``. Past one: GOAWAY
-            ENHANCE_YOUR_CALM. A WINDOW_UPDATE that follows at least 1 KiB of
-            DATA from the server is flow control at work and costs nothing.
+        reset_budget: RST_STREAM frames a connection may send in a burst.
+            Past this or any other frame budget: GOAWAY ENHANCE_YOUR_CALM.
+        settings_budget: SETTINGS frames in a burst.
+        ping_budget: PING frames in a burst.
+        empty_data_budget: empty DATA frames (no END_STREAM) in a burst.
+        window_update_budget: WINDOW_UPDATE frames in a burst; one that follows
+            at least 1 KiB of DATA from the server is flow control at work and
+            costs nothing.
+        refill_seconds: each frame budget refills evenly over this time.
         listen_backlog: the listening socket's backlog.
 
     Raises:
