@@ -47,8 +47,9 @@ durable_options = stack_options(
 )
 
 
-def durable_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The options as ``Orchestrator`` keyword arguments (argv recorded in the ledger)."""
+def durable_kwargs(values: Mapping[str, Any], *, local: bool = True) -> dict[str, Any]:
+    """The options as ``Orchestrator`` keyword arguments (argv recorded in the ledger);
+    ``local=False``: as ``run_distributed``'s, whose coordinator writes no route ends."""
     if values.get("resume") and values.get("ledger") is None:
         raise click.BadParameter("--resume needs --ledger FILE")
     return {
@@ -58,5 +59,5 @@ def durable_kwargs(values: Mapping[str, Any]) -> dict[str, Any]:
         "retry_backoff": float(values.get("retry_backoff", DEFAULT_BACKOFF)),
         "argv": list(sys.argv),
         # Route ends go in the ledger too, so `rlmesh-trio watch` can show why a route stopped.
-        "ledger_route_ends": values.get("ledger") is not None,
+        **({"ledger_route_ends": values.get("ledger") is not None} if local else {}),
     }

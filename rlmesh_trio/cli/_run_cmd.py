@@ -139,7 +139,7 @@ def run_cmd(
             **({} if trial_index_base is None else {"trial_index_base": trial_index_base}),
         )
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
-        options |= durable_kwargs(durable)
+        options |= durable_kwargs(durable, local=backend == "local")
         if backend == "local":
             orchestrator = Orchestrator(routes, **options)
             _say_resumed(orchestrator.report().meta)
