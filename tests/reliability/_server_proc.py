@@ -25,7 +25,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspa
 def _limits(args: argparse.Namespace) -> dict[str, Any]:
     import rlmesh_trio as rt
 
-    wanted = {"idle_timeout": args.idle_timeout, "preface_timeout": args.preface_timeout}
+    wanted = {"idle_timeout": args.idle_timeout, "handshake_timeout": args.preface_timeout}
     wanted = {name: value for name, value in wanted.items() if value is not None}
     if not wanted or not hasattr(rt, "ServerLimits"):
         return {}

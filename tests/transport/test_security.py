@@ -27,7 +27,7 @@ from grpclib.const import Status
 import rlmesh_trio as rt
 from rlmesh_trio._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
-from rlmesh_trio.transport import _server_net
+from rlmesh_trio.transport import _server_conn, _server_net
 from rlmesh_trio.wire import check_size
 
 from .._faults_procs import our_env, our_model
@@ -130,7 +130,7 @@ async def test_token_is_compared_in_constant_time(
     side: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Every check goes through ``hmac.compare_digest`` (a spy records the comparisons)."""
-    module: Any = _server_net
+    module: Any = _server_conn  # where the token check lives
     compared: list[tuple[bytes, bytes]] = []
     real = hmac.compare_digest
 
