@@ -19,7 +19,7 @@ import h2.exceptions
 import h2.settings
 
 from . import _frames
-from ._events import Event, MessageReceived
+from ._events import ConnectionTerminated, Event, MessageReceived
 from ._grpc import FramingError, MessageReader, frame
 from ._limits import ByteBudget
 
@@ -74,6 +74,9 @@ class H2Base:
     :meth:`release` gives it back; a message that does not fit is refused
     (:meth:`_refuse`).
     """
+
+    #: The peer's GOAWAY, once one came.
+    terminated: ConnectionTerminated | None
 
     def __init__(self, h2c: h2.connection.H2Connection, budget: ByteBudget | None) -> None:
         self._h2 = h2c
@@ -246,6 +249,15 @@ class H2Base:
 
     def _on_h2_event(self, event: h2.events.Event, out: list[Event]) -> None:
         raise NotImplementedError
+
+    def _on_terminated(self, event: h2.events.ConnectionTerminated, out: list[Event]) -> None:
+        """The peer's GOAWAY: kept as :attr:`terminated` and passed on."""
+        self.terminated = ConnectionTerminated(
+            int(event.error_code or 0),
+            int(event.last_stream_id or 0),
+            bytes(event.additional_data or b""),
+        )
+        out.append(self.terminated)
 
     def _on_data_frame(self, stream_id: int, flags: int, payload: bytes, out: list[Event]) -> None:
         if len(payload) > self._max_frame:

@@ -181,12 +181,7 @@ class ClientCore(H2Base):
                 code = int(event.error_code or 0)
                 out.append(StreamReset(event.stream_id, code, _reset_detail(code)))
         elif isinstance(event, h2.events.ConnectionTerminated):
-            self.terminated = ConnectionTerminated(
-                int(event.error_code or 0),
-                int(event.last_stream_id or 0),
-                bytes(event.additional_data or b""),
-            )
-            out.append(self.terminated)
+            self._on_terminated(event, out)
         elif isinstance(event, h2.events.PingAckReceived):
             out.append(PingAcknowledged(bytes(event.ping_data or b"")))
         elif isinstance(event, h2.events.RemoteSettingsChanged):

@@ -294,11 +294,6 @@ class ServerCore(H2Base):
                 code = int(event.error_code or 0)
                 out.append(StreamReset(int(event.stream_id or 0), code, "reset by the client"))
         elif isinstance(event, h2.events.ConnectionTerminated):
-            self.terminated = ConnectionTerminated(
-                int(event.error_code or 0),
-                int(event.last_stream_id or 0),
-                bytes(event.additional_data or b""),
-            )
-            out.append(self.terminated)
+            self._on_terminated(event, out)
         elif isinstance(event, h2.events.RemoteSettingsChanged):
             self._on_settings(event)
