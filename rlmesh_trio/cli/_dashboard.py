@@ -58,8 +58,10 @@ def open_dashboard(
     if address is None:
         return None
     from ..dashboard import Dashboard, DashboardUnavailable, require_extra
+    from ..dashboard._hook import check_address
 
     try:
+        check_address(address, token)  # what the user typed first, then what is installed
         require_extra()
         dashboard = Dashboard(
             routes, address=address, token=token, title=title, recording=recording
