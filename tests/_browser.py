@@ -12,7 +12,8 @@ from typing import Any
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
-_FLAGS = (
+#: How every test starts Chromium here: headless, as root, with nothing reaching outside.
+HEADLESS_FLAGS = (
     "--headless",
     "--no-sandbox",
     "--disable-gpu",
@@ -22,6 +23,9 @@ _FLAGS = (
     "--disable-component-update",
     "--disable-sync",
     "--hide-scrollbars",
+)
+_FLAGS = (
+    *HEADLESS_FLAGS,
     # Scripts (plots, video metadata) run on virtual time before the dump/screenshot.
     "--virtual-time-budget=15000",
 )

@@ -23,18 +23,10 @@ from typing import Any
 
 from websockets.sync.client import connect  # dev extra
 
-from ._browser import CHROMIUM
+from ._browser import CHROMIUM, HEADLESS_FLAGS
 
 _FLAGS = (
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--hide-scrollbars",
+    *HEADLESS_FLAGS,
     "--remote-debugging-address=127.0.0.1",
     "--remote-debugging-port=0",
 )
