@@ -26,6 +26,7 @@ import contextlib
 import functools
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -724,6 +725,7 @@ def _interrupt_while_model_hangs() -> Interrupted:
                 proc.kill()
                 proc.wait()
     data = json.loads(out.read_text())
+    shutil.rmtree(tmp, ignore_errors=True)
     return Interrupted(proc.returncode, err, elapsed, data, data["total_episodes"])
 
 
