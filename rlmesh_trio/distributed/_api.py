@@ -38,11 +38,6 @@ def _named(routes: Sequence[Route]) -> list[Route]:
     named = [attrs.evolve(r, route_id=rid) for r, rid in zip(routes, ids, strict=True)]
     for route in named:
         budget(route)
-        if route.ticket_pool is not None:
-            raise InvalidSpec(
-                f"route {route.route_id}: dynamic dealing (a ticket pool) runs locally only; "
-                "shards already balance routes"
-            )
     return named
 
 

@@ -24,10 +24,11 @@ from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
 from ..orchestrator._durable import DurableRun
 from ..orchestrator._ledger import LedgerError
 from ..orchestrator._plan import deal_trial_bases
+from ..orchestrator._tickets import IndexRuns
 from ..runtime import EpisodeResult, RuntimeHooks
 from ._backends import Backend, ShardDied
-from ._planner import owed_part, plan_shards
-from ._state import RouteBook, merged_report
+from ._planner import owed_part, plan_shards, pool_part
+from ._state import books_of, merged_report
 from ._work import EpisodeDone, HookCall, Item, RouteEnded, RoutePart, RunOptions, ShardWork
 
 __all__ = ["Coordinator"]
@@ -60,13 +61,16 @@ class Coordinator:
         self.handle_sigint = handle_sigint
         self.durable = durable
         self.hooks = hooks
-        self.books = {str(r.route_id): RouteBook(r) for r in self.routes}
+        self.books = books_of(self.routes)
         # Trials are dealt over the whole run here, not per shard (each shard plans alone).
         ids = [str(r.route_id) for r in self.routes]
         self.trial_bases = deal_trial_bases(self.routes, ids)
         if durable is not None:
             for route_id, book in self.books.items():
                 book.resume(durable.finished(route_id))
+        for book in self.books.values():
+            if book.planned and not book.owed:
+                book.end("completed")  # a resumed route (or pool) the ledger finished
         self._handles: dict[str, object] = {}
         self._live = 0
         self._serial = 0
@@ -208,7 +212,9 @@ class Coordinator:
         book = self.books[ended.route_id]
         book.part_ended(ended)
         if ended.status == "completed":
-            if not book.owed:
+            # A pool's route ends when the pool has nothing left for it; its siblings may
+            # still be running their last tickets (or, under isolate, have failed on some).
+            if not book.owed or book.pool is not None:
                 book.end("completed")
         elif ended.status == "failed":
             book.end("failed", ended.error)
@@ -223,8 +229,11 @@ class Coordinator:
             if self.options.on_failure == "cancel_siblings":
                 self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
 
-    def _part(self, route: Route, owed: list[int]) -> RoutePart:
-        return owed_part(route, owed, self.trial_bases[str(route.route_id)])
+    def _part(self, route: Route, owed: IndexRuns) -> RoutePart:
+        base = self.trial_bases[str(route.route_id)]
+        if route.ticket_pool is not None:
+            return pool_part(route, owed, base)
+        return owed_part(route, owed, base)
 
     def _lost(self, work: ShardWork, cause: BaseException | None) -> None:
         """Deal the owed tickets of ``work``'s unfinished routes to a new shard (or fail them)."""

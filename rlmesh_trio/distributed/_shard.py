@@ -31,15 +31,19 @@ Cancel = Callable[[str], None]
 
 
 class _Streamer(RuntimeHooks):
-    """Emits each finished episode at once, renumbered to its planned index."""
+    """Emits each finished episode at once, renumbered to its planned index (a ticket
+    pool's episodes already carry theirs: its routes travel whole)."""
 
     def __init__(self, work: ShardWork, emit: Emit) -> None:
         self._emit = emit
-        self._indices = {part.route_id: part.indices for part in work.parts}
+        self._indices = {part.route_id: part.indices for part in work.parts if part.owed is None}
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         result = event.result
-        indices = self._indices[event.route_id]
+        indices = self._indices.get(event.route_id)
+        if indices is None:
+            self._emit(EpisodeDone(event.route_id, result, event))
+            return
         planned = indices[result.index]
         trial = result.trial
         if trial is not None:
@@ -88,6 +92,8 @@ async def _run(work: ShardWork, emit: Emit, on_started: Callable[[Cancel], None]
         retry_backoff=options.retry_backoff,
         trial_bases={p.route_id: p.trial_base for p in work.parts if p.trial_base is not None},
     )
+    pools = {p.route.ticket_pool: p.owed for p in work.parts if p.owed is not None}
+    orchestrator.owe_only({str(name): owed for name, owed in pools.items()})
     token = trio.lowlevel.current_trio_token()
 
     def cancel(reason: str) -> None:

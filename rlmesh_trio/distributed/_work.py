@@ -13,6 +13,7 @@ from typing import Any, Literal
 import attrs
 
 from ..orchestrator import Route
+from ..orchestrator._tickets import IndexRuns
 from ..runtime import EpisodeResult, RouteReport
 
 __all__ = [
@@ -49,11 +50,17 @@ class RoutePart:
     """The part of one route a shard runs: ``route`` carries only the episodes still
     owed, and ``indices[j]`` is the planned index of the part's ``j``-th episode.
     ``trial_base`` is the trial of the part's first episode when the run dealt
-    it (the route has no ``trial_index_base`` of its own), else ``None``."""
+    it (the route has no ``trial_index_base`` of its own), else ``None``.
+
+    A route of a ticket pool travels whole instead (``indices`` empty): ``owed``
+    holds the pool's owed tickets (index ranges), which the shard's routes of
+    that pool share as one queue, and ``trial_base`` is the pool's dealt base;
+    its episodes come back with the pool's own indices and trials."""
 
     route: Route
     indices: tuple[int, ...]
     trial_base: int | None = None
+    owed: IndexRuns | None = None
 
     @property
     def route_id(self) -> str:

@@ -41,6 +41,7 @@ from ._ledger import (
 from ._plan import Plan, PlanMismatch, plan_digest
 from ._pool import TicketQueue
 from ._retry import RetryPolicy
+from ._tickets import IndexRuns
 
 __all__ = ["DurableRun", "load_ledger", "prepare_durable", "run_meta"]
 
@@ -107,6 +108,8 @@ class DurableRun:
     queues: dict[str, TicketQueue] = attrs.field(factory=dict)
     #: Plan entry -> the env contract identity its episodes ran against (ledger or this run).
     contracts: dict[str, Mapping[str, str]] = attrs.field(factory=dict)
+    #: Plan entry -> the only tickets this run owes it (a shard's share; default: the plan's).
+    owed: dict[str, IndexRuns] = attrs.field(factory=dict)
 
     def check_contract(self, route_id: str, contract: Mapping[str, str]) -> PlanMismatch | None:
         """Whether route ``route_id`` may record episodes against ``contract``.
@@ -134,15 +137,16 @@ class DurableRun:
             if entry.episodes is None:
                 return None
             workers = sum(1 for o in self.plan.owners.values() if o == entry.route_id)
+            dynamic = entry.dealing == "dynamic"
             prefix = f"{entry.route_id}/"
             done = (int(k[len(prefix) :]) for k in self.done if k.startswith(prefix))
-            queue = TicketQueue.lazy(
-                entry.ticket,
-                entry.episodes,
-                done,
-                routes=workers,
-                dynamic=entry.dealing == "dynamic",
-            )
+            left = self.owed.get(entry.route_id)
+            if left is not None:
+                queue = TicketQueue.of_runs(entry.ticket, left, routes=workers, dynamic=dynamic)
+            else:
+                queue = TicketQueue.lazy(
+                    entry.ticket, entry.episodes, done, routes=workers, dynamic=dynamic
+                )
             self.queues[entry.route_id] = queue
         return queue
 

@@ -41,6 +41,7 @@ from ._plan import make_plan
 from ._pool import EnvGate
 from ._retry import DEFAULT_BACKOFF, RetryPolicy
 from ._route import Route
+from ._tickets import IndexRuns
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
 
@@ -226,6 +227,11 @@ class Orchestrator:
         """Cancel every route; each ends with ``RouteCancelled`` carrying ``reason``."""
         self._cancel_reason = reason
         self._scope.cancel()
+
+    def owe_only(self, owed: Mapping[str, IndexRuns]) -> None:
+        """Run only the tickets ``owed[entry]`` of these plan entries (a distributed
+        shard's share of a ticket pool); call before :meth:`run`."""
+        self._durable.owed.update(owed)
 
     def _cancel_reason_now(self) -> str:
         return self._cancel_reason
