@@ -177,7 +177,9 @@ class Coordinator:
         for item in batch:
             if isinstance(item, EpisodeDone):
                 book = self.books[item.route_id]
-                result = attrs.evolve(item.result, attempts=book.attempts)
+                # Sessions of this ticket: the shards before this one, plus the shard's own.
+                attempts = item.result.attempts + book.attempts - 1
+                result = attrs.evolve(item.result, attempts=attempts)
                 if book.add(result):
                     self._record(item.route_id, result)
                     if item.event is not None:

@@ -75,6 +75,7 @@ def _ended(outcome: RouteOutcome) -> RouteEnded:
         model=outcome.model,
         wall_s=outcome.wall_s,
         report=report,
+        retries=outcome.retries,
     )
 
 

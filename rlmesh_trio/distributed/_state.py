@@ -53,6 +53,7 @@ class RouteBook:
         self.model = route.model if isinstance(route.model, str) else type(route.model).__name__
         self.wall_s = 0.0
         self.attempts = 1
+        self.retries = 0
         self.resumed_steps = 0
 
     def resume(self, finished: Mapping[int, EpisodeResult]) -> None:
@@ -86,6 +87,7 @@ class RouteBook:
     def part_ended(self, ended: RouteEnded) -> None:
         self.env, self.model = ended.env, ended.model
         self.wall_s += ended.wall_s
+        self.retries += ended.retries
         if ended.report is not None:
             self.parts.append(ended.report)
 
@@ -105,6 +107,7 @@ class RouteBook:
             error=error,
             report=self._report(),
             wall_s=self.wall_s,
+            retries=self.retries,
         )
 
     def _report(self) -> RouteReport:

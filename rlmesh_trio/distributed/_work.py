@@ -105,6 +105,8 @@ class RouteEnded:
     model: str
     wall_s: float
     report: RouteReport | None
+    #: Sessions the shard reran after a broken connection (``retries=``).
+    retries: int = 0
 
 
 @attrs.frozen
