@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 import trio
@@ -142,7 +142,9 @@ class Coordinator:
 
     def _launch(self, parts: tuple[RoutePart, ...], attempt: int) -> None:
         self._serial += 1
-        work = ShardWork(f"shard-{self._serial}", attempt, parts, self.options)
+        durable = self.durable
+        contracts = dict(durable.contracts) if durable and durable.ledger else None
+        work = ShardWork(f"shard-{self._serial}", attempt, parts, self.options, contracts)
         self._live += 1
         self._nursery.start_soon(self._follow, work)
 
@@ -180,23 +182,39 @@ class Coordinator:
                 # Sessions of this ticket: the shards before this one, plus the shard's own.
                 attempts = item.result.attempts + book.attempts - 1
                 result = attrs.evolve(item.result, attempts=attempts)
-                if book.add(result):
-                    self._record(item.route_id, result)
-                    if item.event is not None:
-                        await self._hook("episode_completed", item.event)
+                if self._unlike(item) or not book.add(result):
+                    continue
+                self._record(item.route_id, result, item.env_contract)
+                if item.event is not None:
+                    await self._hook("episode_completed", item.event)
             elif isinstance(item, HookCall):
                 await self._hook(item.name, item.event)
             elif isinstance(item, RouteEnded):
                 self._route_ended(item)
 
-    def _record(self, route_id: str, result: EpisodeResult) -> None:
+    def _unlike(self, item: EpisodeDone) -> bool:
+        """Whether ``item`` ran against another env contract than its entry's episodes so far
+        (shards check the ledger's; this catches two shards that disagree): its route fails."""
+        if self.durable is None or self.durable.ledger is None or item.env_contract is None:
+            return False
+        mismatch = self.durable.check_contract(item.route_id, item.env_contract)
+        if mismatch is None:
+            return False
+        if not self.books[item.route_id].ended:
+            self.books[item.route_id].end("failed", mismatch)
+            self._failed(item.route_id, mismatch)
+        return True
+
+    def _record(
+        self, route_id: str, result: EpisodeResult, contract: Mapping[str, str] | None
+    ) -> None:
         """Append a newly delivered episode to the ledger: the coordinator is its one writer."""
         writer = self.durable.writer if self.durable is not None else None
         if writer is None or self.durable is None:
             return
         tickets = self.durable.plan.entry(route_id).tickets or ()
         try:
-            writer.write_episode(tickets[result.index], result)
+            writer.write_episode(tickets[result.index], result, contract)
         except OSError as exc:
             error = LedgerError(writer.path, f"cannot write: {exc}")
             self.books[route_id].end("failed", error)

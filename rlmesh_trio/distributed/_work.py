@@ -69,12 +69,17 @@ class RoutePart:
 
 @attrs.frozen
 class ShardWork:
-    """One shard's share of a run (``attempt`` counts from 1 for its routes' tickets)."""
+    """One shard's share of a run (``attempt`` counts from 1 for its routes' tickets).
+
+    ``contracts`` (plan entry -> env contract identity) is what the run's ledger
+    already saw; with it the shard checks each entry's env against it (and
+    names the contract of every episode it sends back); ``None``: no ledger."""
 
     shard_id: str
     attempt: int
     parts: tuple[RoutePart, ...]
     options: RunOptions
+    contracts: Mapping[str, Mapping[str, str]] | None = None
 
     @property
     def route_ids(self) -> tuple[str, ...]:
@@ -83,11 +88,13 @@ class ShardWork:
 
 @attrs.frozen
 class EpisodeDone:
-    """A finished episode, already renumbered to its planned index (``event`` likewise)."""
+    """A finished episode, already renumbered to its planned index (``event`` likewise);
+    ``env_contract`` names the env contract it ran against (with a ledger)."""
 
     route_id: str
     result: EpisodeResult
     event: Any = None
+    env_contract: Mapping[str, str] | None = None
 
     @property
     def key(self) -> TicketKey:

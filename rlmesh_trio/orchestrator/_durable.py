@@ -110,6 +110,23 @@ class DurableRun:
     contracts: dict[str, Mapping[str, str]] = attrs.field(factory=dict)
     #: Plan entry -> the only tickets this run owes it (a shard's share; default: the plan's).
     owed: dict[str, IndexRuns] = attrs.field(factory=dict)
+    #: Check env contracts without a ledger here (a shard of a run whose coordinator keeps one).
+    shard_checks: bool = False
+
+    @property
+    def checks_contracts(self) -> bool:
+        return self.ledger is not None or self.shard_checks
+
+    def as_shard(
+        self, owed: Mapping[str, IndexRuns], contracts: dict[str, Mapping[str, str]] | None
+    ) -> None:
+        """Run as a distributed shard: only ``owed[entry]`` of these entries; with
+        ``contracts`` (the coordinator's, from its ledger) check every entry's env
+        contract against it. The dict is kept, not copied: the contracts this run
+        meets are added to it, for the shard to send back with its episodes."""
+        self.owed.update(owed)
+        if contracts is not None:
+            self.contracts, self.shard_checks = contracts, True
 
     def check_contract(self, route_id: str, contract: Mapping[str, str]) -> PlanMismatch | None:
         """Whether route ``route_id`` may record episodes against ``contract``.

@@ -228,10 +228,9 @@ class Orchestrator:
         self._cancel_reason = reason
         self._scope.cancel()
 
-    def owe_only(self, owed: Mapping[str, IndexRuns]) -> None:
-        """Run only the tickets ``owed[entry]`` of these plan entries (a distributed
-        shard's share of a ticket pool); call before :meth:`run`."""
-        self._durable.owed.update(owed)
+    def as_shard(self, owed: Mapping[str, IndexRuns], contracts: dict[str, Any] | None) -> None:
+        """Set up as a distributed shard, before :meth:`run` (see ``DurableRun.as_shard``)."""
+        self._durable.as_shard(owed, contracts)
 
     def _cancel_reason_now(self) -> str:
         return self._cancel_reason

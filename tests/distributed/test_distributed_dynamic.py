@@ -114,3 +114,26 @@ def test_a_dead_endpoint_in_a_pool_retries_while_its_sibling_runs_its_tickets() 
     dead, live = report.routes
     assert dead.retries >= 1 and live.retries == 0
     assert live.report is not None and live.report.total_episodes > 0
+
+
+@pytest.mark.slow
+def test_a_sharded_ledger_names_env_contracts_and_a_resume_on_another_env_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Coordinator-written episodes carry the env contract, and shards check it on resume."""
+    ledger = tmp_path / "pool.jsonl"
+    with RestartableEnv() as a, RestartableEnv() as b:
+        routes = rt.shard([a.address, b.address], cartpole_policy, range(6), dealing="dynamic")
+        assert run_distributed(routes, "processes", ledger=ledger).ok
+    records = [json.loads(line) for line in ledger.read_text().splitlines()[1:]]
+    assert {r["env_contract"]["env_id"] for r in records} == {"CartPole-v1"}
+    ledger.write_text("".join(ledger.read_text().splitlines(keepends=True)[:3]))
+    with RestartableEnv(env_id="Acrobot-v1") as other:
+        routes = rt.shard([other.address], cartpole_policy, range(6), dealing="dynamic")
+        with pytest.raises(rt.RunFailed) as caught:
+            run_distributed(routes, "processes", ledger=ledger, resume=True)
+    error = caught.value.primary
+    assert isinstance(error, rt.PlanMismatch)
+    assert "env contract differs (ledger: CartPole-v1" in str(error)
+    assert "this run: Acrobot-v1" in str(error)
+    assert len(ledger.read_text().splitlines()) == 3 + 1  # + the resume line; no Acrobot episode
