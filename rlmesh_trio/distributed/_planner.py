@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
@@ -136,7 +136,7 @@ def plan_shards(routes: Sequence[Route], shards: int, *, batch_predicts: bool) -
     return [sorted(b, key=lambda r: position[r.route_id]) for b in bins if b]
 
 
-def owed_part(route: Route, owed: Sequence[int], trial_base: int | None = None) -> RoutePart:
+def owed_part(route: Route, owed: Iterable[int], trial_base: int | None = None) -> RoutePart:
     """The route cut down to the planned episodes ``owed`` (ascending indices).
 
     Seeds follow their tickets; the trial base moves to the first owed
@@ -145,7 +145,7 @@ def owed_part(route: Route, owed: Sequence[int], trial_base: int | None = None) 
     ``trial_base`` is the base the run dealt a route without its own; the
     part keeps ``trial_index_base=None`` and carries it in ``trial_base``.
     """
-    indices = tuple(sorted(owed))
+    indices = owed if isinstance(owed, IndexRuns) else IndexRuns.of(owed)
     if not indices:
         raise ValueError("owed_part needs at least one owed episode")
     seeds = None if route.seeds is None else tuple(route.seeds[i] for i in indices)
@@ -170,7 +170,7 @@ def pool_part(route: Route, owed: IndexRuns, trial_base: int | None = None) -> R
     if not owed:
         raise ValueError("pool_part needs at least one owed episode")
     dealt = trial_base if route.trial_index_base is None else None
-    return RoutePart(route=route, indices=(), trial_base=dealt, owed=owed)
+    return RoutePart(route=route, indices=IndexRuns(), trial_base=dealt, owed=owed)
 
 
 def is_loopback(address: Any) -> bool:

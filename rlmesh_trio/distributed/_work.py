@@ -58,7 +58,8 @@ class RoutePart:
     its episodes come back with the pool's own indices and trials."""
 
     route: Route
-    indices: tuple[int, ...]
+    #: Index ranges, not a tuple: a part of a route of a million episodes stays small.
+    indices: IndexRuns
     trial_base: int | None = None
     owed: IndexRuns | None = None
 

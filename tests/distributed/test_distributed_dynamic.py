@@ -9,6 +9,7 @@ ledgers, resumes and retries.
 from __future__ import annotations
 
 import json
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +17,7 @@ import pytest
 
 import rlmesh_trio as rt
 from rlmesh_trio.distributed import run_distributed
-from rlmesh_trio.distributed._planner import plan_shards
+from rlmesh_trio.distributed._planner import owed_part, plan_shards
 from rlmesh_trio.distributed._state import books_of
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
@@ -57,6 +58,9 @@ def test_the_books_owe_index_ranges_not_a_list_as_long_as_the_budget() -> None:
     assert books["huge"].owed.runs == (range(10**12),)
     books["huge"].done[5] = None  # type: ignore[assignment]
     assert books["huge"].owed.runs == (range(5), range(6, 10**12))
+    part = owed_part(huge, books["huge"].owed)  # what travels to a shard stays small too
+    assert part.indices.runs == (range(5), range(6, 10**12)) and part.route.episodes == 10**12 - 1
+    assert len(pickle.dumps(part)) < 4096
     assert books["p-0"].pool is books["p-1"].pool is not None
 
 
