@@ -4,14 +4,17 @@
 from __future__ import annotations
 
 import json
+import signal
+import subprocess
 from pathlib import Path
 
 import pytest
 
-from .._cli import run_cli
+from .._cli import CLI, run_cli
 from .._restartable import RestartableEnv
 
 POLICY = "tests._durable_policy:angle_policy"
+ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["run", "--env", "CartPole-v1", "--env", "CartPole-v1", "--model", POLICY]
 ARGS += ["--seeds", "0:6", "--no-progress", "--backend", "processes", "--shards", "2"]
 
@@ -109,3 +112,38 @@ def test_dynamic_dealing_on_processes_retries_a_dead_env_while_the_pool_drains(
     assert [r["status"] for r in routes] == ["completed", "completed"]
     assert routes[0]["retries"] >= 1 and routes[0]["episodes"] == []  # its tickets went on
     assert sorted(ep["seed"] for ep in routes[1]["episodes"]) == list(range(8))
+
+
+@pytest.mark.slow
+def test_an_interrupted_dynamic_processes_run_resumes_without_duplicates(tmp_path: Path) -> None:
+    ledger, out = tmp_path / "run.jsonl", tmp_path / "out.json"
+    env = "tests._reset_marks_env:make"
+    args = ["run", "--env", env, "--env", env, "--model", POLICY, "--seeds", "0:60"]
+    args += ["--dealing", "dynamic", "--backend", "processes", "--no-progress"]
+    args += ["--ledger", str(ledger), "--json", str(out)]
+    proc = subprocess.Popen(
+        [*CLI, *args], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    seen: list[str] = []
+    try:
+        assert proc.stderr is not None
+        for line in proc.stderr:  # the shard's envs print on the stderr the CLI shares
+            seen.append(line)
+            if "env: reset 4" in line:
+                break
+        proc.send_signal(signal.SIGINT)
+        _, rest = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 130, "".join(seen) + rest
+    done = [json.loads(x) for x in ledger.read_text().splitlines()[1:]]
+    assert 0 < len(done) < 60
+    again = run_cli(*args, "--resume")
+    assert again.returncode == 0, again.stderr
+    assert f"resuming {ledger}: {len(done)} of 60 episodes done" in again.stderr
+    assert _tickets(out) == [(s, s, s) for s in range(60)]
+    records = [json.loads(line) for line in ledger.read_text().splitlines()[1:]]
+    tickets = sorted(r["ticket"] for r in records if r.get("type") == "episode")
+    assert tickets == sorted(f"route/{i}" for i in range(60))  # none twice, none lost
