@@ -23,7 +23,8 @@ def backend_options(command: Callable[..., Any]) -> Callable[..., Any]:
     command = click.option(
         "--shards",
         type=click.IntRange(1),
-        help="Shards for --backend ray|processes (default: the backend's CPU count).",
+        help="Shards for --backend ray|processes (default: the backend's CPU count; "
+        "a --dealing dynamic pool is one shard).",
     )(command)
     command = click.option(
         "--ray-address",

@@ -22,7 +22,8 @@ durable_options = stack_options(
         default="static",
         show_default=True,
         help="static: seeds dealt round-robin up front; dynamic: each --env takes the "
-        "next seeds as it comes free (identical env servers).",
+        "next seeds as it comes free (identical env servers; with --backend the pool "
+        "runs whole in one shard).",
     ),
     click.option(
         "--ledger",

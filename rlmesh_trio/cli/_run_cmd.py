@@ -220,12 +220,8 @@ def _check_durable_backend(backend: str, durable: dict[str, Any]) -> None:
         return
     if durable.get("dashboard") is not None:
         fail("--dashboard goes with --backend local for now (watch a --ledger instead)")
-    # --ledger, --resume and --retries travel to shards; a ticket pool does not (yet).
-    if durable.get("dealing") == "dynamic":
-        fail(
-            "--dealing dynamic goes with --backend local for now: a ticket pool lives in "
-            "one process (shards already balance routes; use --dealing static)"
-        )
+    # --ledger, --resume, --retries and --dealing dynamic travel to shards (a ticket
+    # pool runs whole in one shard: see distributed/_planner.py).
 
 
 def _routes(

@@ -38,11 +38,6 @@ def _named(routes: Sequence[Route]) -> list[Route]:
     named = [attrs.evolve(r, route_id=rid) for r, rid in zip(routes, ids, strict=True)]
     for route in named:
         budget(route)
-        if route.ticket_pool is not None:
-            raise InvalidSpec(
-                f"route {route.route_id}: dynamic dealing (a ticket pool) runs locally only; "
-                "shards already balance routes"
-            )
     return named
 
 
@@ -104,7 +99,9 @@ def run_distributed(
     ``backend``: ``"ray"`` (``address`` as for ``ray.init``; else a local cluster,
     shut down afterwards), ``"processes"`` (this machine) or ``"threads"``. ``shards``
     defaults to the backend's CPU count, at most one per route. With
-    ``batch_predicts`` routes sharing a model endpoint stay in one shard. ``ledger``/
+    ``batch_predicts`` routes sharing a model endpoint stay in one shard; the
+    routes of a ticket pool (``shard(..., dealing="dynamic")``) always do, and
+    share the pool there as in a local run (a pool is never split). ``ledger``/
     ``resume`` as for :func:`~rlmesh_trio.run` (the coordinator is the ledger's one
     writer; a ledger resumes across backends, local included); ``retries``/``retry_backoff``
     as there too, applied by each shard to its routes.

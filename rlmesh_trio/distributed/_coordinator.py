@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import attrs
 import trio
@@ -24,10 +24,11 @@ from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
 from ..orchestrator._durable import DurableRun
 from ..orchestrator._ledger import LedgerError
 from ..orchestrator._plan import deal_trial_bases
+from ..orchestrator._tickets import IndexRuns
 from ..runtime import EpisodeResult, RuntimeHooks
 from ._backends import Backend, ShardDied
-from ._planner import owed_part, plan_shards
-from ._state import RouteBook, merged_report
+from ._planner import owed_part, plan_shards, pool_part
+from ._state import books_of, merged_report
 from ._work import EpisodeDone, HookCall, Item, RouteEnded, RoutePart, RunOptions, ShardWork
 
 __all__ = ["Coordinator"]
@@ -60,13 +61,16 @@ class Coordinator:
         self.handle_sigint = handle_sigint
         self.durable = durable
         self.hooks = hooks
-        self.books = {str(r.route_id): RouteBook(r) for r in self.routes}
+        self.books = books_of(self.routes)
         # Trials are dealt over the whole run here, not per shard (each shard plans alone).
         ids = [str(r.route_id) for r in self.routes]
         self.trial_bases = deal_trial_bases(self.routes, ids)
         if durable is not None:
             for route_id, book in self.books.items():
                 book.resume(durable.finished(route_id))
+        for book in self.books.values():
+            if book.planned and not book.owed:
+                book.end("completed")  # a resumed route (or pool) the ledger finished
         self._handles: dict[str, object] = {}
         self._live = 0
         self._serial = 0
@@ -138,7 +142,9 @@ class Coordinator:
 
     def _launch(self, parts: tuple[RoutePart, ...], attempt: int) -> None:
         self._serial += 1
-        work = ShardWork(f"shard-{self._serial}", attempt, parts, self.options)
+        durable = self.durable
+        contracts = dict(durable.contracts) if durable and durable.ledger else None
+        work = ShardWork(f"shard-{self._serial}", attempt, parts, self.options, contracts)
         self._live += 1
         self._nursery.start_soon(self._follow, work)
 
@@ -173,24 +179,42 @@ class Coordinator:
         for item in batch:
             if isinstance(item, EpisodeDone):
                 book = self.books[item.route_id]
-                result = attrs.evolve(item.result, attempts=book.attempts)
-                if book.add(result):
-                    self._record(item.route_id, result)
-                    if item.event is not None:
-                        await self._hook("episode_completed", item.event)
+                # Sessions of this ticket: the shards before this one, plus the shard's own.
+                attempts = item.result.attempts + book.attempts - 1
+                result = attrs.evolve(item.result, attempts=attempts)
+                if self._unlike(item) or not book.add(result):
+                    continue
+                self._record(item.route_id, result, item.env_contract)
+                if item.event is not None:
+                    await self._hook("episode_completed", item.event)
             elif isinstance(item, HookCall):
                 await self._hook(item.name, item.event)
             elif isinstance(item, RouteEnded):
                 self._route_ended(item)
 
-    def _record(self, route_id: str, result: EpisodeResult) -> None:
+    def _unlike(self, item: EpisodeDone) -> bool:
+        """Whether ``item`` ran against another env contract than its entry's episodes so far
+        (shards check the ledger's; this catches two shards that disagree): its route fails."""
+        if self.durable is None or self.durable.ledger is None or item.env_contract is None:
+            return False
+        mismatch = self.durable.check_contract(item.route_id, item.env_contract)
+        if mismatch is None:
+            return False
+        if not self.books[item.route_id].ended:
+            self.books[item.route_id].end("failed", mismatch)
+            self._failed(item.route_id, mismatch)
+        return True
+
+    def _record(
+        self, route_id: str, result: EpisodeResult, contract: Mapping[str, str] | None
+    ) -> None:
         """Append a newly delivered episode to the ledger: the coordinator is its one writer."""
         writer = self.durable.writer if self.durable is not None else None
         if writer is None or self.durable is None:
             return
         tickets = self.durable.plan.entry(route_id).tickets or ()
         try:
-            writer.write_episode(tickets[result.index], result)
+            writer.write_episode(tickets[result.index], result, contract)
         except OSError as exc:
             error = LedgerError(writer.path, f"cannot write: {exc}")
             self.books[route_id].end("failed", error)
@@ -208,7 +232,9 @@ class Coordinator:
         book = self.books[ended.route_id]
         book.part_ended(ended)
         if ended.status == "completed":
-            if not book.owed:
+            # A pool's route ends when the pool has nothing left for it; its siblings may
+            # still be running their last tickets (or, under isolate, have failed on some).
+            if not book.owed or book.pool is not None:
                 book.end("completed")
         elif ended.status == "failed":
             book.end("failed", ended.error)
@@ -223,8 +249,11 @@ class Coordinator:
             if self.options.on_failure == "cancel_siblings":
                 self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
 
-    def _part(self, route: Route, owed: list[int]) -> RoutePart:
-        return owed_part(route, owed, self.trial_bases[str(route.route_id)])
+    def _part(self, route: Route, owed: IndexRuns) -> RoutePart:
+        base = self.trial_bases[str(route.route_id)]
+        if route.ticket_pool is not None:
+            return pool_part(route, owed, base)
+        return owed_part(route, owed, base)
 
     def _lost(self, work: ShardWork, cause: BaseException | None) -> None:
         """Deal the owed tickets of ``work``'s unfinished routes to a new shard (or fail them)."""

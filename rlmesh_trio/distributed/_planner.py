@@ -4,16 +4,25 @@ from __future__ import annotations
 
 import ipaddress
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import attrs
 
 from .._errors import InvalidSpec
 from ..orchestrator import Route
+from ..orchestrator._tickets import IndexRuns
 from ._work import RoutePart
 
-__all__ = ["budget", "check_picklable", "is_loopback", "owed_part", "plan_shards", "route_ids"]
+__all__ = [
+    "budget",
+    "check_picklable",
+    "is_loopback",
+    "owed_part",
+    "plan_shards",
+    "pool_part",
+    "route_ids",
+]
 
 
 def route_ids(routes: Sequence[Route]) -> list[str]:
@@ -75,32 +84,59 @@ def _model_key(route: Route) -> Any:
     return route.model if isinstance(route.model, str) else id(route.model)
 
 
+def _load(group: Sequence[Route]) -> int:
+    """A group's episodes: a ticket pool's budget counts once, however many routes draw on it."""
+    pools = {r.ticket_pool: budget(r) for r in group if r.ticket_pool is not None}
+    return sum(pools.values()) + sum(budget(r) for r in group if r.ticket_pool is None)
+
+
+def _groups(routes: Sequence[Route], batch_predicts: bool) -> list[list[Route]]:
+    """Routes that must share a shard: one ticket pool's routes (its queue lives in one
+    process), and with ``batch_predicts`` the routes of one model endpoint; joined
+    transitively (a pool and a model that overlap make one group), in route order."""
+    parent = list(range(len(routes)))
+
+    def root(i: int) -> int:
+        while parent[i] != i:
+            parent[i] = parent[parent[i]]
+            i = parent[i]
+        return i
+
+    first: dict[Any, int] = {}
+    for i, route in enumerate(routes):
+        keys = [("pool", route.ticket_pool)] if route.ticket_pool is not None else []
+        if batch_predicts:
+            keys.append(("model", _model_key(route)))
+        for key in keys:
+            parent[root(i)] = root(first.setdefault(key, i))
+    groups: dict[int, list[Route]] = {}
+    for i, route in enumerate(routes):
+        groups.setdefault(root(i), []).append(route)
+    return list(groups.values())
+
+
 def plan_shards(routes: Sequence[Route], shards: int, *, batch_predicts: bool) -> list[list[Route]]:
     """Deal ``routes`` (ids already set) into at most ``shards`` groups, balancing episodes.
 
-    With ``batch_predicts`` the routes that share a model endpoint stay in one
-    shard, so their predicts still group into batched round trips. Groups are
-    placed largest first onto the lightest shard; route order is kept inside
-    each shard. Empty shards are dropped.
+    The routes of one ticket pool stay in one shard (the pool is one queue, in
+    one process; a pool is never split). With ``batch_predicts`` the routes
+    that share a model endpoint stay in one shard too, so their predicts still
+    group into batched round trips. Groups are placed largest first onto the
+    lightest shard; route order is kept inside each shard. Empty shards are dropped.
     """
     if shards < 1:
         raise InvalidSpec(f"shards must be >= 1, got {shards}")
-    groups: dict[Any, list[Route]] = {}
-    for route in routes:
-        key = _model_key(route) if batch_predicts else route.route_id
-        groups.setdefault(key, []).append(route)
     bins: list[list[Route]] = [[] for _ in range(shards)]
     loads = [0] * shards
-    ordered = sorted(groups.values(), key=lambda g: -sum(budget(r) for r in g))
-    for group in ordered:
+    for group in sorted(_groups(routes, batch_predicts), key=lambda g: -_load(g)):
         lightest = loads.index(min(loads))
         bins[lightest].extend(group)
-        loads[lightest] += sum(budget(r) for r in group)
+        loads[lightest] += _load(group)
     position = {route.route_id: i for i, route in enumerate(routes)}
     return [sorted(b, key=lambda r: position[r.route_id]) for b in bins if b]
 
 
-def owed_part(route: Route, owed: Sequence[int], trial_base: int | None = None) -> RoutePart:
+def owed_part(route: Route, owed: Iterable[int], trial_base: int | None = None) -> RoutePart:
     """The route cut down to the planned episodes ``owed`` (ascending indices).
 
     Seeds follow their tickets; the trial base moves to the first owed
@@ -109,7 +145,7 @@ def owed_part(route: Route, owed: Sequence[int], trial_base: int | None = None) 
     ``trial_base`` is the base the run dealt a route without its own; the
     part keeps ``trial_index_base=None`` and carries it in ``trial_base``.
     """
-    indices = tuple(sorted(owed))
+    indices = owed if isinstance(owed, IndexRuns) else IndexRuns.of(owed)
     if not indices:
         raise ValueError("owed_part needs at least one owed episode")
     seeds = None if route.seeds is None else tuple(route.seeds[i] for i in indices)
@@ -122,6 +158,19 @@ def owed_part(route: Route, owed: Sequence[int], trial_base: int | None = None) 
     )
     dealt = None if own is not None else (trial_base or 0) + indices[0]
     return RoutePart(route=cut, indices=indices, trial_base=dealt)
+
+
+def pool_part(route: Route, owed: IndexRuns, trial_base: int | None = None) -> RoutePart:
+    """A ticket pool's route as a shard runs it: whole, drawing only on the pool's ``owed``
+    tickets (so its seeds and trials are the pool's own, gaps or not).
+
+    Raises:
+        ValueError: nothing is owed.
+    """
+    if not owed:
+        raise ValueError("pool_part needs at least one owed episode")
+    dealt = trial_base if route.trial_index_base is None else None
+    return RoutePart(route=route, indices=IndexRuns(), trial_base=dealt, owed=owed)
 
 
 def is_loopback(address: Any) -> bool:

@@ -8,7 +8,7 @@ gets a ``cancel(reason)`` callable that is safe to call from any thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 
 import attrs
@@ -31,15 +31,25 @@ Cancel = Callable[[str], None]
 
 
 class _Streamer(RuntimeHooks):
-    """Emits each finished episode at once, renumbered to its planned index."""
+    """Emits each finished episode at once, renumbered to its planned index (a ticket
+    pool's episodes already carry theirs: its routes travel whole)."""
 
-    def __init__(self, work: ShardWork, emit: Emit) -> None:
+    def __init__(
+        self, work: ShardWork, emit: Emit, contracts: Mapping[str, Mapping[str, str]]
+    ) -> None:
         self._emit = emit
-        self._indices = {part.route_id: part.indices for part in work.parts}
+        self._indices = {part.route_id: part.indices for part in work.parts if part.owed is None}
+        self._owners = {p.route_id: p.route.ticket_pool or p.route_id for p in work.parts}
+        #: Filled by the orchestrator as each entry's first session meets its env.
+        self._contracts = contracts
 
     async def episode_completed(self, event: EpisodeCompletedEvent) -> None:
         result = event.result
-        indices = self._indices[event.route_id]
+        contract = self._contracts.get(self._owners[event.route_id])
+        indices = self._indices.get(event.route_id)
+        if indices is None:
+            self._emit(EpisodeDone(event.route_id, result, event, contract))
+            return
         planned = indices[result.index]
         trial = result.trial
         if trial is not None:
@@ -47,7 +57,7 @@ class _Streamer(RuntimeHooks):
             trial = trial - result.index - indices[0] + planned
         result = attrs.evolve(result, index=planned, trial=trial)
         event = attrs.evolve(event, episode_index=planned, result=result)
-        self._emit(EpisodeDone(event.route_id, result, event))
+        self._emit(EpisodeDone(event.route_id, result, event, contract))
 
     async def session_started(self, event: SessionStartedEvent) -> None:
         self._emit(HookCall("session_started", event))
@@ -71,14 +81,16 @@ def _ended(outcome: RouteOutcome) -> RouteEnded:
         model=outcome.model,
         wall_s=outcome.wall_s,
         report=report,
+        retries=outcome.retries,
     )
 
 
 async def _run(work: ShardWork, emit: Emit, on_started: Callable[[Cancel], None]) -> None:
     options = work.options
+    contracts = None if work.contracts is None else dict(work.contracts)
     orchestrator = Orchestrator(
         [part.route for part in work.parts],
-        hooks=_Streamer(work, emit),
+        hooks=_Streamer(work, emit, {} if contracts is None else contracts),
         on_failure=options.on_failure,
         max_concurrency=options.max_concurrency,
         handle_sigint=False,
@@ -88,6 +100,8 @@ async def _run(work: ShardWork, emit: Emit, on_started: Callable[[Cancel], None]
         retry_backoff=options.retry_backoff,
         trial_bases={p.route_id: p.trial_base for p in work.parts if p.trial_base is not None},
     )
+    pools = {p.route.ticket_pool: p.owed for p in work.parts if p.owed is not None}
+    orchestrator.as_shard({str(name): owed for name, owed in pools.items()}, contracts)
     token = trio.lowlevel.current_trio_token()
 
     def cancel(reason: str) -> None:

@@ -6,22 +6,43 @@ attempt delivered it first; the merged report is built from this book alone.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 
 from ..orchestrator import Route, RouteOutcome, RunMeta, RunReport
+from ..orchestrator._tickets import IndexRuns
 from ..runtime import EpisodeResult, RouteReport, merge_telemetry
 from ..runtime._results import SeriesSnapshot
 from ._work import RouteEnded
 
-__all__ = ["RouteBook", "merged_report"]
+__all__ = ["PoolBook", "RouteBook", "books_of", "merged_report"]
+
+
+class PoolBook:
+    """Which tickets of one ticket pool are done, whichever of its routes ran them."""
+
+    def __init__(self, name: str, budget: int) -> None:
+        self.name = name
+        self.planned = range(budget)
+        self.done: set[int] = set()
+
+    @property
+    def owed(self) -> IndexRuns:
+        """The tickets not yet done, as index ranges (costs the done count, not the budget)."""
+        return IndexRuns.all_but(len(self.planned), self.done)
 
 
 class RouteBook:
-    """One route's tickets and outcome while the run is in flight."""
+    """One route's tickets and outcome while the run is in flight.
 
-    def __init__(self, route: Route) -> None:
+    A route of a ticket pool (``pool``) keeps the episodes it ran (under the
+    pool's indices) and owes what the pool owes: a ticket is done once, by
+    whichever route of the pool ran it first.
+    """
+
+    def __init__(self, route: Route, pool: PoolBook | None = None) -> None:
         self.route = route
         self.route_id = str(route.route_id)
+        self.pool = pool
         budget = route.episode_budget
         self.planned = range(budget or 0)
         self.done: dict[int, EpisodeResult] = {}
@@ -32,18 +53,22 @@ class RouteBook:
         self.model = route.model if isinstance(route.model, str) else type(route.model).__name__
         self.wall_s = 0.0
         self.attempts = 1
+        self.retries = 0
         self.resumed_steps = 0
 
     def resume(self, finished: Mapping[int, EpisodeResult]) -> None:
         """Count the episodes a ledger already holds as done (they are not run again)."""
         self.done.update(finished)
+        if self.pool is not None:
+            self.pool.done.update(finished)
         self.resumed_steps = sum(ep.steps for ep in finished.values())
-        if self.planned and not self.owed:
-            self.status = "completed"
 
     @property
-    def owed(self) -> list[int]:
-        return [i for i in self.planned if i not in self.done]
+    def owed(self) -> IndexRuns:
+        """The tickets still to run, as index ranges (a pool route: the pool's)."""
+        if self.pool is not None:
+            return self.pool.owed
+        return IndexRuns.all_but(len(self.planned), self.done)
 
     @property
     def ended(self) -> bool:
@@ -51,14 +76,18 @@ class RouteBook:
 
     def add(self, result: EpisodeResult) -> bool:
         """Keep ``result`` unless its ticket is already done; True when it was new."""
-        if result.index in self.done or result.index not in range(len(self.planned)):
+        taken = self.pool.done if self.pool is not None else self.done
+        if result.index in taken or result.index not in self.planned:
             return False
         self.done[result.index] = result
+        if self.pool is not None:
+            self.pool.done.add(result.index)
         return True
 
     def part_ended(self, ended: RouteEnded) -> None:
         self.env, self.model = ended.env, ended.model
         self.wall_s += ended.wall_s
+        self.retries += ended.retries
         if ended.report is not None:
             self.parts.append(ended.report)
 
@@ -78,6 +107,7 @@ class RouteBook:
             error=error,
             report=self._report(),
             wall_s=self.wall_s,
+            retries=self.retries,
         )
 
     def _report(self) -> RouteReport:
@@ -94,6 +124,19 @@ class RouteBook:
             telemetry=merge_telemetry(self.parts),
             samples=samples,
         )
+
+
+def books_of(routes: Sequence[Route]) -> dict[str, RouteBook]:
+    """A book per route (ids set), the routes of one ticket pool sharing one :class:`PoolBook`."""
+    pools: dict[str, PoolBook] = {}
+    books: dict[str, RouteBook] = {}
+    for route in routes:
+        name = route.ticket_pool
+        pool = None
+        if name is not None:
+            pool = pools.setdefault(name, PoolBook(name, route.episode_budget or 0))
+        books[str(route.route_id)] = RouteBook(route, pool)
+    return books
 
 
 def _merged_samples(

@@ -13,6 +13,7 @@ from typing import Any, Literal
 import attrs
 
 from ..orchestrator import Route
+from ..orchestrator._tickets import IndexRuns
 from ..runtime import EpisodeResult, RouteReport
 
 __all__ = [
@@ -49,11 +50,18 @@ class RoutePart:
     """The part of one route a shard runs: ``route`` carries only the episodes still
     owed, and ``indices[j]`` is the planned index of the part's ``j``-th episode.
     ``trial_base`` is the trial of the part's first episode when the run dealt
-    it (the route has no ``trial_index_base`` of its own), else ``None``."""
+    it (the route has no ``trial_index_base`` of its own), else ``None``.
+
+    A route of a ticket pool travels whole instead (``indices`` empty): ``owed``
+    holds the pool's owed tickets (index ranges), which the shard's routes of
+    that pool share as one queue, and ``trial_base`` is the pool's dealt base;
+    its episodes come back with the pool's own indices and trials."""
 
     route: Route
-    indices: tuple[int, ...]
+    #: Index ranges, not a tuple: a part of a route of a million episodes stays small.
+    indices: IndexRuns
     trial_base: int | None = None
+    owed: IndexRuns | None = None
 
     @property
     def route_id(self) -> str:
@@ -62,12 +70,17 @@ class RoutePart:
 
 @attrs.frozen
 class ShardWork:
-    """One shard's share of a run (``attempt`` counts from 1 for its routes' tickets)."""
+    """One shard's share of a run (``attempt`` counts from 1 for its routes' tickets).
+
+    ``contracts`` (plan entry -> env contract identity) is what the run's ledger
+    already saw; with it the shard checks each entry's env against it (and
+    names the contract of every episode it sends back); ``None``: no ledger."""
 
     shard_id: str
     attempt: int
     parts: tuple[RoutePart, ...]
     options: RunOptions
+    contracts: Mapping[str, Mapping[str, str]] | None = None
 
     @property
     def route_ids(self) -> tuple[str, ...]:
@@ -76,11 +89,13 @@ class ShardWork:
 
 @attrs.frozen
 class EpisodeDone:
-    """A finished episode, already renumbered to its planned index (``event`` likewise)."""
+    """A finished episode, already renumbered to its planned index (``event`` likewise);
+    ``env_contract`` names the env contract it ran against (with a ledger)."""
 
     route_id: str
     result: EpisodeResult
     event: Any = None
+    env_contract: Mapping[str, str] | None = None
 
     @property
     def key(self) -> TicketKey:
@@ -98,6 +113,8 @@ class RouteEnded:
     model: str
     wall_s: float
     report: RouteReport | None
+    #: Sessions the shard reran after a broken connection (``retries=``).
+    retries: int = 0
 
 
 @attrs.frozen

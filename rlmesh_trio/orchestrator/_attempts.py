@@ -377,7 +377,7 @@ class RouteRun:
     def _check_contract(self) -> None:
         """On a session's first episode: the env must be the one the ledger's episodes saw."""
         driver = self._live
-        if self.ctx.durable.ledger is None or driver is None or driver.contract is None:
+        if not self.ctx.durable.checks_contracts or driver is None or driver.contract is None:
             return
         self._contract = contract_identity(driver.contract)
         mismatch = self.ctx.durable.check_contract(self.route_id, self._contract)

@@ -41,6 +41,7 @@ from ._ledger import (
 from ._plan import Plan, PlanMismatch, plan_digest
 from ._pool import TicketQueue
 from ._retry import RetryPolicy
+from ._tickets import IndexRuns
 
 __all__ = ["DurableRun", "load_ledger", "prepare_durable", "run_meta"]
 
@@ -107,6 +108,25 @@ class DurableRun:
     queues: dict[str, TicketQueue] = attrs.field(factory=dict)
     #: Plan entry -> the env contract identity its episodes ran against (ledger or this run).
     contracts: dict[str, Mapping[str, str]] = attrs.field(factory=dict)
+    #: Plan entry -> the only tickets this run owes it (a shard's share; default: the plan's).
+    owed: dict[str, IndexRuns] = attrs.field(factory=dict)
+    #: Check env contracts without a ledger here (a shard of a run whose coordinator keeps one).
+    shard_checks: bool = False
+
+    @property
+    def checks_contracts(self) -> bool:
+        return self.ledger is not None or self.shard_checks
+
+    def as_shard(
+        self, owed: Mapping[str, IndexRuns], contracts: dict[str, Mapping[str, str]] | None
+    ) -> None:
+        """Run as a distributed shard: only ``owed[entry]`` of these entries; with
+        ``contracts`` (the coordinator's, from its ledger) check every entry's env
+        contract against it. The dict is kept, not copied: the contracts this run
+        meets are added to it, for the shard to send back with its episodes."""
+        self.owed.update(owed)
+        if contracts is not None:
+            self.contracts, self.shard_checks = contracts, True
 
     def check_contract(self, route_id: str, contract: Mapping[str, str]) -> PlanMismatch | None:
         """Whether route ``route_id`` may record episodes against ``contract``.
@@ -134,15 +154,16 @@ class DurableRun:
             if entry.episodes is None:
                 return None
             workers = sum(1 for o in self.plan.owners.values() if o == entry.route_id)
+            dynamic = entry.dealing == "dynamic"
             prefix = f"{entry.route_id}/"
             done = (int(k[len(prefix) :]) for k in self.done if k.startswith(prefix))
-            queue = TicketQueue.lazy(
-                entry.ticket,
-                entry.episodes,
-                done,
-                routes=workers,
-                dynamic=entry.dealing == "dynamic",
-            )
+            left = self.owed.get(entry.route_id)
+            if left is not None:
+                queue = TicketQueue.of_runs(entry.ticket, left, routes=workers, dynamic=dynamic)
+            else:
+                queue = TicketQueue.lazy(
+                    entry.ticket, entry.episodes, done, routes=workers, dynamic=dynamic
+                )
             self.queues[entry.route_id] = queue
         return queue
 

@@ -117,6 +117,21 @@ class TicketQueue:
         queue._left = IndexRuns.all_but(count, done)
         return queue
 
+    @classmethod
+    def of_runs(
+        cls,
+        make: Callable[[int], Ticket],
+        left: IndexRuns,
+        *,
+        routes: int = 1,
+        dynamic: bool = False,
+    ) -> TicketQueue:
+        """Tickets ``make(i)`` for the indices in ``left`` (a shard's owed share of a pool)."""
+        queue = cls((), routes=routes, dynamic=dynamic)
+        queue._make = make
+        queue._left = left
+        return queue
+
     def __len__(self) -> int:
         return len(self._left)
 

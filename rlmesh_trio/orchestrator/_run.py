@@ -41,6 +41,7 @@ from ._plan import make_plan
 from ._pool import EnvGate
 from ._retry import DEFAULT_BACKOFF, RetryPolicy
 from ._route import Route
+from ._tickets import IndexRuns
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
 
@@ -226,6 +227,10 @@ class Orchestrator:
         """Cancel every route; each ends with ``RouteCancelled`` carrying ``reason``."""
         self._cancel_reason = reason
         self._scope.cancel()
+
+    def as_shard(self, owed: Mapping[str, IndexRuns], contracts: dict[str, Any] | None) -> None:
+        """Set up as a distributed shard, before :meth:`run` (see ``DurableRun.as_shard``)."""
+        self._durable.as_shard(owed, contracts)
 
     def _cancel_reason_now(self) -> str:
         return self._cancel_reason

@@ -135,6 +135,16 @@ class IndexRuns(Sequence[int]):
         run = bisect.bisect_right(starts, value) - 1
         return run >= 0 and value in self.runs[run]
 
+    def __eq__(self, other: object) -> bool:
+        # Equal to the same indices in any form (a tuple, a list, other runs).
+        if isinstance(other, IndexRuns):
+            return self.runs == other.runs
+        if isinstance(other, list | tuple | range):
+            return len(self) == len(other) and all(a == b for a, b in zip(self, other, strict=True))
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
     def __repr__(self) -> str:
         return f"IndexRuns({list(self.runs)!r})"
 

@@ -12,6 +12,7 @@ import os
 import signal
 import threading
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -19,7 +20,13 @@ import pytest
 import rlmesh_trio as rt
 from rlmesh_trio.distributed import run_distributed
 
-from .._dist_helpers import episode_keys, gymnasium_episode, inprocess_routes, serve_env_process
+from .._dist_helpers import (
+    episode_keys,
+    gymnasium_episode,
+    inprocess_routes,
+    make_cartpole,
+    serve_env_process,
+)
 from .._ray_cluster import local_ray
 
 # One xdist worker runs both Ray files, the node-loss file first (see its docstring).
@@ -152,3 +159,21 @@ def test_ctrl_c_cancels_every_shard_and_keeps_the_partial_report(cluster: None) 
     assert 1 <= report.total_episodes < 200
     keys = [(o.route_id, e.index) for o in report.routes for e in o.episodes]
     assert len(keys) == len(set(keys))
+
+
+def test_a_ticket_pool_on_ray_runs_every_ticket_once_and_resumes(
+    cluster: None, tmp_path: Path
+) -> None:
+    """Issue 24 item 11: dynamic dealing on Ray, with a ledger cut short and resumed."""
+    routes = rt.shard(
+        [make_cartpole] * 2, inprocess_routes(1, 1)[0].model, range(6), dealing="dynamic"
+    )
+    local = sorted((e.index, e.seed, e.trial) for e in rt.run(routes).episodes)
+    ledger = tmp_path / "pool.jsonl"
+    whole = run_distributed(routes, "ray", shards=2, ledger=ledger)
+    assert sorted((e.index, e.seed, e.trial) for e in whole.episodes) == local
+    lines = ledger.read_text().splitlines(keepends=True)
+    ledger.write_text("".join(lines[:3]))  # as if stopped after two episodes
+    again = run_distributed(routes, "ray", shards=2, ledger=ledger, resume=True)
+    assert again.ok and sorted((e.index, e.seed, e.trial) for e in again.episodes) == local
+    assert rt.load_ledger(ledger).total_episodes == 6
