@@ -209,7 +209,7 @@ class RouteRun:
                 while not await self._attempt(None):
                     pass
             else:
-                while batch := self.queue.claim():
+                while batch := await self.queue.next_claim():
                     await self._attempt(batch)
         finally:
             if self._user_hooks is not None:

@@ -100,6 +100,9 @@ class TicketQueue:
         self._dynamic = dynamic
         #: Failed sessions each ticket was part of (by episode index), whoever ran them.
         self.failures: dict[int, int] = {}
+        # Claims not yet given back: while any is out, an empty queue is not a drained one.
+        self._held = 0
+        self._changed = trio.Event()
 
     @classmethod
     def lazy(
@@ -147,10 +150,30 @@ class TicketQueue:
         if self._dynamic:
             size = min(size, max(1, math.ceil(len(self._left) / (2 * self._routes))))
         chunk, self._left = self._left[:size], self._left[size:]
+        self._held += 1
         return TicketSeq(self._make, chunk)
 
+    async def next_claim(self) -> TicketSeq:
+        """The next tickets for one route; empty only once the queue is drained.
+
+        An empty queue while another route still holds a claim is not drained:
+        that route may fail and give tickets back, so this waits until every
+        claim is settled (with :meth:`release`) or tickets come back.
+
+        Cancellation: leaves at once, holding nothing.
+        """
+        while not (batch := self.claim()) and self._held:
+            await self._changed.wait()
+        return batch
+
     def release(self, tickets: Sequence[Ticket] | IndexRuns) -> None:
-        """Give back tickets (or their indices) a route claimed and did not finish
-        (first in line again)."""
+        """Settle a claim: give back the tickets (or indices) it did not finish
+        (first in line again; empty when it finished them all).
+
+        Every non-empty claim is released exactly once, finished or not.
+        """
         back = tickets if isinstance(tickets, IndexRuns) else IndexRuns.of(t.index for t in tickets)
         self._left = IndexRuns([*back.runs, *self._left.runs])
+        self._held = max(0, self._held - 1)
+        self._changed.set()
+        self._changed = trio.Event()

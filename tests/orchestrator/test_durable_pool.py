@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import pytest
 import trio
+import trio.testing
 
 import rlmesh_trio as rt
 from rlmesh_trio.orchestrator._ledger import read_ledger
@@ -81,6 +82,33 @@ def test_queue_hands_out_shrinking_chunks_and_takes_back_unfinished_ones() -> No
     assert [t.index for t in queue.claim()][:3] == [2, 3, 4]
     static = TicketQueue(plan.tickets())
     assert len(static.claim()) == 20 and static.claim() == []
+
+
+async def test_an_empty_pool_is_drained_only_when_no_claim_is_out() -> None:
+    """A route that finds the pool empty while another holds a chunk waits for that
+    chunk: if its holder fails, the waiting route runs it (nothing is left to one
+    dead route's retries)."""
+    routes = rt.shard(["a:1", "b:1"], "m:1", seeds=range(4), dealing="dynamic")
+    queue = TicketQueue(make_plan(routes, ["x", "y"]).tickets(), routes=2, dynamic=True)
+    held = await queue.next_claim()
+    assert [t.index for t in held] == [0]
+    while len(queue):  # the live route runs the rest and finishes each chunk
+        await queue.next_claim()
+        queue.release([])
+    got: list[list[int]] = []
+    async with trio.open_nursery() as nursery:
+
+        async def waiting_route() -> None:
+            got.append([t.index for t in await queue.next_claim()])
+
+        nursery.start_soon(waiting_route)
+        await trio.testing.wait_all_tasks_blocked()
+        assert got == []  # held: not drained yet
+        queue.release(held)  # the holder failed: its ticket goes back
+    assert got == [[0]]
+    queue.release([])
+    with trio.move_on_after(5):
+        assert await queue.next_claim() == []  # every claim settled: drained
 
 
 async def test_dynamic_dealing_runs_each_seed_once_with_its_trial(tmp_path: Path) -> None:
