@@ -187,15 +187,15 @@ class GroupingRule:
         """Run ``mode`` until the next re-probe."""
         self._chosen = mode
         self._confirmations = 0
-        self._left = self._interval()
+        self._left = self._interval(mode)
         self._switch(mode)
 
-    def _interval(self) -> int:
-        """Windows of the chosen mode between two re-probes (see ``probe_share``)."""
+    def _interval(self, mode: Mode) -> int:
+        """Windows of the chosen ``mode`` between two re-probes (see ``probe_share``)."""
         if not self.probe_share:
             return self.reprobe_every
-        chosen = self.cost(self._chosen)
-        other = self.cost(SINGLE if self._chosen == GROUP else GROUP)
+        chosen = self.cost(mode)
+        other = self.cost(SINGLE if mode == GROUP else GROUP)
         if not chosen or other is None:
             return self.reprobe_every
         stretch = min(float(MAX_STRETCH), max(1.0, other / chosen))
