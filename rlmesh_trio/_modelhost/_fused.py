@@ -22,6 +22,7 @@ error, as it always did.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -110,9 +111,11 @@ async def predict_fused(
     results: list[model_pb.GroupedPredictResult | None],
     invoke: Invoke,
     times: PhaseTimes,
+    fused_invoke: Callable[[int], Invoke] | None = None,
 ) -> None:
     """Answer ``members`` (indices into ``groups`` and their adapters, sharing one fuse
     key) with one batched call, each result into ``results`` at its group's index.
+    The call goes through ``fused_invoke(rows)`` if given, else ``invoke``.
 
     A group that fails alone (its observation, its action) gets its own error; a
     failing policy call fails every group in it.
@@ -125,6 +128,8 @@ async def predict_fused(
     kept, fused = _decode_members(groups, members, results, times)
     if not kept:
         return
+    if fused_invoke is not None:
+        invoke = fused_invoke(sum(rows for _, _, rows in kept))
     try:
         actions = await timed_call(invoke, batch_fn, fused, times)
         frames = _encode_members(kept, actions, times)

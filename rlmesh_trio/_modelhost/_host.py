@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
@@ -364,13 +364,18 @@ class ModelHost:
         request: model_pb.GroupedPredictRequest,
         invoke: Invoke,
         times: PhaseTimes | None = None,
+        *,
+        fused_invoke: Callable[[int], Invoke] | None = None,
     ) -> model_pb.GroupedPredictResponse:
         """Predict every group; one group failing never fails another.
 
         With a batched policy, groups whose adapters share an observation space
         go to ``predict_batch`` in one fused call (rows concatenated in group
         order, actions split back by row counts). A lone group is predicted
-        exactly as a plain Predict would be.
+        exactly as a plain Predict would be. ``fused_invoke(rows)``, when given,
+        is the invoke of a fused call of ``rows`` rows (``invoke`` otherwise).
+
+        Cancellation: only the invokes can be interrupted; the cancellation propagates.
         """
         groups = request.groups
         times = PhaseTimes() if times is None else times
@@ -391,7 +396,7 @@ class ModelHost:
                 index, adapter = members[0]
                 results[index] = await self._group_alone(groups[index], adapter, invoke, times)
             else:
-                await predict_fused(groups, members, results, invoke, times)
+                await predict_fused(groups, members, results, invoke, times, fused_invoke)
         return model_pb.GroupedPredictResponse(results=[r for r in results if r is not None])
 
     async def _group_alone(

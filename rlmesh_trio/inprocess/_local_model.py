@@ -91,6 +91,11 @@ class LocalModel:
         )
         self._invoke = PlacedInvoker(self.placement)
 
+    def _fused_invoke(self, rows: int) -> PlacedInvoker:
+        """The invoke of one fused call of ``rows`` rows: the placement judges it per row
+        (a 32-row forward replaces 32 single ones; see ``CallPlacement.run``)."""
+        return PlacedInvoker(self.placement, rows=rows)
+
     def _error(self, fault: ModelFault | model_pb.ModelError) -> ModelRpcError:
         if isinstance(fault, ModelFault):
             return ModelRpcError(
@@ -136,12 +141,10 @@ class LocalModel:
         observation space go to the policy's batched form in one fused call.
         One entry per request, in order: a :class:`Reply`, or the
         ``ModelRpcError`` for that request alone."""
-        # A fused call carries every group's rows: judged inline-worthy per row, not per
-        # call (a 32-row forward replaces 32 single ones; see CallPlacement.run).
-        rows = sum(len(request.episode_info) for request in requests)
-        invoke = self._invoke if rows <= 1 else PlacedInvoker(self.placement, rows=rows)
         grouped = await self.host.grouped_predict(
-            model_pb.GroupedPredictRequest(groups=list(requests)), invoke
+            model_pb.GroupedPredictRequest(groups=list(requests)),
+            self._invoke,
+            fused_invoke=self._fused_invoke,
         )
         await settle_inline(yield_now=True)
         out: list[Reply[model_pb.PredictResponse] | ModelRpcError] = []
