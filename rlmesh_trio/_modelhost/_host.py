@@ -24,26 +24,27 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from types import MappingProxyType
 from typing import Any, cast
 
-import attrs
 import betterproto2
 import numpy as np
 
 from .. import spaces
 from .._errors import ProtocolError
-from .._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
+from .._wire import WORKFLOW_EDITION, model_pb, spaces_pb
+from ._adapter import Adapter, observation_space
 from ._bind import BoundPolicies
 from ._coerce import as_policy
 from ._faults import Code, ModelFault
+from ._fused import predict_fused
 from ._one_row import RowPlan, plan_rows, predict_row
 from ._phases import Invoke, PhaseTimes, describe, timed_call, timed_decode, timed_encode
 from ._policy import Policy, PolicyFn
 from ._tree import concat_rows, leading_len, split_rows
 
-__all__ = ["Invoke", "ModelHost", "PhaseTimes", "inline_invoke"]
+__all__ = ["Adapter", "Invoke", "ModelHost", "PhaseTimes", "inline_invoke"]
 
 UNSUPPORTED_KIND = (
     "empty or unrecognized Join request (a newer-edition arm this build does not implement?)"
@@ -58,24 +59,6 @@ async def inline_invoke(fn: PolicyFn, arg: Any) -> Any:
     if fn.is_async:
         result = await result
     return result
-
-
-@attrs.frozen(slots=True)
-class Adapter:
-    """What ResolveAdapter recorded for one ``env_id``."""
-
-    env_id: str
-    env_spec: core_pb.EnvSpec
-    observation_space: spaces_pb.SpaceSpec | None
-    action_space: spaces_pb.SpaceSpec
-    execution_horizon: int
-    #: Groups whose adapters share this key (the observation spec's bytes) can be fused.
-    fuse_key: bytes
-    #: The policy this adapter calls: the host's, or what its ``for_spaces`` built for
-    #: these specs (one object per distinct pair of specs, shared by their adapters).
-    policy: Policy = attrs.field(eq=False, repr=False)
-    #: The codec calls of one-row predicts, planned from the two specs (None: general path).
-    row_plan: RowPlan | None = attrs.field(default=None, eq=False, repr=False)
 
 
 class ModelHost:
@@ -185,6 +168,7 @@ class ModelHost:
             fuse_key=fuse_key,
             row_plan=plan_rows(obs, env_spec.action_space),
             policy=self._bound.policy_for(fuse_key, obs, env_spec.action_space),
+            action_key=bytes(env_spec.action_space),
         )
         return model_pb.ResolveAdapterResponse()
 
@@ -299,7 +283,7 @@ class ModelHost:
         policy = adapter.policy
         if times is None:
             times = PhaseTimes()
-        obs_space = _observation_space(adapter)
+        obs_space = observation_space(adapter)
         observation = request.observation
         if observation is None:  # not ``or``: a message's truth test walks all its fields
             observation = spaces_pb.SpaceValue()
@@ -380,13 +364,18 @@ class ModelHost:
         request: model_pb.GroupedPredictRequest,
         invoke: Invoke,
         times: PhaseTimes | None = None,
+        *,
+        fused_invoke: Callable[[int], Invoke] | None = None,
     ) -> model_pb.GroupedPredictResponse:
         """Predict every group; one group failing never fails another.
 
         With a batched policy, groups whose adapters share an observation space
         go to ``predict_batch`` in one fused call (rows concatenated in group
         order, actions split back by row counts). A lone group is predicted
-        exactly as a plain Predict would be.
+        exactly as a plain Predict would be. ``fused_invoke(rows)``, when given,
+        is the invoke of a fused call of ``rows`` rows (``invoke`` otherwise).
+
+        Cancellation: only the invokes can be interrupted; the cancellation propagates.
         """
         groups = request.groups
         times = PhaseTimes() if times is None else times
@@ -407,7 +396,7 @@ class ModelHost:
                 index, adapter = members[0]
                 results[index] = await self._group_alone(groups[index], adapter, invoke, times)
             else:
-                await self._groups_fused(groups, members, results, invoke, times)
+                await predict_fused(groups, members, results, invoke, times, fused_invoke)
         return model_pb.GroupedPredictResponse(results=[r for r in results if r is not None])
 
     async def _group_alone(
@@ -419,57 +408,6 @@ class ModelHost:
             return model_pb.GroupedPredictResult(error=fault.to_proto())
         return model_pb.GroupedPredictResult(response=response)
 
-    async def _groups_fused(
-        self,
-        groups: list[model_pb.PredictRequest],
-        members: list[tuple[int, Adapter]],
-        results: list[model_pb.GroupedPredictResult | None],
-        invoke: Invoke,
-        times: PhaseTimes,
-    ) -> None:
-        # Members share a fuse key, hence one bound policy.
-        batch_fn = members[0][1].policy.predict_batch
-        assert batch_fn is not None
-        decoded: list[tuple[int, Adapter, int, Any]] = []
-        for index, adapter in members:
-            group = groups[index]
-            rows = len(group.episode_info)
-            try:
-                observation = group.observation
-                if observation is None:
-                    observation = spaces_pb.SpaceValue()
-                stacked = timed_decode(
-                    spaces.decode_stacked, _observation_space(adapter), observation, rows, times
-                )
-            except ModelFault as fault:
-                results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
-                continue
-            decoded.append((index, adapter, rows, stacked))
-        if not decoded:
-            return
-        sizes = [rows for _, _, rows, _ in decoded]
-        try:
-            fused = concat_rows([stacked for *_, stacked in decoded])
-            actions = await timed_call(invoke, batch_fn, fused, times)
-            try:
-                pieces = split_rows(actions, sizes)
-            except (ValueError, TypeError) as exc:
-                raise ModelFault.internal(f"internal error: {type(exc).__name__}: {exc}") from None
-        except ModelFault as fault:
-            for index, *_ in decoded:
-                results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
-            return
-        for (index, adapter, rows, _), piece in zip(decoded, pieces, strict=True):
-            try:
-                frame = timed_encode(
-                    spaces.encode_stacked, adapter.action_space, times, piece, rows
-                )
-            except ModelFault as fault:
-                results[index] = model_pb.GroupedPredictResult(error=fault.to_proto())
-                continue
-            response = model_pb.PredictResponse(context=groups[index].context, actions=[frame])
-            results[index] = model_pb.GroupedPredictResult(response=response)
-
 
 # ---------------------------------------------------------------------- helpers
 
@@ -479,11 +417,3 @@ def _stackable(chunk: Any) -> Any:
     if isinstance(chunk, list) and not all(isinstance(item, str) for item in chunk):
         return np.asarray(chunk)
     return chunk
-
-
-def _observation_space(adapter: Adapter) -> spaces_pb.SpaceSpec:
-    if adapter.observation_space is None:
-        raise ModelFault.internal(
-            "internal error: model error: env EnvSpec has no observation_space"
-        )
-    return adapter.observation_space

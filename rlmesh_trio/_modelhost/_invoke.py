@@ -45,14 +45,18 @@ class PlacedInvoker:
     threaded call is abandoned at once (its thread finishes on its own and
     keeps the limiter's token until then, so the next call still waits for
     it): an in-process route's predict timeout must fire at its deadline.
+    ``rows`` > 1 (a grouped predict's invoker) has the placement judge each
+    call as that many single calls (see ``CallPlacement.run``).
     """
 
-    def __init__(self, placement: CallPlacement) -> None:
+    def __init__(self, placement: CallPlacement, *, rows: int = 1) -> None:
         self.placement = placement
+        #: The rows a call carries (a fused group's): the placement judges it per row.
+        self.rows = rows
 
     def __call__(self, fn: PolicyFn, arg: Any) -> Awaitable[Any]:
         # A plain function handing back the awaitable: one coroutine frame less per
         # predict (the in-process hot path); awaiting it is the same as awaiting a wrapper.
         if fn.is_async:
             return cast(Awaitable[Any], fn.fn(arg))
-        return self.placement.run(fn.fn, arg)
+        return self.placement.run(fn.fn, arg, rows=self.rows)

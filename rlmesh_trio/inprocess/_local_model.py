@@ -91,6 +91,11 @@ class LocalModel:
         )
         self._invoke = PlacedInvoker(self.placement)
 
+    def _fused_invoke(self, rows: int) -> PlacedInvoker:
+        """The invoke of one fused call of ``rows`` rows: the placement judges it per row
+        (a 32-row forward replaces 32 single ones; see ``CallPlacement.run``)."""
+        return PlacedInvoker(self.placement, rows=rows)
+
     def _error(self, fault: ModelFault | model_pb.ModelError) -> ModelRpcError:
         if isinstance(fault, ModelFault):
             return ModelRpcError(
@@ -137,7 +142,9 @@ class LocalModel:
         One entry per request, in order: a :class:`Reply`, or the
         ``ModelRpcError`` for that request alone."""
         grouped = await self.host.grouped_predict(
-            model_pb.GroupedPredictRequest(groups=list(requests)), self._invoke
+            model_pb.GroupedPredictRequest(groups=list(requests)),
+            self._invoke,
+            fused_invoke=self._fused_invoke,
         )
         await settle_inline(yield_now=True)
         out: list[Reply[model_pb.PredictResponse] | ModelRpcError] = []

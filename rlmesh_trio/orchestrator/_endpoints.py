@@ -14,7 +14,7 @@ from ..inprocess._random_model import RandomBaseline, RandomModel
 from ..runtime import RuntimeEnv, RuntimeModel
 from ..transport import RemoteEnv, RemoteModel
 from ._batching import PredictBatcher
-from ._grouping import GroupingRule
+from ._grouping import WINDOW_ROWS, GroupingRule
 
 __all__ = ["EndpointPool", "ResolvedEnv", "ResolvedModel"]
 
@@ -118,7 +118,9 @@ class EndpointPool:
 
     def _batcher(self, client: Any) -> PredictBatcher:
         """A measuring batcher over ``client``, its sender running as a run service."""
-        batcher = PredictBatcher(client, rule=GroupingRule())
+        # A run's first window (env resets, the model's first calls) is not steady state.
+        rule = GroupingRule(warmup_rows=WINDOW_ROWS, probe_share=True)
+        batcher = PredictBatcher(client, rule=rule)
         assert self._start_service is not None
         self._start_service(batcher.serve)
         return batcher

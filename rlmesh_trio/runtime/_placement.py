@@ -191,8 +191,13 @@ class CallPlacement:
         """Bound the worker threads (set once the endpoint knows how many it needs)."""
         self._limiter = limiter
 
-    async def run(self, fn: Callable[..., T], *args: Any) -> T:
+    async def run(self, fn: Callable[..., T], *args: Any, rows: int = 1) -> T:
         """Call ``fn(*args)`` where the placement says; return its result.
+
+        ``rows``: how many single calls this one stands for (a fused batch of
+        several routes' rows). An inline call is judged slow against
+        ``rows`` times the limit: it replaces that many calls, each of which
+        could have held the thread up to the limit.
 
         Cancellation: a threaded call is abandoned (it finishes in its thread,
         its result dropped); an inline call runs to completion, then
@@ -209,7 +214,8 @@ class CallPlacement:
                 # Judged as a probe is: by this thread's CPU time, or blocking far past the
                 # limit. A cheap call preempted on a loaded machine is not slow (two such in a
                 # row sent CartPole steps to threads, where the GIL handoffs cost far more).
-                slow = wall > self.inline_limit and self._slow_probe(wall, time.thread_time() - cpu)
+                limit = self.inline_limit * rows
+                slow = wall > limit and self._slow_probe(wall, time.thread_time() - cpu, rows)
                 if slow and self._was_slow:
                     self._demote()
                 self._was_slow = slow
@@ -224,7 +230,7 @@ class CallPlacement:
             return result
         if self._probes_left <= 0:
             return await self.run_threaded(fn, *args)
-        return await self._probe(fn, *args)
+        return await self._probe(fn, *args, rows=rows)
 
     def _demote(self) -> None:
         """An inline call was slow: back to threads, probing again unless it keeps happening."""
@@ -238,7 +244,7 @@ class CallPlacement:
         """Call ``fn(*args)`` in a worker thread whatever the placement; abandoned on cancel."""
         return await _in_thread(fn, *args, limiter=self._limiter)
 
-    async def _probe(self, fn: Callable[..., T], *args: Any) -> T:
+    async def _probe(self, fn: Callable[..., T], *args: Any, rows: int = 1) -> T:
         spent: list[tuple[float, float]] = []
 
         def timed() -> T:
@@ -249,7 +255,7 @@ class CallPlacement:
                 spent.append((time.perf_counter() - wall, time.thread_time() - cpu))
 
         result = await _in_thread(timed, limiter=self._limiter)
-        if not spent or self._slow_probe(*spent[0]):
+        if not spent or self._slow_probe(*spent[0], rows):
             self._slow_probes += 1
         self._probes_left -= 1
         if self._probes_left == 0:
@@ -257,7 +263,7 @@ class CallPlacement:
             self._inline = self._slow_probes <= PROBE_CALLS // 4
         return result
 
-    def _slow_probe(self, wall: float, cpu: float) -> bool:
+    def _slow_probe(self, wall: float, cpu: float, rows: int = 1) -> bool:
         """Whether a threaded call was too slow to run inline.
 
         Its thread's CPU time decides, not its wall time: a worker thread waits
@@ -266,4 +272,5 @@ class CallPlacement:
         call. A call that blocks without using CPU is caught by
         :data:`BLOCKING_FACTOR`, or else by the inline check afterwards.
         """
-        return cpu > self.inline_limit or wall > BLOCKING_FACTOR * self.inline_limit
+        limit = self.inline_limit * rows
+        return cpu > limit or wall > BLOCKING_FACTOR * limit

@@ -218,3 +218,61 @@ async def test_a_group_flushes_when_all_have_asked_or_after_the_hold(
         await ask(0)  # the others finished: nobody else to wait for
         assert client.sent[2] == (start, 1)
         nursery.cancel_scope.cancel()
+
+
+def test_the_warmup_answers_are_not_measured() -> None:
+    now = [0.0]
+    rule = GroupingRule(window_rows=4, warmup_rows=8, clock=lambda: now[0])
+    for _ in range(2):
+        now[0] += 10.0  # a slow start (env resets, first calls): never sampled
+        rule.answered(4, rule.epoch)
+    now[0] = 100.0
+    rule.answered(1, rule.epoch)  # the first window's clock starts here
+    now[0] = 100.4
+    rule.answered(4, rule.epoch)
+    assert list(rule.costs[GROUP]) == [pytest.approx(0.1)]
+
+
+def test_a_winning_probe_is_confirmed_at_once_and_then_chosen() -> None:
+    rule = GroupingRule(reprobe_every=2)
+    rule.sample(GROUP, 100e-6)  # an outlier first window...
+    rule.sample(SINGLE, 50e-6)  # ...makes singles look cheaper
+    assert rule.mode == SINGLE
+    for _ in range(3):
+        rule.sample(SINGLE, 50e-6)
+    assert rule.mode == GROUP  # the re-probe
+    rule.sample(GROUP, 10e-6)  # beats singles, though the median [100, 10] does not
+    assert rule.mode == GROUP  # confirmed: another grouped window, not 2 windows of singles
+    rule.sample(GROUP, 10e-6)  # median 10 < 50
+    assert rule.mode == GROUP
+    for _ in range(2):
+        rule.sample(GROUP, 10e-6)
+    assert rule.mode == GROUP  # chosen: it runs its interval before probing singles
+    rule.sample(GROUP, 10e-6)
+    assert rule.mode == SINGLE
+
+
+def test_a_confirmation_that_loses_goes_back_to_the_chosen_mode() -> None:
+    rule = GroupingRule(reprobe_every=1)
+    rule.sample(GROUP, 100e-6)
+    rule.sample(SINGLE, 50e-6)
+    rule.sample(SINGLE, 50e-6)
+    rule.sample(SINGLE, 50e-6)
+    assert rule.mode == GROUP  # the probe
+    rule.sample(GROUP, 10e-6)
+    assert rule.mode == GROUP  # a lucky window: confirm it
+    rule.sample(GROUP, 200e-6)  # median [100, 10, 200] = 100: singles stay chosen
+    assert rule.mode == SINGLE
+
+
+@pytest.mark.parametrize(("group", "single", "interval"), [(10e-6, 50e-6, 10), (1e-6, 1e-3, 16)])
+def test_probe_share_spaces_the_probes_by_time(group: float, single: float, interval: int) -> None:
+    rule = GroupingRule(reprobe_every=2, probe_share=True)
+    rule.sample(GROUP, group)
+    rule.sample(SINGLE, single)
+    grouped = 0
+    while rule.mode == GROUP:
+        rule.sample(GROUP, group)
+        grouped += 1
+    # 2 windows times how much dearer a single window is (5x; at most MAX_STRETCH = 8x).
+    assert grouped == interval + 1

@@ -151,3 +151,53 @@ def test_the_server_hot_paths_take_the_hand_codecs() -> None:
     assert server_counts["fallback"] == before["fallback"]
     decode_join_request(bytes(model_pb.JoinRequest(close=model_pb.CloseParticipantRequest())))
     assert server_counts["fallback"] == before["fallback"] + 1
+
+
+model_errors = st.builds(
+    model_pb.ModelError,
+    code=st.sampled_from(list(model_pb.ModelErrorCode)),
+    message=texts,
+    is_recoverable=st.booleans(),
+)
+grouped_results = (
+    st.builds(model_pb.GroupedPredictResult, response=predict_responses)
+    | st.builds(model_pb.GroupedPredictResult, error=model_errors)
+    | st.just(model_pb.GroupedPredictResult())
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(request_id=texts, groups=st.lists(predict_requests, max_size=5))
+def test_grouped_predict_requests_decode_like_betterproto2(request_id: str, groups: Any) -> None:
+    grouped = model_pb.GroupedPredictRequest(groups=groups)
+    data = bytes(model_pb.JoinRequest(request_id=request_id, grouped_predict=grouped))
+    assert same(decode_join_request(data), model_pb.JoinRequest.parse(data))
+
+
+@settings(max_examples=200, deadline=None)
+@given(request_id=texts, results=st.lists(grouped_results, max_size=5), total=st.none() | u64)
+def test_grouped_predict_responses_encode_like_betterproto2(
+    request_id: str, results: Any, total: int | None
+) -> None:
+    response = model_pb.JoinResponse(
+        request_id=request_id,
+        grouped_predict=model_pb.GroupedPredictResponse(results=results),
+        endpoint_total_ns=total,
+        user_ns=3,
+    )
+    assert encode_join_response(response) == bytes(response)
+
+
+def test_grouped_predicts_take_the_hand_codecs() -> None:
+    from rlmesh_trio.wire._pb import server_counts
+
+    before = dict(server_counts)
+    group = model_pb.PredictRequest(context=model_pb.AdapterContext(env_id="e", request_id="r"))
+    grouped = model_pb.GroupedPredictRequest(groups=[group, group])
+    decode_join_request(bytes(model_pb.JoinRequest(request_id="g", grouped_predict=grouped)))
+    result = model_pb.GroupedPredictResult(response=model_pb.PredictResponse())
+    answer = model_pb.GroupedPredictResponse(results=[result, result])
+    encode_join_response(model_pb.JoinResponse(request_id="g", grouped_predict=answer))
+    assert server_counts["decode"] == before["decode"] + 1
+    assert server_counts["encode"] == before["encode"] + 1
+    assert server_counts["fallback"] == before["fallback"]
