@@ -11,6 +11,7 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import time
 
 import trio
 
@@ -25,8 +26,12 @@ __all__ = ["ServerConnection", "Service"]
 log = logging.getLogger("rlmesh_trio.transport.server")
 
 RECEIVE_SIZE = 65536
-#: Bytes of one read fed to the core before the reader yields to other connections.
+#: Bytes of one read fed to the core before the reader yields to other connections:
+#: the most, for cheap bytes; a turn that took over ``TURN_SECONDS`` shrinks the next
+#: ones (to ``MIN_TURN_BYTES`` at least: one HEADERS frame and its reset fit).
 TURN_BYTES = 16384
+TURN_SECONDS = 0.0005
+MIN_TURN_BYTES = 512
 #: Bytes a call may have queued for a client that is not reading before send waits.
 SEND_QUEUE_BYTES = 4 * 1024 * 1024
 STOPPING = "the server is shutting down"
@@ -53,6 +58,7 @@ class ServerConnection:
         self._preface_seen = trio.Event()
         self._idle_since = trio.current_time()
         self._closing = False
+        self._turn = TURN_BYTES  # see _process_in_turns
         self.lost: str | None = None
         self.scope = trio.CancelScope()
 
@@ -125,11 +131,30 @@ class ServerConnection:
         if not data:
             self._lose("connection closed")
             return False
-        if len(data) <= TURN_BYTES:
+        if len(data) <= self._turn:
             return self._process(data)
-        for start in range(0, len(data), TURN_BYTES):
-            if not self._process(data[start : start + TURN_BYTES]):
+        return await self._process_in_turns(data)
+
+    async def _process_in_turns(self, data: bytes) -> bool:
+        """Feed ``data`` to the core a turn at a time, yielding between turns.
+
+        A turn is sized by what the client's bytes cost, not by their count: 16 KiB of
+        DATA is a copy, 16 KiB of HEADERS and resets (a rapid reset) is a hundred
+        streams through h2 and HPACK, milliseconds in which no other connection is
+        served. Each turn's time sets the next one's size (towards ``TURN_SECONDS``).
+        """
+        start = 0
+        while start < len(data):
+            size = self._turn
+            began = time.perf_counter()
+            if not self._process(data[start : start + size]):
                 return False
+            start += size
+            took = time.perf_counter() - began
+            if took > TURN_SECONDS:
+                self._turn = max(MIN_TURN_BYTES, int(size * TURN_SECONDS / took))
+            elif size < TURN_BYTES:
+                self._turn = min(TURN_BYTES, size * 2)
             await trio.lowlevel.checkpoint()
         return True
 

@@ -114,13 +114,7 @@ OURS: dict[str, Expect] = {
 #: What our servers do not meet yet (issue 22 stays open for them), with what was measured
 #: on 2 cores. These still run and print their figures; xfail(strict=False) keeps them
 #: from failing the suite until they are met.
-NOT_YET: dict[str, str] = {
-    "rapid_reset": "the legit episode takes 240-430 ms during 100k resets (margin 100 ms): "
-    "each new attacking connection gets a fresh 200-reset budget and our Python core "
-    "spends ~10 ms per budget",
-    "8x64mib_fast": "RSS stays ~130 MiB above its start after the attack (target 20 MiB) "
-    "and the legit episode after it takes 0.5-0.8 s",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _attack_params() -> list[Any]:
