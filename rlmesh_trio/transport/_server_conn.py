@@ -32,6 +32,7 @@ RECEIVE_SIZE = 65536
 TURN_BYTES = 16384
 TURN_SECONDS = 0.0005
 MIN_TURN_BYTES = 512
+COSTLY_TURN_YIELDS = 3
 #: Bytes a call may have queued for a client that is not reading before send waits.
 SEND_QUEUE_BYTES = 4 * 1024 * 1024
 STOPPING = "the server is shutting down"
@@ -153,6 +154,10 @@ class ServerConnection:
             took = time.perf_counter() - began
             if took > TURN_SECONDS:
                 self._turn = max(MIN_TURN_BYTES, int(size * TURN_SECONDS / took))
+                # The other connections' requests take a few task hops each (read,
+                # handler, write): let them make those before this one's next turn.
+                for _ in range(COSTLY_TURN_YIELDS):
+                    await trio.lowlevel.checkpoint()
             elif size < TURN_BYTES:
                 self._turn = min(TURN_BYTES, size * 2)
             await trio.lowlevel.checkpoint()
