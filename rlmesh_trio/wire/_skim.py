@@ -6,7 +6,7 @@ microseconds per field in Python. Every message betterproto2 reads from a peer
 (the servers' requests outside the hand codecs' shapes, the client's replies)
 is walked here first, at a fraction of that cost per field, and refused when it
 is not well-formed protobuf (field number 0, a group or reserved wire type, a
-length past the end, nesting past :data:`MAX_DEPTH`) or when it would cost
+truncated varint, nesting past :data:`MAX_DEPTH`) or when it would cost
 betterproto2 too much: more than :data:`MAX_UNKNOWN_FIELDS` unknown fields or
 :data:`MAX_UNKNOWN_BYTES` of them (what peers of a newer edition add is a few
 small fields), or more than :data:`MAX_FIELDS` fields in all.
@@ -146,17 +146,14 @@ def _walk(data: memoryview, pos: int, end: int, schema: Schema, depth: int, coun
             _, pos = _varint(data, pos, end)
         elif wire == _LEN:
             size, pos = _varint(data, pos, end)
-            stop = pos + size
-            if stop > end:
-                raise FramingError("a protobuf length past the end of its message")
+            # Past the end: betterproto2 reads what is there, and so does the walk.
+            stop = min(pos + size, end)
             known = schema.get(number)
             if known is not None and known[0] == _LEN and known[1] is not None:
                 _walk(data, pos, stop, known[1], depth + 1, count)
             pos = stop
         elif wire == _I64 or wire == _I32:
-            pos += 8 if wire == _I64 else 4
-            if pos > end:
-                raise FramingError("a fixed-width protobuf field past the end of its message")
+            pos = min(pos + (8 if wire == _I64 else 4), end)
         else:
             raise FramingError(f"a protobuf field of wire type {wire} (groups are not proto3)")
         count.fields += 1
