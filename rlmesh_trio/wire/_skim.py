@@ -18,7 +18,7 @@ The schema comes from the generated classes' public metadata
 from __future__ import annotations
 
 import dataclasses
-import functools
+import threading
 import types
 import typing
 from typing import Any
@@ -71,10 +71,16 @@ def _message_class(hint: Any) -> type | None:
     return None
 
 
-@functools.cache
-def _schema(message_type: type) -> Schema:
-    # Filled in before recursing, so a recursive message type refers to itself.
-    schema: Schema = {}
+_SCHEMAS: dict[type, Schema] = {}
+_BUILDING = threading.Lock()
+
+
+def _schema(message_type: type, building: dict[type, Schema]) -> Schema:
+    schema = building.get(message_type)
+    if schema is not None:
+        return schema
+    # Kept before it is filled in, so a recursive message type refers to itself.
+    schema = building[message_type] = {}
     try:
         hints = typing.get_type_hints(message_type)
     except Exception:  # an unresolvable annotation: its fields' messages go unwalked
@@ -86,14 +92,17 @@ def _schema(message_type: type) -> Schema:
         if meta.proto_type == betterproto2.TYPE_MAP:
             value_meta = meta.map_meta[1] if meta.map_meta else None
             walked = value_meta is not None and value_meta.proto_type == betterproto2.TYPE_MESSAGE
-            child = {1: (_LEN, None), 2: (_LEN, _schema(nested) if walked and nested else None)}
+            child = {
+                1: (_LEN, None),
+                2: (_LEN, _schema(nested, building) if walked and nested else None),
+            }
             if value_meta is not None and not walked:
                 child[2] = (_wire_type(value_meta.proto_type), None)
             key_meta = meta.map_meta[0] if meta.map_meta else None
             if key_meta is not None:
                 child[1] = (_wire_type(key_meta.proto_type), None)
         elif meta.proto_type == betterproto2.TYPE_MESSAGE and nested is not None:
-            child = _schema(nested)
+            child = _schema(nested, building)
         schema[meta.number] = (_wire_type(meta.proto_type), child)
     return schema
 
@@ -114,7 +123,14 @@ def skim(data: bytes | bytearray | memoryview, message_type: type) -> None:
         FramingError: not well-formed protobuf, or over one of the bounds above
             (its text names which).
     """
-    _walk(memoryview(data), 0, len(data), _schema(message_type), 0, _Count())
+    schema = _SCHEMAS.get(message_type)
+    if schema is None:
+        # Servers decode big messages on worker threads: one builds, none sees a half-built one.
+        with _BUILDING:
+            building: dict[type, Schema] = dict(_SCHEMAS)
+            schema = _schema(message_type, building)
+            _SCHEMAS.update(building)
+    _walk(memoryview(data), 0, len(data), schema, 0, _Count())
 
 
 def _varint(data: memoryview, pos: int, end: int) -> tuple[int, int]:
