@@ -18,7 +18,7 @@ import trio
 from .. import wire
 from .._wire import MAX_MESSAGE_BYTES
 from ..wire._h2server import ServerCore
-from ..wire._limits import ByteBudget
+from ..wire._limits import ByteBudget, RateBudget
 from ._server_call import CallLost, Handler, ServerCall
 
 __all__ = ["ServerConnection", "Service"]
@@ -51,6 +51,7 @@ class ServerConnection:
         self.core = ServerCore(
             limits, service.budget, max_message_bytes=service.max_message_bytes()
         )
+        self.core.shared_resets = service.resets
         self._calls: dict[int, ServerCall] = {}
         self._writing = False
         self._unsent = b""
@@ -385,6 +386,8 @@ class Service:
         self.routes = routes
         self.limits = limits
         self.budget = ByteBudget(int(limits.server_message_bytes))
+        resets = int(limits.server_reset_budget)
+        self.resets = RateBudget(resets, resets / limits.refill_seconds, time.monotonic())
         self.token = token
         self.token_refusal = token_refusal
         self.nursery = nursery

@@ -110,6 +110,9 @@ class H2Base:
         # Bytes of a header block still awaiting its END_HEADERS (-1: none).
         self._header_block = -1
         self._max_block = int(limits.max_header_list_size) + 1024
+        #: A reset budget shared with other connections (a server's), spent as well as
+        #: this connection's own: a client that reconnects gets no fresh budget from it.
+        self.shared_resets: RateBudget | None = None
         self._streams: dict[int, Stream] = {}
         self._out = bytearray()
         self._max_frame = h2c.local_settings.max_frame_size
@@ -280,7 +283,12 @@ class H2Base:
                 return  # it follows data we sent: flow control at work, not a flood
         elif kind != _frames.RST_STREAM:
             return
-        if not self._rates[kind].spend(self._clock()):
+        now = self._clock()
+        if not self._rates[kind].spend(now) or (
+            kind == _frames.RST_STREAM
+            and self.shared_resets is not None
+            and not self.shared_resets.spend(now)
+        ):
             self._fail(_CALM, f"too many frames of type {kind} (a flood)")
 
     def _fail(self, code: int, detail: str) -> NoReturn:

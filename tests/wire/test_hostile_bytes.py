@@ -16,8 +16,9 @@ from rlmesh_trio import wire
 from rlmesh_trio._wire import core_pb, env_pb
 from rlmesh_trio.wire import _frames, _skim
 from rlmesh_trio.wire._grpc import MAPPED_MESSAGE_BYTES, MessageReader, frame
+from rlmesh_trio.wire._limits import RateBudget
 
-from .test_server_core import CALM, PATH, goaway_code, raw, started_server
+from .test_server_core import CALM, PATH, Pair, goaway_code, raw, started_server
 
 COMPRESSION = 0x9
 
@@ -196,3 +197,20 @@ def test_a_big_message_prefix_is_still_checked_before_its_body() -> None:
     with pytest.raises(wire.FramingError):
         reader.feed(b"\x00" + (3 * MAPPED_MESSAGE_BYTES).to_bytes(4, "big"))
     assert reader.buffered == 0
+
+
+def test_a_shared_reset_budget_outlasts_reconnecting() -> None:
+    shared = RateBudget(30, 0.0, 0.0)
+    ended = 0
+    for _ in range(5):  # five connections of 20 resets each: the shared 30 run out on the 2nd
+        pair = Pair(wire.ServerLimits(reset_budget=20))
+        pair.server.shared_resets = shared
+        try:
+            for _ in range(20):
+                stream_id = pair.client.open_stream(wire.request_headers(PATH, "127.0.0.1:1"))
+                pair.client.reset_stream(stream_id)
+                pair.to_server()
+        except wire.ProtocolFailure:
+            assert goaway_code(pair.server.data_to_send()) == CALM
+            ended += 1
+    assert ended == 4
