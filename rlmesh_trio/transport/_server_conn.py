@@ -1,8 +1,8 @@
 """One accepted connection of a server, driven from Trio over the I/O-free server core.
 
 The connection's reader feeds the core at most :data:`TURN_BYTES` at a time
-and yields between chunks, so a flood on one connection cannot stall the
-others; every limit of :class:`~rlmesh_trio.wire.ServerLimits` that needs a
+and yields between chunks, fewer bytes a turn when they cost more (HEADERS
+and resets), so a flood on one connection cannot stall the others; every limit of :class:`~rlmesh_trio.wire.ServerLimits` that needs a
 clock (the handshake deadline, the idle timeout) is kept here.
 """
 
