@@ -13,6 +13,7 @@ import importlib.metadata
 import platform
 import sys
 
+from .. import wire
 from .._endpoints import EndpointInfo
 from .._errors import ConnectError, HandshakeError
 from .._version import __version__
@@ -112,7 +113,7 @@ def endpoint_info(
 
 
 def parse_env_handshake(label: str, data: bytes) -> EndpointInfo:
-    reply = env_pb.HandshakeResponse.parse(data)
+    reply = wire.parse_message(env_pb.HandshakeResponse, data)
     return endpoint_info(label, reply.base, contract=reply.env_contract, require_contract=True)
 
 

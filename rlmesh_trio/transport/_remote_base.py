@@ -11,6 +11,7 @@ from typing import Any, ClassVar, Self
 import betterproto2
 import trio
 
+from .. import wire
 from .._endpoints import EndpointInfo
 from .._errors import ConnectError, ProtocolError
 from .._wire import core_pb
@@ -145,7 +146,7 @@ class RemoteEndpoint:
             raise ConnectError(
                 self.address, f"shutdown failed: {exc.status.name}: {exc.message}"
             ) from None
-        base = self._pb.ShutdownResponse.parse(data).base
+        base = wire.parse_message(self._pb.ShutdownResponse, data).base
         if base is None:
             raise ProtocolError(
                 f"{self._kind} endpoint {self.address} sent a shutdown reply with no base"

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
+from .. import wire
 from .._endpoints import EndpointInfo, Reply
 from .._errors import (
     ConnectError,
@@ -55,7 +56,9 @@ class RemoteModel(RemoteEndpoint):
         async with self._connect_lock:
             if self._info is not None:
                 return self._info
-            reply = model_pb.HandshakeResponse.parse(await self._handshake(MODEL_COMPONENT))
+            reply = wire.parse_message(
+                model_pb.HandshakeResponse, await self._handshake(MODEL_COMPONENT)
+            )
             self._info = endpoint_info(self.address, reply.base)
             return self._info
 

@@ -1,8 +1,8 @@
 """One accepted connection of a server, driven from Trio over the I/O-free server core.
 
 The connection's reader feeds the core at most :data:`TURN_BYTES` at a time
-and yields between chunks, so a flood on one connection cannot stall the
-others; every limit of :class:`~rlmesh_trio.wire.ServerLimits` that needs a
+and yields between chunks, fewer bytes a turn when they cost more (HEADERS
+and resets), so a flood on one connection cannot stall the others; every limit of :class:`~rlmesh_trio.wire.ServerLimits` that needs a
 clock (the handshake deadline, the idle timeout) is kept here.
 """
 
@@ -11,13 +11,14 @@ from __future__ import annotations
 import hmac
 import logging
 import os
+import time
 
 import trio
 
 from .. import wire
 from .._wire import MAX_MESSAGE_BYTES
 from ..wire._h2server import ServerCore
-from ..wire._limits import ByteBudget
+from ..wire._limits import ByteBudget, RateBudget
 from ._server_call import CallLost, Handler, ServerCall
 
 __all__ = ["ServerConnection", "Service"]
@@ -25,8 +26,13 @@ __all__ = ["ServerConnection", "Service"]
 log = logging.getLogger("rlmesh_trio.transport.server")
 
 RECEIVE_SIZE = 65536
-#: Bytes of one read fed to the core before the reader yields to other connections.
+#: Bytes of one read fed to the core before the reader yields to other connections:
+#: the most, for cheap bytes; a turn that took over ``TURN_SECONDS`` shrinks the next
+#: ones (to ``MIN_TURN_BYTES`` at least: one HEADERS frame and its reset fit).
 TURN_BYTES = 16384
+TURN_SECONDS = 0.0005
+MIN_TURN_BYTES = 512
+COSTLY_TURN_YIELDS = 3
 #: Bytes a call may have queued for a client that is not reading before send waits.
 SEND_QUEUE_BYTES = 4 * 1024 * 1024
 STOPPING = "the server is shutting down"
@@ -45,6 +51,7 @@ class ServerConnection:
         self.core = ServerCore(
             limits, service.budget, max_message_bytes=service.max_message_bytes()
         )
+        self.core.shared_resets = service.resets
         self._calls: dict[int, ServerCall] = {}
         self._writing = False
         self._unsent = b""
@@ -53,6 +60,7 @@ class ServerConnection:
         self._preface_seen = trio.Event()
         self._idle_since = trio.current_time()
         self._closing = False
+        self._turn = TURN_BYTES  # see _process_in_turns
         self.lost: str | None = None
         self.scope = trio.CancelScope()
 
@@ -125,11 +133,34 @@ class ServerConnection:
         if not data:
             self._lose("connection closed")
             return False
-        if len(data) <= TURN_BYTES:
+        if len(data) <= self._turn:
             return self._process(data)
-        for start in range(0, len(data), TURN_BYTES):
-            if not self._process(data[start : start + TURN_BYTES]):
+        return await self._process_in_turns(data)
+
+    async def _process_in_turns(self, data: bytes) -> bool:
+        """Feed ``data`` to the core a turn at a time, yielding between turns.
+
+        A turn is sized by what the client's bytes cost, not by their count: 16 KiB of
+        DATA is a copy, 16 KiB of HEADERS and resets (a rapid reset) is a hundred
+        streams through h2 and HPACK, milliseconds in which no other connection is
+        served. Each turn's time sets the next one's size (towards ``TURN_SECONDS``).
+        """
+        start = 0
+        while start < len(data):
+            size = self._turn
+            began = time.perf_counter()
+            if not self._process(data[start : start + size]):
                 return False
+            start += size
+            took = time.perf_counter() - began
+            if took > TURN_SECONDS:
+                self._turn = max(MIN_TURN_BYTES, int(size * TURN_SECONDS / took))
+                # The other connections' requests take a few task hops each (read,
+                # handler, write): let them make those before this one's next turn.
+                for _ in range(COSTLY_TURN_YIELDS):
+                    await trio.lowlevel.checkpoint()
+            elif size < TURN_BYTES:
+                self._turn = min(TURN_BYTES, size * 2)
             await trio.lowlevel.checkpoint()
         return True
 
@@ -355,6 +386,8 @@ class Service:
         self.routes = routes
         self.limits = limits
         self.budget = ByteBudget(int(limits.server_message_bytes))
+        resets = int(limits.server_reset_budget)
+        self.resets = RateBudget(resets, resets / limits.refill_seconds, time.monotonic())
         self.token = token
         self.token_refusal = token_refusal
         self.nursery = nursery

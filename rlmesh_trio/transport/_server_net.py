@@ -56,12 +56,15 @@ class SizeLimitedCodec:
             raise _too_big(len(data))
         try:
             hand = wire.HAND_DECODERS.get(message_type)
-            return message_type.parse(data) if hand is None else hand(data)
+            return wire.parse_message(message_type, data) if hand is None else hand(data)
         except Exception as exc:
-            name = getattr(message_type, "__name__", "message")
-            raise wire.GrpcError(
-                wire.GrpcStatus.INVALID_ARGUMENT, f"could not decode a {name}: {exc}"
-            ) from exc
+            problem = str(exc)
+        # Raised outside the handler, unchained: the parse's traceback holds frames that
+        # hold ``data`` (up to 256 MiB), and a chained one keeps them until the cyclic GC.
+        name = getattr(message_type, "__name__", "message")
+        raise wire.GrpcError(
+            wire.GrpcStatus.INVALID_ARGUMENT, f"could not decode a {name}: {problem}"
+        )
 
 
 CODEC = SizeLimitedCodec()
@@ -81,7 +84,25 @@ async def decode_request(data: bytes, message_type: Any) -> Any:
     """
     if len(data) < THREAD_DECODE_BYTES:
         return CODEC.decode(data, message_type)
-    return await trio.to_thread.run_sync(CODEC.decode, data, message_type, abandon_on_cancel=True)
+    decoded, refusal = await trio.to_thread.run_sync(
+        _decode_or_refusal, data, message_type, abandon_on_cancel=True
+    )
+    if refusal is not None:
+        # A fresh exception, held by no local: one this frame held would be a cycle.
+        raise wire.GrpcError(*refusal)
+    return decoded
+
+
+def _decode_or_refusal(
+    data: bytes, message_type: Any
+) -> tuple[Any, tuple[wire.GrpcStatus, str | None] | None]:
+    # Nothing raised across the thread: trio keeps a raising function's outcome in a
+    # frame that its traceback holds (a cycle), and the traceback's frames hold ``data``
+    # (up to 256 MiB) until the cyclic GC runs, long after the call is over.
+    try:
+        return CODEC.decode(data, message_type), None
+    except wire.GrpcError as exc:
+        return None, (exc.status, exc.message)
 
 
 def unary(answer: Callable[[Any], Awaitable[betterproto2.Message]], request_type: type) -> Handler:

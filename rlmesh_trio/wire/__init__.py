@@ -31,6 +31,7 @@ from ._h2core import ClientCore, NotHttp2, ProtocolFailure
 from ._h2server import ServerCore
 from ._limits import ServerLimits
 from ._registry import HAND_DECODERS, HAND_ENCODERS
+from ._skim import parse as parse_message
 
 __all__ = [
     "HAND_DECODERS",
@@ -60,5 +61,6 @@ __all__ = [
     "Waiter",
     "check_size",
     "frame",
+    "parse_message",
     "request_headers",
 ]

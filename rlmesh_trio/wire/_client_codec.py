@@ -13,7 +13,7 @@ from collections.abc import Callable, Hashable
 from typing import Any, TypeVar
 
 from .._wire import env_pb, model_pb, spaces_pb
-from . import _pb
+from . import _pb, _skim
 from ._pb import Fallback, key, number, put_len, put_space_value, put_text, put_varint
 
 __all__ = [
@@ -155,7 +155,7 @@ _read_varint = _pb.read_varint
 
 def _meta_map(data: bytes) -> spaces_pb.MetaMap:
     # infos are usually present but empty; skip the parser for those
-    return spaces_pb.MetaMap.parse(data) if data else spaces_pb.MetaMap()
+    return _skim.parse(spaces_pb.MetaMap, data) if data else spaces_pb.MetaMap()
 
 
 def _decode_step(data: bytes) -> env_pb.StepResponse:
@@ -200,7 +200,7 @@ def _decode_step(data: bytes) -> env_pb.StepResponse:
         elif field == _F_STEP_INFOS and infos is None:
             infos = _meta_map(data[pos:stop])
         elif field == _F_STEP_COMPLETED:
-            completed.append(env_pb.EpisodeMetadata.parse(data[pos:stop]))
+            completed.append(_skim.parse(env_pb.EpisodeMetadata, data[pos:stop]))
         elif field == _F_STEP_INDICES:
             env_indices.extend(_pb.packed_varints(data[pos:stop]))
         else:
@@ -281,7 +281,9 @@ def _decode_grouped(data: bytes) -> model_pb.GroupedPredictResponse:
         if arm == _F_RESULT_RESPONSE:
             result = model_pb.GroupedPredictResult(response=_decode_predict(_pb.blob(body)))
         elif arm == _F_RESULT_ERROR:
-            result = model_pb.GroupedPredictResult(error=model_pb.ModelError.parse(_pb.blob(body)))
+            result = model_pb.GroupedPredictResult(
+                error=_skim.parse(model_pb.ModelError, _pb.blob(body))
+            )
         else:
             raise Fallback
         results.append(result)
@@ -371,7 +373,7 @@ def _decode_response(
         fields = _decode_envelope(data, arms, counters, rid)
     except _pb.DECODE_ERRORS:
         fast_path_counts["fallback"] += 1
-        return message.parse(data)
+        return _skim.parse(message, data)
     fast_path_counts["decode"] += 1
     return message(**fields)
 

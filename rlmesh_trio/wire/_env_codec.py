@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 from .._wire import env_pb, spaces_pb
+from . import _skim
 from ._pb import (
     ENV_COUNTERS,
     LEN,
@@ -81,7 +82,7 @@ def _request_fields(data: bytes, names: dict[int, str]) -> dict[str, Any]:
             out[name] = integer(value)
         else:  # options: usually absent or empty; only a non-empty map needs the parser
             options = blob(value)
-            out[name] = spaces_pb.MetaMap.parse(options) if options else spaces_pb.MetaMap()
+            out[name] = _skim.parse(spaces_pb.MetaMap, options) if options else spaces_pb.MetaMap()
     return out
 
 

@@ -21,6 +21,7 @@ __all__ = [
     "FrameTooLarge",
     "data_frame_header",
     "window_update",
+    "with_goaway_code",
 ]
 
 HEADER_SIZE = 9
@@ -46,6 +47,24 @@ def data_frame_header(stream_id: int, length: int) -> bytes:
 def window_update(stream_id: int, increment: int) -> bytes:
     """A WINDOW_UPDATE frame granting ``increment`` bytes (1 .. 2**31 - 1)."""
     return b"\x00\x00\x04\x08\x00" + stream_id.to_bytes(4, "big") + increment.to_bytes(4, "big")
+
+
+GOAWAY = 0x7
+
+
+def with_goaway_code(data: bytes, code: int) -> bytes:
+    """``data`` (whole frames) with every GOAWAY's error code set to ``code``; a
+    truncated frame at the end is left as it is."""
+    out = bytearray(data)
+    pos = 0
+    while len(out) - pos >= HEADER_SIZE:
+        end = pos + HEADER_SIZE + int.from_bytes(out[pos : pos + 3], "big")
+        if end > len(out):
+            break
+        if out[pos + 3] == GOAWAY and end - pos >= HEADER_SIZE + 8:
+            out[pos + HEADER_SIZE + 4 : pos + HEADER_SIZE + 8] = code.to_bytes(4, "big")
+        pos = end
+    return bytes(out)
 
 
 class FrameTooLarge(Exception):

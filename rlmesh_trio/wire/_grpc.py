@@ -10,6 +10,7 @@ trailers, or in the response headers of a trailers-only response.
 from __future__ import annotations
 
 import enum
+import mmap
 import urllib.parse
 from collections.abc import Iterable, Mapping
 
@@ -63,6 +64,10 @@ class GrpcError(Exception):
         return (type(self), (self.status, self.message))
 
 
+#: Messages at least this large are assembled in a memory map of their own (MessageReader).
+MAPPED_MESSAGE_BYTES = 1024 * 1024
+
+
 class FramingError(ProtocolError):
     """Bytes that are not a valid gRPC message stream (compressed, too large, truncated)."""
 
@@ -88,24 +93,32 @@ class MessageReader:
     """Cuts gRPC messages out of a stream's DATA payloads, however they are split.
 
     Each 5-byte prefix is checked as soon as it is complete, before any of its
-    message is kept: a message over ``limit`` raises at once.
+    message is kept: a message over ``limit`` raises at once. A message of
+    :data:`MAPPED_MESSAGE_BYTES` or more is assembled in an anonymous memory map
+    of exactly its declared size (pages are only taken as bytes arrive), not a
+    growing ``bytearray``: its memory goes back to the system the moment the
+    message is complete or abandoned, never into the allocator's heap, whose
+    freed big chunks a process keeps (glibc raises its mmap threshold after each
+    big free, so the next big buffers come from a heap it does not trim).
     """
 
-    __slots__ = ("_buffer", "limit")
+    __slots__ = ("_buffer", "_mapped", "_mapped_at", "limit")
 
     def __init__(self, limit: int = MAX_MESSAGE_BYTES) -> None:
         self._buffer = bytearray()
+        self._mapped: mmap.mmap | None = None
+        self._mapped_at = 0  # bytes of the mapped message (its prefix too) written
         self.limit = limit
 
     @property
     def partial(self) -> bool:
         """Whether part of a message is still waiting for the rest."""
-        return bool(self._buffer)
+        return bool(self._buffer) or self._mapped is not None
 
     @property
     def buffered(self) -> int:
         """Bytes kept for a message not complete yet."""
-        return len(self._buffer)
+        return len(self._buffer) + self._mapped_at
 
     def feed(self, data: bytes) -> list[bytes]:
         """The messages ``data`` completes, in order.
@@ -114,6 +127,8 @@ class MessageReader:
             FramingError: a compressed message (no compression was negotiated)
                 or one over the size limit.
         """
+        if self._mapped is not None:
+            return self._feed_mapped(self._mapped, data)
         buffer = self._buffer
         if buffer:
             # Appending keeps a large message's assembly linear (no copy per frame).
@@ -122,6 +137,9 @@ class MessageReader:
                 return []
             size = self._check(buffer) + 5
             if size > len(buffer):
+                if size >= MAPPED_MESSAGE_BYTES:
+                    self._map(size, buffer)
+                    buffer.clear()
                 return []
             if size == len(buffer):
                 # One whole message (a large one, usually): one copy out, not two.
@@ -137,12 +155,34 @@ class MessageReader:
             size = self._check(data, pos)
             stop = pos + 5 + size
             if stop > end:
+                if size + 5 >= MAPPED_MESSAGE_BYTES:
+                    self._map(size + 5, data[pos:])
+                    return out
                 break
             out.append(data[pos + 5 : stop])
             pos = stop
         if pos < end:
             buffer += data[pos:]
         return out
+
+    def _map(self, size: int, start: bytes | bytearray) -> None:
+        mapped = self._mapped = mmap.mmap(-1, size)
+        mapped[: len(start)] = start
+        self._mapped_at = len(start)
+
+    def _feed_mapped(self, mapped: mmap.mmap, data: bytes) -> list[bytes]:
+        at, room = self._mapped_at, len(mapped) - self._mapped_at
+        if len(data) < room:
+            mapped[at : at + len(data)] = data
+            self._mapped_at += len(data)
+            return []
+        mapped[at:] = data[:room] if len(data) > room else data
+        message = mapped[5:]
+        mapped.close()
+        self._mapped, self._mapped_at = None, 0
+        if len(data) == room:
+            return [message]
+        return [message, *self.feed(data[room:])]
 
     def _check(self, data: bytes | bytearray, pos: int = 0) -> int:
         if data[pos]:

@@ -10,6 +10,8 @@ and never drift. :class:`~._h2core.ClientCore` and
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import NoReturn
 
 import h2.connection
@@ -17,11 +19,12 @@ import h2.errors
 import h2.events
 import h2.exceptions
 import h2.settings
+import hpack.exceptions
 
 from . import _frames
 from ._events import ConnectionTerminated, Event, MessageReceived
 from ._grpc import FramingError, MessageReader, frame
-from ._limits import ByteBudget
+from ._limits import ByteBudget, RateBudget, ServerLimits
 
 __all__ = ["INITIAL_WINDOW", "WINDOW", "H2Base", "ProtocolFailure", "Stream"]
 
@@ -30,6 +33,10 @@ WINDOW = 16 * 1024 * 1024
 #: HTTP/2's initial flow-control window (before the peer's SETTINGS say otherwise).
 INITIAL_WINDOW = 65535
 MAX_WINDOW = 2**31 - 1
+_DEFAULT_LIMITS = ServerLimits()
+_CALM = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
+#: A WINDOW_UPDATE after at least this many DATA bytes from us is not rationed.
+_USEFUL_UPDATE = 1024
 
 
 class ProtocolFailure(Exception):
@@ -78,8 +85,34 @@ class H2Base:
     #: The peer's GOAWAY, once one came.
     terminated: ConnectionTerminated | None
 
-    def __init__(self, h2c: h2.connection.H2Connection, budget: ByteBudget | None) -> None:
+    def __init__(
+        self,
+        h2c: h2.connection.H2Connection,
+        budget: ByteBudget | None,
+        limits: ServerLimits = _DEFAULT_LIMITS,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._h2 = h2c
+        self._clock = clock
+        now = clock()
+
+        def rate(size: float) -> RateBudget:
+            return RateBudget(size, size / limits.refill_seconds, now)
+
+        # The same budgets on both ends: a hostile server floods as cheaply as a client.
+        self._rates = {
+            _frames.RST_STREAM: rate(limits.reset_budget),
+            _frames.SETTINGS: rate(limits.settings_budget),
+            _frames.PING: rate(limits.ping_budget),
+            _frames.DATA: rate(limits.empty_data_budget),
+            _frames.WINDOW_UPDATE: rate(limits.window_update_budget),
+        }
+        # Bytes of a header block still awaiting its END_HEADERS (-1: none).
+        self._header_block = -1
+        self._max_block = int(limits.max_header_list_size) + 1024
+        #: A reset budget shared with other connections (a server's), spent as well as
+        #: this connection's own: a client that reconnects gets no fresh budget from it.
+        self.shared_resets: RateBudget | None = None
         self._streams: dict[int, Stream] = {}
         self._out = bytearray()
         self._max_frame = h2c.local_settings.max_frame_size
@@ -219,7 +252,44 @@ class H2Base:
         self._collect()
 
     def _screen(self, kind: int, flags: int, length: int) -> None:
-        """A hook: look at each frame's header before it is handled (servers rate them)."""
+        """Look at each frame's header before it is handled: frames that cost us work
+        and do none are rationed, a header block is bounded.
+
+        Raises:
+            ProtocolFailure: past a budget (GOAWAY ENHANCE_YOUR_CALM is queued).
+        """
+        if self._header_block >= 0:
+            if kind != _frames.CONTINUATION:
+                return  # h2 refuses anything else inside a header block
+            self._header_block += length
+            if self._header_block > self._max_block:
+                self._fail(_CALM, "a header block over the header-list limit")
+            if flags & _frames.END_HEADERS:
+                self._header_block = -1
+            return
+        if kind == _frames.HEADERS or kind == _frames.PUSH_PROMISE:
+            if not flags & _frames.END_HEADERS:
+                self._header_block = length
+            return
+        if kind == _frames.DATA:
+            if length or flags & _frames.END_STREAM:
+                return
+        elif kind in (_frames.SETTINGS, _frames.PING):
+            if flags & 0x1:  # an ACK answers us: not the peer's to ration
+                return
+        elif kind == _frames.WINDOW_UPDATE:
+            sent, self.sent_since_update = self.sent_since_update, 0
+            if sent >= _USEFUL_UPDATE:
+                return  # it follows data we sent: flow control at work, not a flood
+        elif kind != _frames.RST_STREAM:
+            return
+        now = self._clock()
+        if not self._rates[kind].spend(now) or (
+            kind == _frames.RST_STREAM
+            and self.shared_resets is not None
+            and not self.shared_resets.spend(now)
+        ):
+            self._fail(_CALM, f"too many frames of type {kind} (a flood)")
 
     def _fail(self, code: int, detail: str) -> NoReturn:
         """Queue GOAWAY with ``code`` and give up on the connection.
@@ -239,7 +309,14 @@ class H2Base:
             h2_events = self._h2.receive_data(data)
         except h2.exceptions.ProtocolError as exc:
             # h2 has queued its GOAWAY with the error's code: send it before giving up.
-            self._collect()
+            # h2 answers a header block HPACK cannot decode with PROTOCOL_ERROR; RFC 9113
+            # §4.3 asks COMPRESSION_ERROR, so that one GOAWAY's code is ours to set.
+            queued = self._h2.data_to_send()
+            if isinstance(exc.__cause__, hpack.exceptions.HPACKError) and not isinstance(
+                exc, h2.exceptions.DenialOfServiceError
+            ):
+                queued = _frames.with_goaway_code(queued, h2.errors.ErrorCodes.COMPRESSION_ERROR)
+            self._out += queued
             raise ProtocolFailure(f"HTTP/2 protocol error from the peer: {exc}") from exc
         # h2's replies first (a SETTINGS ACK above all): DATA sent on a window the
         # new settings open must follow the ACK, or the peer has not applied them yet.

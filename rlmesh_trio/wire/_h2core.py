@@ -26,8 +26,11 @@ from ._events import (
 )
 from ._grpc import MAX_MESSAGE_BYTES, FramingError, GrpcStatus, status_from_headers
 from ._h2base import WINDOW, H2Base, ProtocolFailure, Stream
+from ._limits import ServerLimits
 
 __all__ = ["ClientCore", "NotHttp2", "ProtocolFailure"]
+
+_LIMITS = ServerLimits()
 
 #: HTTP statuses with a gRPC meaning (the gRPC HTTP-to-status mapping).
 _HTTP_STATUS = {
@@ -50,12 +53,14 @@ class ClientCore(H2Base):
     """One client HTTP/2 connection carrying gRPC calls. No I/O, no event loop.
 
     Call :meth:`initiate` first, then send :meth:`data_to_send` to the peer.
+    The server's frames are rationed by ``limits``' frame budgets and header-list
+    size (their defaults unless given), as a server rations a client's.
     Every method that changes state may queue bytes; the caller writes them.
     A frame header over our frame size or a message prefix over 256 MiB is
     refused before its payload is kept.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, limits: ServerLimits | None = None) -> None:
         # Outbound headers go as given: metadata such as a token must reach the
         # peer byte for byte (h2's normalisation would strip its whitespace).
         config = h2.config.H2Configuration(
@@ -64,7 +69,9 @@ class ClientCore(H2Base):
             validate_outbound_headers=False,
             normalize_outbound_headers=False,
         )
-        super().__init__(h2.connection.H2Connection(config), None)
+        # A server's frames are rationed by the same named budgets as a client's
+        # (ServerLimits' defaults): a flood ends the connection ENHANCE_YOUR_CALM.
+        super().__init__(h2.connection.H2Connection(config), None, limits or _LIMITS)
         self._heard_from_peer = False
         self.terminated: ConnectionTerminated | None = None
 

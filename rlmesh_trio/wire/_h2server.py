@@ -26,7 +26,6 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
-from . import _frames
 from ._events import (
     ConnectionTerminated,
     Event,
@@ -37,16 +36,13 @@ from ._events import (
 )
 from ._grpc import MAX_MESSAGE_BYTES, FramingError, GrpcStatus
 from ._h2base import WINDOW, H2Base, ProtocolFailure, Stream
-from ._limits import ByteBudget, RateBudget, ServerLimits
+from ._limits import ByteBudget, ServerLimits
 
 __all__ = ["PREFACE", "ProtocolFailure", "ServerCore", "trailers"]
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-_CALM = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
 _RESPONSE_HEADERS = [(":status", "200"), ("content-type", "application/grpc")]
 _DEFAULT_LIMITS = ServerLimits()
-#: A WINDOW_UPDATE after at least this many DATA bytes from us is not rationed.
-_USEFUL_UPDATE = 1024
 #: grpc-message is percent-encoded: printable ASCII stays as it is, except ``%``.
 _MESSAGE_SAFE = "".join(chr(c) for c in range(0x20, 0x7F) if c != 0x25)
 
@@ -97,26 +93,12 @@ class ServerCore(H2Base):
                 codes.MAX_HEADER_LIST_SIZE: int(limits.max_header_list_size),
             },
         )
-        super().__init__(h2c, ByteBudget(int(limits.connection_message_bytes), budget))
+        super().__init__(
+            h2c, ByteBudget(int(limits.connection_message_bytes), budget), limits, clock
+        )
         self._limits = limits
         self._max_message = max_message_bytes
-        self._clock = clock
         self._preface = b""  # the client's preface, until all 24 bytes are in
-        now = clock()
-
-        def rate(size: float) -> RateBudget:
-            return RateBudget(size, size / limits.refill_seconds, now)
-
-        self._rates = {
-            _frames.RST_STREAM: rate(limits.reset_budget),
-            _frames.SETTINGS: rate(limits.settings_budget),
-            _frames.PING: rate(limits.ping_budget),
-            _frames.DATA: rate(limits.empty_data_budget),
-            _frames.WINDOW_UPDATE: rate(limits.window_update_budget),
-        }
-        # Bytes of a header block still awaiting its END_HEADERS (-1: none).
-        self._header_block = -1
-        self._max_block = int(limits.max_header_list_size) + 1024
         self.terminated: ConnectionTerminated | None = None
 
     # ---- sending -------------------------------------------------------------
@@ -232,35 +214,6 @@ class ServerCore(H2Base):
             return b""
         self._feed_h2(PREFACE, [])
         return data[need:]
-
-    def _screen(self, kind: int, flags: int, length: int) -> None:
-        if self._header_block >= 0:
-            if kind != _frames.CONTINUATION:
-                return  # h2 refuses anything else inside a header block
-            self._header_block += length
-            if self._header_block > self._max_block:
-                self._fail(_CALM, "a header block over the header-list limit")
-            if flags & _frames.END_HEADERS:
-                self._header_block = -1
-            return
-        if kind == _frames.HEADERS or kind == _frames.PUSH_PROMISE:
-            if not flags & _frames.END_HEADERS:
-                self._header_block = length
-            return
-        if kind == _frames.DATA:
-            if length or flags & _frames.END_STREAM:
-                return
-        elif kind in (_frames.SETTINGS, _frames.PING):
-            if flags & 0x1:  # an ACK answers us: not the client's to ration
-                return
-        elif kind == _frames.WINDOW_UPDATE:
-            sent, self.sent_since_update = self.sent_since_update, 0
-            if sent >= _USEFUL_UPDATE:
-                return  # it follows data we sent: flow control at work, not a flood
-        elif kind != _frames.RST_STREAM:
-            return
-        if not self._rates[kind].spend(self._clock()):
-            self._fail(_CALM, f"too many frames of type {kind} (a flood)")
 
     def _refuse(
         self, stream_id: int, stream: Stream, error: FramingError | None, out: list[Event]

@@ -29,6 +29,7 @@ CONNECTION_MESSAGE_BYTES = 128 * MIB
 SERVER_MESSAGE_BYTES = 192 * MIB
 MAX_HEADER_LIST_SIZE = 16 * 1024
 RESET_BUDGET = 200
+SERVER_RESET_BUDGET = 1000
 SETTINGS_BUDGET = 100
 PING_BUDGET = 100
 EMPTY_DATA_BUDGET = 100
@@ -78,6 +79,9 @@ class ServerLimits:
             (SETTINGS_MAX_HEADER_LIST_SIZE) and encoded (CONTINUATION floods).
         reset_budget: RST_STREAM frames a connection may send in a burst.
             Past this or any other frame budget: GOAWAY ENHANCE_YOUR_CALM.
+        server_reset_budget: RST_STREAM frames all connections of the server
+            may send in a burst (a rapid reset reconnects for a fresh
+            ``reset_budget``; this one it shares with its earlier connections).
         settings_budget: SETTINGS frames in a burst.
         ping_budget: PING frames in a burst.
         empty_data_budget: empty DATA frames (no END_STREAM) in a burst.
@@ -100,6 +104,7 @@ class ServerLimits:
     server_message_bytes: int = _field(SERVER_MESSAGE_BYTES)
     max_header_list_size: int = _field(MAX_HEADER_LIST_SIZE)
     reset_budget: int = _field(RESET_BUDGET)
+    server_reset_budget: int = _field(SERVER_RESET_BUDGET)
     settings_budget: int = _field(SETTINGS_BUDGET)
     ping_budget: int = _field(PING_BUDGET)
     empty_data_budget: int = _field(EMPTY_DATA_BUDGET)

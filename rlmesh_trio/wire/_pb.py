@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 import betterproto2
 
 from .._wire import model_pb, spaces_pb
+from . import _skim
 
 __all__ = [
     "DECODE_ERRORS",
@@ -368,7 +369,7 @@ class JoinCodec(Generic[Q, R]):
         except DECODE_ERRORS:
             pass
         server_counts["fallback"] += 1
-        return self._request.parse(data)  # type: ignore[attr-defined, no-any-return]
+        return _skim.parse(self._request, data)
 
     def encode(self, response: R) -> bytes:
         """Serialise a response."""

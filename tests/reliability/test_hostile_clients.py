@@ -106,21 +106,14 @@ OURS: dict[str, Expect] = {
     "continuation_flood": Expect(reacts=True, max_sent=HEADER_SENT_LIMIT),
     "hpack_bomb": Expect(reacts=True),
     "oversized_header_block": Expect(reacts=True),
-    # Python h2 answers undecodable HPACK with PROTOCOL_ERROR and has queued that GOAWAY
-    # by the time it raises; COMPRESSION_ERROR (RFC 9113) would mean writing GOAWAY ourselves.
-    "invalid_hpack": Expect(goaways=frozenset({PROTOCOL, COMPRESSION}), reacts=True),
+    # RFC 9113 §4.3: COMPRESSION_ERROR (h2 queues PROTOCOL_ERROR; the core rewrites its code).
+    "invalid_hpack": Expect(goaways=frozenset({COMPRESSION}), reacts=True),
     "window_update_overflow": Expect(goaways=frozenset({FLOW_CONTROL}), reacts=True),
 }
 #: What our servers do not meet yet (issue 22 stays open for them), with what was measured
 #: on 2 cores. These still run and print their figures; xfail(strict=False) keeps them
 #: from failing the suite until they are met.
-NOT_YET: dict[str, str] = {
-    "rapid_reset": "the legit episode takes 240-430 ms during 100k resets (margin 100 ms): "
-    "each new attacking connection gets a fresh 200-reset budget and our Python core "
-    "spends ~10 ms per budget",
-    "8x64mib_fast": "RSS stays ~130 MiB above its start after the attack (target 20 MiB) "
-    "and the legit episode after it takes 0.5-0.8 s",
-}
+NOT_YET: dict[str, str] = {}
 
 
 def _attack_params() -> list[Any]:
