@@ -136,10 +136,20 @@ class RouteLoop:
             return
         is_reset = True
         replay = Replay()
-        rows, timer, calls, book = mode.rows, mode.timer, self.calls, self.book
+        rows, timer, calls, book, gate = mode.rows, mode.timer, self.calls, self.book, self.gate
+        # With no observation or action hook, act() is a replayed frame or a predict:
+        # done here, a suspended predict has one frame less to resume.
+        plain = not (
+            gate.transform_observation or gate.observation or gate.transform_action or gate.action
+        )
         while True:
             round_started = self.now()
-            action = await self.act(timer, rows, observation, is_reset, replay)
+            if plain:
+                action = replay.take()
+                if action is None:
+                    action = replay.load(*await calls.predict(timer, rows, observation, is_reset))
+            else:
+                action = await self.act(timer, rows, observation, is_reset, replay)
             response, took_ms = await calls.step_env(timer, mode.step_request(action))
             mode.account(response, took_ms, replay.charge)
             await self.after_step(rows, response, round_started)
