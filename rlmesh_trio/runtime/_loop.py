@@ -142,6 +142,7 @@ class RouteLoop:
         plain = not (
             gate.transform_observation or gate.observation or gate.transform_action or gate.action
         )
+        quiet = not (gate.step or gate.observation)
         while True:
             round_started = self.now()
             if plain:
@@ -152,7 +153,13 @@ class RouteLoop:
                 action = await self.act(timer, rows, observation, is_reset, replay)
             response, took_ms = await calls.step_env(timer, mode.step_request(action))
             mode.account(response, took_ms, replay.charge)
-            await self.after_step(rows, response, round_started)
+            if quiet:  # after_step with no step or observation listener: no coroutine
+                now = self.now()
+                self._rounds.add("rpc.total", (now - round_started) * 1000.0)
+                if now >= calls.telemetry.window_deadline:
+                    await gate.emit_window(calls.telemetry, now)
+            else:
+                await self.after_step(rows, response, round_started)
             ended = await self.record(response)
             if book.budget_spent():
                 return
