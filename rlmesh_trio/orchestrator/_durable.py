@@ -153,7 +153,7 @@ class DurableRun:
         if queue is None:
             if entry.episodes is None:
                 return None
-            workers = sum(1 for o in self.plan.owners.values() if o == entry.route_id)
+            workers = len(self.plan.workers(entry.route_id))
             dynamic = entry.dealing == "dynamic"
             prefix = f"{entry.route_id}/"
             done = (int(k[len(prefix) :]) for k in self.done if k.startswith(prefix))
@@ -174,7 +174,7 @@ class DurableRun:
         route when that route is not in this run.
         """
         owner = self.plan.owners.get(route_id, route_id)
-        workers = [rid for rid, o in self.plan.owners.items() if o == owner] or [route_id]
+        workers = self.plan.workers(owner) or [route_id]
         found: dict[int, EpisodeResult] = {}
         for entry in self.done.values():
             if entry.ticket.rsplit("/", 1)[0] != owner:

@@ -123,6 +123,18 @@ class Plan:
             by_id.setdefault(route.route_id, route)
         return by_id
 
+    def workers(self, owner: str) -> Sequence[str]:
+        """The route ids drawing tickets from plan entry ``owner``, in plan order."""
+        return self._workers.get(owner, ())
+
+    @functools.cached_property
+    def _workers(self) -> dict[str, list[str]]:
+        # Every route asks once: a scan of all owners each would be quadratic in routes.
+        workers: dict[str, list[str]] = {}
+        for rid, owner in self.owners.items():
+            workers.setdefault(owner, []).append(rid)
+        return workers
+
     @property
     def bounded(self) -> bool:
         """Whether every route has a finite episode count (a ledger needs one)."""

@@ -99,18 +99,16 @@ class RouteCalls:
         if step is None:
             step = self.step
         call = fn(*args)
-        # The failure is translated outside the timer (one coroutine less per call): the
-        # timer only ever raises its own OperationTimeout, which passes through unchanged.
+        # The failure is translated outside the timer's limit: the timer only ever raises
+        # its own OperationTimeout, which passes through unchanged.
         try:
-            return await timer.timed(self.spec.env_component_id, op, step, timeout, call)
-        except RlmeshTrioError as exc:
-            if isinstance(exc, EnvRpcError) and (exc.operation != op or exc.step != step):
-                raise EnvRpcError(
-                    op, step, exc.message, code=exc.code, recoverable=exc.recoverable
-                ) from exc
-            raise
+            with timer.limit(self.spec.env_component_id, op, step, timeout):
+                return await call
         except Exception as exc:
-            raise EnvRpcError(op, step, f"{type(exc).__name__}: {exc}") from exc
+            error = _env_error(exc, op, step)
+            if error is None:
+                raise
+            raise error from exc
 
     async def model_call(
         self,
@@ -128,16 +126,14 @@ class RouteCalls:
         """
         component = self.spec.model_component_id
         call = fn(*args)
-        try:  # translated outside the timer, as in env_call
-            return await timer.timed(component, op, self.step, timeout, call)
-        except RlmeshTrioError as exc:
-            if isinstance(exc, ModelRpcError) and exc.component_id != component:
-                raise ModelRpcError(
-                    component, exc.message, code=exc.code, recoverable=exc.recoverable
-                ) from exc
-            raise
+        try:  # translated outside the limit, as in env_call
+            with timer.limit(component, op, self.step, timeout):
+                return await call
         except Exception as exc:
-            raise ModelRpcError(component, f"{type(exc).__name__}: {exc}") from exc
+            error = _model_error(exc, component)
+            if error is None:
+                raise
+            raise error from exc
 
     async def predict(
         self,
@@ -160,9 +156,19 @@ class RouteCalls:
         )
         spec = self.spec
         started = self.now()
-        reply: Reply[model_pb.PredictResponse] = await self.model_call(
-            timer, "model.predict", spec.limits.model_predict_timeout, self.model.predict, request
-        )
+        # model_call's body, inline: a suspended predict has two frames less to resume.
+        component = spec.model_component_id
+        call = self.model.predict(request)
+        try:
+            with timer.limit(
+                component, "model.predict", self.step, spec.limits.model_predict_timeout
+            ):
+                reply: Reply[model_pb.PredictResponse] = await call
+        except Exception as exc:
+            error = _model_error(exc, component)
+            if error is None:
+                raise
+            raise error from exc
         rpc_ms = (self.now() - started) * 1000.0
         self._predicts.operation(rpc_ms, reply.telemetry)
         response = reply.response
@@ -205,15 +211,20 @@ class RouteCalls:
     ) -> tuple[env_pb.StepResponse, float]:
         """The env's step response, and the step's wall time (ms); advances the runtime step."""
         started = self.now()
-        # An env failure or timeout is reported at the step this action produces.
-        reply: Reply[env_pb.StepResponse] = await self.env_call(
-            timer,
-            "env.step",
-            self.spec.limits.env_step_timeout,
-            self.env.step,
-            request,
-            step=self.step + 1,
-        )
+        # env_call's body, inline (two frames less to resume); an env failure or timeout
+        # is reported at the step this action produces.
+        step = self.step + 1
+        call = self.env.step(request)
+        try:
+            with timer.limit(
+                self.spec.env_component_id, "env.step", step, self.spec.limits.env_step_timeout
+            ):
+                reply: Reply[env_pb.StepResponse] = await call
+        except Exception as exc:
+            error = _env_error(exc, "env.step", step)
+            if error is None:
+                raise
+            raise error from exc
         self.step += 1
         rpc_ms = (self.now() - started) * 1000.0
         self._steps.operation(rpc_ms, reply.telemetry)
@@ -253,6 +264,32 @@ class RouteCalls:
                 f"at runtime step {self.step}: {exc.detail}",
                 path=exc.path,
             ) from None
+
+
+def _env_error(exc: Exception, op: str, step: int) -> Exception | None:
+    """The route error an env operation's failure becomes; ``None``: ``exc`` itself.
+
+    Our own errors pass unchanged, except an ``EnvRpcError`` naming another
+    operation or step, which is re-labelled with ``op`` and ``step``.
+    """
+    if isinstance(exc, RlmeshTrioError):
+        if isinstance(exc, EnvRpcError) and (exc.operation != op or exc.step != step):
+            return EnvRpcError(op, step, exc.message, code=exc.code, recoverable=exc.recoverable)
+        return None
+    return EnvRpcError(op, step, f"{type(exc).__name__}: {exc}")
+
+
+def _model_error(exc: Exception, component: str) -> Exception | None:
+    """The route error a model operation's failure becomes; ``None``: ``exc`` itself.
+
+    Our own errors pass unchanged, except a ``ModelRpcError`` naming another
+    component, which is re-labelled with this route's.
+    """
+    if isinstance(exc, RlmeshTrioError):
+        if isinstance(exc, ModelRpcError) and exc.component_id != component:
+            return ModelRpcError(component, exc.message, code=exc.code, recoverable=exc.recoverable)
+        return None
+    return ModelRpcError(component, f"{type(exc).__name__}: {exc}")
 
 
 async def concurrently(*fns: Callable[[], Awaitable[Any]]) -> list[Any]:

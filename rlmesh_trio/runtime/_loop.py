@@ -136,13 +136,30 @@ class RouteLoop:
             return
         is_reset = True
         replay = Replay()
-        rows, timer, calls, book = mode.rows, mode.timer, self.calls, self.book
+        rows, timer, calls, book, gate = mode.rows, mode.timer, self.calls, self.book, self.gate
+        # With no observation or action hook, act() is a replayed frame or a predict:
+        # done here, a suspended predict has one frame less to resume.
+        plain = not (
+            gate.transform_observation or gate.observation or gate.transform_action or gate.action
+        )
+        quiet = not (gate.step or gate.observation)
         while True:
             round_started = self.now()
-            action = await self.act(timer, rows, observation, is_reset, replay)
+            if plain:
+                action = replay.take()
+                if action is None:
+                    action = replay.load(*await calls.predict(timer, rows, observation, is_reset))
+            else:
+                action = await self.act(timer, rows, observation, is_reset, replay)
             response, took_ms = await calls.step_env(timer, mode.step_request(action))
             mode.account(response, took_ms, replay.charge)
-            await self.after_step(rows, response, round_started)
+            if quiet:  # after_step with no step or observation listener: no coroutine
+                now = self.now()
+                self._rounds.add("rpc.total", (now - round_started) * 1000.0)
+                if now >= calls.telemetry.window_deadline:
+                    await gate.emit_window(calls.telemetry, now)
+            else:
+                await self.after_step(rows, response, round_started)
             ended = await self.record(response)
             if book.budget_spent():
                 return

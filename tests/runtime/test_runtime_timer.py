@@ -82,3 +82,45 @@ async def test_an_enclosing_cancellation_passes_through(
         async with guard():
             await timer.timed("env", "env.reset", 0, 10.0, _takes(5.0))
     assert outer.cancelled_caught
+
+
+@TIMERS
+async def test_the_with_form_times_out_at_its_limit_like_timed(
+    make: MakeTimer,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    timer, guard = make()
+    started = trio.current_time()
+    with pytest.raises(OperationTimeout) as caught:
+        async with guard():
+            with timer.limit("env", "env.step", 7, 2.0):
+                assert await _takes(1.0) == "done"
+            await trio.sleep(5.0)  # time between limits is never counted
+            with timer.limit("env", "env.step", 8, 2.0):
+                await _takes(5.0)
+    assert trio.current_time() - started == pytest.approx(8.0)
+    error = caught.value
+    assert (error.route_id, error.operation, error.step, error.timeout) == (
+        "r",
+        "env.step",
+        8,
+        2.0,
+    )
+
+
+@TIMERS
+async def test_the_with_form_lets_an_enclosing_cancellation_and_errors_through(
+    make: MakeTimer,
+    autojump_clock: trio.testing.MockClock,
+) -> None:
+    timer, guard = make()
+    with trio.move_on_after(1.0) as outer:
+        async with guard():
+            with timer.limit("env", "env.reset", 0, 10.0):
+                await _takes(5.0)
+    assert outer.cancelled_caught
+    timer, guard = make()  # a watchdog guards one loop
+    with pytest.raises(ValueError, match="boom"):
+        async with guard():
+            with timer.limit("model", "model.predict", 0, 10.0):
+                raise ValueError("boom")
