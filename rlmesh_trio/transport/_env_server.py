@@ -24,7 +24,7 @@ from .._wire import core_pb, env_pb
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
 from ._server_call import CallLost, ServerCall
-from ._server_net import CODEC, decode_request
+from ._server_net import CODEC, THREAD_DECODE_BYTES, decode_request
 from ._server_thread import EnvWorkers, ServingThread, serving_in_thread
 
 __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
@@ -333,6 +333,11 @@ class JoinSession:
 
     async def _read(self) -> None:
         workers, host, call = self._workers, self._host, self._call
+        if workers is None:
+            # Inline (env_thread="loop"): while this task waits for the next request,
+            # the connection's reader answers it in its own turn (the env call runs
+            # on this same thread either way).
+            call.inline = self._serve_now
         try:
             with self._reading:
                 while not self._ended:
@@ -360,7 +365,24 @@ class JoinSession:
         except CallLost as exc:
             log.debug("env Join stream read ended: %s", exc)
         finally:
+            call.inline = None
             self._finished.set()
+
+    def _serve_now(self, data: bytes) -> bool:
+        """Answer one request in the reader's turn (``call.inline``); ``False`` for what
+        the session's task must do: a large request (decoded on a worker thread), one
+        that does not decode (the task raises the error), anything after the end."""
+        if self._ended or self._finished.is_set() or len(data) >= THREAD_DECODE_BYTES:
+            return False
+        received = time.perf_counter_ns()
+        try:
+            request = CODEC.decode(data, env_pb.JoinRequest)
+        except wire.GrpcError:
+            return False
+        self._answer_now(request, self._host.handle(request), received)
+        if self._ended:
+            self._finished.set()  # the reader writes the reply before anything else
+        return True
 
     async def _process(
         self,
@@ -381,8 +403,23 @@ class JoinSession:
     async def _answer(
         self, request: env_pb.JoinRequest, reply: HostReply | None, received: int
     ) -> None:
-        if reply is None or self._ended:
+        if not self._answer_now(request, reply, received):
             return
+        try:
+            await self._call.sent()
+        except CallLost as exc:
+            log.debug("env Join stream send failed: %s", exc)
+            self._ended = True
+        if self._ended:
+            self._finished.set()
+
+    def _answer_now(
+        self, request: env_pb.JoinRequest, reply: HostReply | None, received: int
+    ) -> bool:
+        """Queue the reply to ``request``; ``True`` when one was queued (the caller
+        writes it, then sets ``_finished`` if the stream ends with it)."""
+        if reply is None or self._ended:
+            return False
         response = reply.response
         response.request_id = request.request_id
         response.user_ns = reply.user_ns
@@ -394,16 +431,15 @@ class JoinSession:
             self._closed_by_request = response.close is not None
         response.endpoint_total_ns = time.perf_counter_ns() - received
         try:
-            await self._call.send(CODEC.encode(response, env_pb.JoinResponse))
+            self._call.send_now(CODEC.encode(response, env_pb.JoinResponse))
         except wire.GrpcError as exc:  # a reply over the size limit
             self._end_error = exc
             self._ended = False
             self._finished.set()
-            return
+            return False
         except CallLost as exc:
             log.debug("env Join stream send failed: %s", exc)
             self._ended = True
             self._finished.set()
-            return
-        if reply.end_stream:
-            self._finished.set()
+            return False
+        return True

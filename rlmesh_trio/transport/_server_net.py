@@ -92,7 +92,8 @@ def unary(answer: Callable[[Any], Awaitable[betterproto2.Message]], request_type
         if data is None:
             raise wire.GrpcError(wire.GrpcStatus.INTERNAL, "no request message")
         reply = await answer(await decode_request(data, request_type))
-        await call.send(CODEC.encode(reply, type(reply)))
+        # Queued only: the call's end writes it with the headers and trailers, in one write.
+        call.send_now(CODEC.encode(reply, type(reply)))
 
     return handle
 
