@@ -15,6 +15,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
+import betterproto2
 import trio
 
 from .. import wire
@@ -379,7 +380,13 @@ class JoinSession:
             request = CODEC.decode(data, env_pb.JoinRequest)
         except wire.GrpcError:
             return False
-        self._answer_now(request, self._host.handle(request), received)
+        host = self._host
+        # Admitted and run on this thread with nothing else admitted: no ticket to queue
+        # (the scheduler's locks are for worker threads).
+        kind, body = betterproto2.which_one_of(request, "kind")
+        done = host.call_now(kind, body)
+        reply = host.handle(request) if done is None else done.reply()
+        self._answer_now(request, reply, received)
         if self._ended:
             self._finished.set()  # the reader writes the reply before anything else
         return True
