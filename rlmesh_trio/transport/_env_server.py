@@ -19,7 +19,7 @@ import betterproto2
 import trio
 
 from .. import wire
-from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
+from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
 from ._handshake import ENV_COMPONENT
@@ -385,8 +385,10 @@ class JoinSession:
         # (the scheduler's locks are for worker threads).
         kind, body = betterproto2.which_one_of(request, "kind")
         done = host.call_now(kind, body)
-        reply = host.handle(request) if done is None else done.reply()
-        self._answer_now(request, reply, received)
+        if done is None:
+            self._answer_now(request, host.handle(request), received)
+        else:
+            self._answer_call(request, done, received)
         if self._ended:
             self._finished.set()  # the reader writes the reply before anything else
         return True
@@ -437,8 +439,30 @@ class JoinSession:
             self._ended = True
             self._closed_by_request = response.close is not None
         response.endpoint_total_ns = time.perf_counter_ns() - received
+        return self._queue(lambda: CODEC.encode(response, env_pb.JoinResponse))
+
+    def _answer_call(self, request: env_pb.JoinRequest, done: Call, received: int) -> bool:
+        """:meth:`_answer_now` for a request run at once (``call_now``): the same reply,
+        encoded from its parts (no ``JoinResponse`` or ``HostReply`` built per step)."""
+        error = done.error
+        kind, body = ("error", error) if error is not None else (done.kind, done.answer)
+        if done.end_stream:
+            self._ended = True
+            self._closed_by_request = kind == "close"
+        total = time.perf_counter_ns() - received
+        # ENV_COUNTERS order; lane_skew_ns is a lane endpoint's, never set here.
+        counters = (done.decode_ns, done.user_ns, done.encode_ns, 0, done.queue_ns)
+        return self._queue(
+            lambda: CODEC.checked(
+                wire.encode_env_reply(kind, body, request.request_id, total, counters)
+            )
+        )
+
+    def _queue(self, encode: Callable[[], bytes]) -> bool:
+        """Queue the reply ``encode()`` gives; ``False`` when it could not be (the
+        session ends: a reply over the size limit, or the stream is gone)."""
         try:
-            self._call.send_now(CODEC.encode(response, env_pb.JoinResponse))
+            self._call.send_now(encode())
         except wire.GrpcError as exc:  # a reply over the size limit
             self._end_error = exc
             self._ended = False

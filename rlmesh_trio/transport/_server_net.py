@@ -49,6 +49,17 @@ class SizeLimitedCodec:
             raise _too_big(len(data))
         return data
 
+    @staticmethod
+    def checked(data: bytes) -> bytes:
+        """An encoded message, refused over the size limit as :meth:`encode` does.
+
+        Raises:
+            GrpcError: RESOURCE_EXHAUSTED over the size limit.
+        """
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise _too_big(len(data))
+        return data
+
     def decode(self, data: bytes, message_type: Any) -> Any:
         """Raises: GrpcError: RESOURCE_EXHAUSTED over the size limit, INVALID_ARGUMENT
         for bytes that do not parse."""
