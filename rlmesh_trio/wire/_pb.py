@@ -379,8 +379,13 @@ class JoinCodec(Generic[Q, R]):
         if out is None:
             return bytes(response)
         tail: Any = response  # the Join responses' shared fields, not on betterproto2.Message
-        counters = [getattr(response, name) for name in self._counter_names]
-        return self._tail(out, tail.request_id, tail.endpoint_total_ns, counters)
+        self._ids(out, tail.request_id, tail.endpoint_total_ns)
+        for tag, name in self._counters:
+            value = getattr(response, name)
+            if value:
+                out += tag
+                put_varint(out, value)
+        return bytes(out)
 
     def encode_parts(
         self,
@@ -401,7 +406,12 @@ class JoinCodec(Generic[Q, R]):
                 **{kind: body}, request_id=request_id, endpoint_total_ns=endpoint_total_ns, **values
             )
             return bytes(response)
-        return self._tail(out, request_id, endpoint_total_ns, counters)
+        self._ids(out, request_id, endpoint_total_ns)
+        for (tag, _), value in zip(self._counters, counters, strict=True):
+            if value:
+                out += tag
+                put_varint(out, value)
+        return bytes(out)
 
     def _arm(self, kind: str, body: Any) -> bytearray | None:
         """The response's arm, written by hand; ``None`` for betterproto2's turn."""
@@ -417,19 +427,8 @@ class JoinCodec(Generic[Q, R]):
         server_counts["encode"] += 1
         return out
 
-    def _tail(
-        self,
-        out: bytearray,
-        request_id: str,
-        endpoint_total_ns: int | None,
-        counters: Iterable[int],
-    ) -> bytes:
+    def _ids(self, out: bytearray, request_id: str, endpoint_total_ns: int | None) -> None:
         put_text(out, self._request_id, request_id)
         if endpoint_total_ns is not None:
             out += self._total_ns
             put_varint(out, endpoint_total_ns)
-        for (tag, _), value in zip(self._counters, counters, strict=True):
-            if value:
-                out += tag
-                put_varint(out, value)
-        return bytes(out)
