@@ -143,6 +143,7 @@ class ServerCall:
                 the size limit or the in-flight budget); messages before it
                 are read first.
             CallLost: the stream was reset or the connection is gone.
+            Exception: what serving a message through :attr:`inline` raised.
         Cancellation: cancellable; nothing is lost.
         """
         while True:
