@@ -27,6 +27,8 @@ class BoundPolicies:
     def __init__(self, policy: Policy) -> None:
         self.policy = policy
         self._built: dict[bytes, Policy] = {}
+        #: No function of any policy here is ``async def`` (kept as policies are built).
+        self.all_sync = _sync(policy)
 
     def fuse_key(self, obs: spaces_pb.SpaceSpec | None, action: spaces_pb.SpaceSpec) -> bytes:
         """The key under which adapters' groups can share one batched call."""
@@ -55,4 +57,10 @@ class BoundPolicies:
             except Exception as exc:  # the route's spaces do not fit the policy: refuse it
                 raise ModelFault.invalid(f"model error: {type(exc).__name__}: {exc}") from None
             self._built[key] = built
+            self.all_sync = self.all_sync and _sync(built)
         return built
+
+
+def _sync(policy: Policy) -> bool:
+    fns = (policy.predict, policy.predict_batch, policy.predict_chunk)
+    return not any(fn is not None and fn.is_async for fn in fns)

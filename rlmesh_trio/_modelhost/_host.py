@@ -76,6 +76,12 @@ class ModelHost:
         self._bound = BoundPolicies(self.policy)
 
     @property
+    def synchronous(self) -> bool:
+        """Whether every policy function :meth:`handle` may call is synchronous: then
+        it never suspends when ``invoke`` does not for such functions."""
+        return self._bound.all_sync
+
+    @property
     def adapters(self) -> Mapping[str, Adapter]:
         """A read-only live view of the resolved adapters by ``env_id``."""
         return MappingProxyType(self._adapters)

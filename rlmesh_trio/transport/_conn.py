@@ -19,6 +19,7 @@ import trio
 from .. import wire
 from ._address import Address
 from ._reading import CLOSED, RECEIVE_SIZE, ReplyWait, SharedReader
+from ._writing import SocketWriter
 
 __all__ = ["CLOSED", "Connection", "ConnectionLost", "StreamHandler"]
 
@@ -90,8 +91,6 @@ class Connection:
         self.scheme = scheme
         self._core = wire.ClientCore()
         self._handlers: dict[int, StreamHandler] = {}
-        self._writing = False
-        self._unsent = b""  # taken from the core, not yet taken by the socket
         self._write_wanted = trio.Event()
         self._ping_answered = trio.Event()
         self._stopped = trio.Event()
@@ -99,6 +98,15 @@ class Connection:
         self.token = trio.lowlevel.current_trio_token()
         # Plain TCP/unix: small writes go straight to the descriptor (see flush).
         self._fd = socket_stream.socket.fileno() if stream is socket_stream else -1
+        self._writer = SocketWriter(
+            self._core,
+            stream,
+            self._fd,
+            self,
+            lose=self.lose,
+            wake=self._write_wanted_set,
+            checkpoints=True,
+        )
         family = socket_stream.socket.family
         self._quickack = _TCP_QUICKACK if family in (socket.AF_INET, socket.AF_INET6) else None
         self._eager = EAGER_ACK_READS
@@ -204,8 +212,11 @@ class Connection:
 
     def wake_writer(self) -> None:
         """Have the writer task flush queued bytes soon (for callers that cannot wait)."""
-        if self._unsent or self._core.wants_write:
+        if self._writer.pending:
             self._write_wanted.set()
+
+    def _write_wanted_set(self) -> None:
+        self._write_wanted.set()  # the current event: the writer task replaces it
 
     def write_now(self) -> bool:
         """Write the queued bytes straight to the socket if it takes them whole: no await.
@@ -213,25 +224,7 @@ class Connection:
         Returns ``False`` when bytes are left for :meth:`flush` (a TLS stream, or
         a full socket buffer). Never raises for a broken connection (see :meth:`flush`).
         """
-        if self._writing or self.lost is not None or not (self._unsent or self._core.wants_write):
-            return True
-        if self._fd < 0:
-            return False
-        self._unsent = self._write_direct(self._unsent + self._core.data_to_send())
-        return not self._unsent
-
-    def _write_direct(self, data: bytes) -> bytes:
-        """What of ``data`` the socket did not take at once (``b""`` after a loss)."""
-        # A write the socket buffer takes whole needs no trip through Trio's
-        # scheduler (a successful send_all always yields once).
-        try:
-            sent = os.write(self._fd, data)
-        except BlockingIOError:
-            return data
-        except OSError:
-            self.lose(CLOSED)
-            return b""
-        return data[sent:]
+        return self._writer.write_now()
 
     async def flush(self) -> None:
         """Write every queued byte (unless another task is already writing them).
@@ -240,32 +233,7 @@ class Connection:
         the streams. Cancellation: bytes not yet handed to the socket stay
         queued for the writer; a write cancelled halfway loses the connection.
         """
-        if self._writing or self.lost is not None:
-            return
-        core = self._core
-        self._writing = True
-        try:
-            while self._unsent or core.wants_write:
-                await trio.lowlevel.checkpoint_if_cancelled()
-                if self.lost is not None:
-                    return  # closed while we were away: the descriptor may be gone
-                data, self._unsent = self._unsent + core.data_to_send(), b""
-                if self._fd >= 0:
-                    data = self._write_direct(data)
-                    if not data:
-                        continue
-                try:
-                    await self._stream.send_all(data)
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    self.lose(CLOSED)
-                    return
-                except trio.Cancelled:
-                    self.lose(CLOSED)  # part of a frame may be on the wire
-                    raise
-        finally:
-            self._writing = False
-            if self.lost is None and (self._unsent or core.wants_write):
-                self._write_wanted.set()
+        await self._writer.flush()
 
     async def _run(self) -> None:
         try:

@@ -15,16 +15,17 @@ import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any, ClassVar
 
+import betterproto2
 import trio
 
 from .. import wire
-from .._envhost import SUPPORTED_EDITIONS, EnvHost, HostReply, make_host
+from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
 from ._server_call import CallLost, ServerCall
-from ._server_net import CODEC, decode_request
+from ._server_net import CODEC, THREAD_DECODE_BYTES, decode_request
 from ._server_thread import EnvWorkers, ServingThread, serving_in_thread
 
 __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
@@ -333,6 +334,11 @@ class JoinSession:
 
     async def _read(self) -> None:
         workers, host, call = self._workers, self._host, self._call
+        if workers is None:
+            # Inline (env_thread="loop"): while this task waits for the next request,
+            # the connection's reader answers it in its own turn (the env call runs
+            # on this same thread either way).
+            call.inline = self._serve_now
         try:
             with self._reading:
                 while not self._ended:
@@ -360,7 +366,32 @@ class JoinSession:
         except CallLost as exc:
             log.debug("env Join stream read ended: %s", exc)
         finally:
+            call.inline = None
             self._finished.set()
+
+    def _serve_now(self, data: bytes) -> bool:
+        """Answer one request in the reader's turn (``call.inline``); ``False`` for what
+        the session's task must do: a large request (decoded on a worker thread), one
+        that does not decode (the task raises the error), anything after the end."""
+        if self._ended or self._finished.is_set() or len(data) >= THREAD_DECODE_BYTES:
+            return False
+        received = time.perf_counter_ns()
+        try:
+            request = CODEC.decode(data, env_pb.JoinRequest)
+        except wire.GrpcError:
+            return False
+        host = self._host
+        # Admitted and run on this thread with nothing else admitted: no ticket to queue
+        # (the scheduler's locks are for worker threads).
+        kind, body = betterproto2.which_one_of(request, "kind")
+        done = host.call_now(kind, body)
+        if done is None:
+            self._answer_now(request, host.handle(request), received)
+        else:
+            self._answer_call(request, done, received)
+        if self._ended:
+            self._finished.set()  # the reader writes the reply before anything else
+        return True
 
     async def _process(
         self,
@@ -381,8 +412,23 @@ class JoinSession:
     async def _answer(
         self, request: env_pb.JoinRequest, reply: HostReply | None, received: int
     ) -> None:
-        if reply is None or self._ended:
+        if not self._answer_now(request, reply, received):
             return
+        try:
+            await self._call.sent()
+        except CallLost as exc:
+            log.debug("env Join stream send failed: %s", exc)
+            self._ended = True
+        if self._ended:
+            self._finished.set()
+
+    def _answer_now(
+        self, request: env_pb.JoinRequest, reply: HostReply | None, received: int
+    ) -> bool:
+        """Queue the reply to ``request``; ``True`` when one was queued (the caller
+        writes it, then sets ``_finished`` if the stream ends with it)."""
+        if reply is None or self._ended:
+            return False
         response = reply.response
         response.request_id = request.request_id
         response.user_ns = reply.user_ns
@@ -393,17 +439,38 @@ class JoinSession:
             self._ended = True
             self._closed_by_request = response.close is not None
         response.endpoint_total_ns = time.perf_counter_ns() - received
+        return self._queue(lambda: CODEC.encode(response, env_pb.JoinResponse))
+
+    def _answer_call(self, request: env_pb.JoinRequest, done: Call, received: int) -> bool:
+        """:meth:`_answer_now` for a request run at once (``call_now``): the same reply,
+        encoded from its parts (no ``JoinResponse`` or ``HostReply`` built per step)."""
+        error = done.error
+        kind, body = ("error", error) if error is not None else (done.kind, done.answer)
+        if done.end_stream:
+            self._ended = True
+            self._closed_by_request = kind == "close"
+        total = time.perf_counter_ns() - received
+        # ENV_COUNTERS order; lane_skew_ns is a lane endpoint's, never set here.
+        counters = (done.decode_ns, done.user_ns, done.encode_ns, 0, done.queue_ns)
+        return self._queue(
+            lambda: CODEC.checked(
+                wire.encode_env_reply(kind, body, request.request_id, total, counters)
+            )
+        )
+
+    def _queue(self, encode: Callable[[], bytes]) -> bool:
+        """Queue the reply ``encode()`` gives; ``False`` when it could not be (the
+        session ends: a reply over the size limit, or the stream is gone)."""
         try:
-            await self._call.send(CODEC.encode(response, env_pb.JoinResponse))
+            self._call.send_now(encode())
         except wire.GrpcError as exc:  # a reply over the size limit
             self._end_error = exc
             self._ended = False
             self._finished.set()
-            return
+            return False
         except CallLost as exc:
             log.debug("env Join stream send failed: %s", exc)
             self._ended = True
             self._finished.set()
-            return
-        if reply.end_stream:
-            self._finished.set()
+            return False
+        return True

@@ -34,7 +34,7 @@ def _service_name(data: bytes | None) -> str:
 async def _check(call: ServerCall) -> None:
     if _service_name(await call.recv()):
         raise wire.GrpcError(wire.GrpcStatus.NOT_FOUND)
-    await call.send(_SERVING)
+    call.send_now(_SERVING)  # written with the trailers, in one write
 
 
 async def _watch(call: ServerCall) -> None:

@@ -9,9 +9,10 @@ in completion order while requests for one ``env_id`` keep their order.
 from __future__ import annotations
 
 import contextlib
+import functools
 import ssl as ssl_module
-from collections.abc import AsyncIterator, Iterable
-from typing import Any, ClassVar, cast
+from collections.abc import AsyncIterator, Coroutine, Iterable
+from typing import Any, ClassVar, TypeVar, cast
 
 import betterproto2
 import trio
@@ -26,6 +27,8 @@ from ._server_net import CODEC, THREAD_DECODE_BYTES, decode_request
 from ._server_thread import serving_in_thread
 
 __all__ = ["ModelServer", "serve_model"]
+
+T = TypeVar("T")
 
 DEFAULT_MAX_CONCURRENCY = 32
 DRAIN_TIMEOUT = 5.0
@@ -112,16 +115,45 @@ class ModelServer(ServerBase):
         host = self.host
         invoke = self._invoke_policy
         decode, encode = CODEC.decode, CODEC.encode
-        while (data := await call.recv()) is not None:
-            request = (
-                decode(data, model_pb.JoinRequest)
-                if len(data) < THREAD_DECODE_BYTES
-                else await decode_request(data, model_pb.JoinRequest)
-            )
-            response = await host.handle(request, invoke)
-            await call.send(encode(response, model_pb.JoinResponse))
-            if response.close is not None:
-                return  # Close ends the stream with status OK, as 0.1.0 does
+        # While this task waits for the next request the connection's reader answers
+        # it in its own turn (see _serve_now); what it declines comes here.
+        call.inline = functools.partial(self._serve_now, call)
+        try:
+            while (data := await call.recv()) is not None:
+                request = (
+                    decode(data, model_pb.JoinRequest)
+                    if len(data) < THREAD_DECODE_BYTES
+                    else await decode_request(data, model_pb.JoinRequest)
+                )
+                response = await host.handle(request, invoke)
+                await call.send(encode(response, model_pb.JoinResponse))
+                if response.close is not None:
+                    return  # Close ends the stream with status OK, as 0.1.0 does
+        finally:
+            call.inline = None
+
+    def _serve_now(self, call: ServerCall, data: bytes) -> bool:
+        """Answer one request in the reader's turn (``call.inline``); ``False`` for what
+        the stream's task must do: a large request (decoded on a worker thread), one
+        that does not decode (the task raises the error), a Close (it ends the
+        stream), and any request while a policy function is ``async def``.
+
+        Raises:
+            GrpcError: a reply over the size limit (the task raises it from recv()).
+            CallLost: the stream is gone.
+        """
+        host = self.host
+        if len(data) >= THREAD_DECODE_BYTES or not host.synchronous:
+            return False
+        try:
+            request = CODEC.decode(data, model_pb.JoinRequest)
+        except wire.GrpcError:
+            return False
+        if request.close is not None:
+            return False
+        response = _completed(host.handle(request, self._invoke_policy))
+        call.send_now(CODEC.encode(response, model_pb.JoinResponse))
+        return True
 
     async def _invoke_policy(self, fn: PolicyFn, arg: Any) -> Any:
         """Run a policy function: inline when it is a plain sync call, otherwise as
@@ -133,6 +165,21 @@ class ModelServer(ServerBase):
         if not fn.is_async and not self.threaded:
             return fn.fn(arg)
         return await self._invoke_in_trio(fn, arg)
+
+
+def _completed(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that never suspends (the model host with synchronous policy
+    functions run inline) to its end, here and now.
+
+    Raises:
+        RuntimeError: it suspended after all (a bug: nothing was awaited for it).
+    """
+    try:
+        coroutine.send(None)
+    except StopIteration as done:
+        return cast(T, done.value)
+    coroutine.close()
+    raise RuntimeError("the model host suspended while answering inline")
 
 
 def _ordering_keys(request: model_pb.JoinRequest) -> list[str]:

@@ -2,6 +2,12 @@
 
 A :class:`ServerCall` belongs to one connection (:mod:`._server_conn`) and is
 used only from that server's Trio run.
+
+A handler whose per-message work is synchronous may set :attr:`ServerCall.inline`:
+a message that finds it waiting in :meth:`~ServerCall.recv` with nothing else in
+hand is then served by the connection's reader, in the reader's turn, and the
+reply goes out in the reader's write: no trip through Trio's scheduler to the
+handler's task and back. Everything else reaches the handler as before.
 """
 
 from __future__ import annotations
@@ -26,7 +32,9 @@ class CallConnection(Protocol):
 
     def release(self, size: int) -> None: ...
     def send_headers(self, stream_id: int) -> None: ...
-    async def send_message(self, call: ServerCall, payload: bytes) -> None: ...
+    def queue_message(self, call: ServerCall, payload: bytes) -> None: ...
+    def has_room(self, call: ServerCall) -> bool: ...
+    async def wait_sent(self, call: ServerCall) -> None: ...
     def finish(self, call: ServerCall, status: GrpcStatus, message: str | None) -> None: ...
 
 
@@ -38,12 +46,14 @@ class ServerCall:
 
     __slots__ = (
         "_conn",
+        "_failure",
         "_half_closed",
         "_headers_sent",
         "_inbox",
         "_refusal",
         "_wake",
         "finished",
+        "inline",
         "lost",
         "metadata",
         "path",
@@ -62,7 +72,11 @@ class ServerCall:
         self._half_closed = False
         self._headers_sent = False
         self._refusal: GrpcError | None = None
-        self._wake: trio.Event | None = None
+        self._wake: trio.Event | None = None  # set while the handler waits in recv()
+        self._failure: Exception | None = None  # what serving a message inline raised
+        #: Serve one message synchronously in the reader, or return ``False`` (before
+        #: doing anything) to leave it to the handler; set by the handler.
+        self.inline: Callable[[bytes], bool] | None = None
         self.lost: str | None = None
         self.finished = False
         self.scope = trio.CancelScope()
@@ -70,6 +84,26 @@ class ServerCall:
     # ---- the connection's side (never blocks) ---------------------------------
 
     def deliver(self, data: bytes) -> None:
+        serve = self.inline
+        if (
+            serve is not None
+            and self._wake is not None
+            and not self._inbox
+            and self._refusal is None
+            and self.lost is None
+            and self._conn.has_room(self)
+        ):
+            # The handler waits for exactly this message, nothing else in hand.
+            try:
+                served = serve(data)
+            except Exception as exc:  # the handler raises it, as if it had served it
+                self._failure = exc
+                served = True
+            if served:
+                self._conn.release(len(data) + 5)
+                if self._failure is not None:
+                    self._poke()
+                return
         self._inbox.append(data)
         self._poke()
 
@@ -109,9 +143,12 @@ class ServerCall:
                 the size limit or the in-flight budget); messages before it
                 are read first.
             CallLost: the stream was reset or the connection is gone.
+            Exception: what serving a message through :attr:`inline` raised.
         Cancellation: cancellable; nothing is lost.
         """
         while True:
+            if self._failure is not None:
+                raise self._failure
             inbox = self._inbox
             if inbox:
                 data = inbox.popleft()
@@ -124,7 +161,10 @@ class ServerCall:
             if self._half_closed:
                 return None
             wake = self._wake = trio.Event()
-            await wake.wait()
+            try:
+                await wake.wait()
+            finally:
+                self._wake = None  # not waiting any more (woken or cancelled)
 
     def send_headers(self) -> None:
         """Queue the response headers now (a Join sends them before any message)."""
@@ -139,11 +179,29 @@ class ServerCall:
             CallLost: the stream or the connection is gone.
         Cancellation: the message may or may not have been queued.
         """
+        self.send_now(payload)
+        await self._conn.wait_sent(self)
+
+    def send_now(self, payload: bytes) -> None:
+        """Queue one response message without waiting: the connection writes it at its
+        next flush (the reader's, after serving inline; the end of a unary call's).
+
+        Raises:
+            CallLost: the stream or the connection is gone.
+        """
         if self.lost is not None or self.finished:
             raise CallLost(self.lost or "the call has finished")
         if not self._headers_sent:
             self.send_headers()
-        await self._conn.send_message(self, payload)
+        self._conn.queue_message(self, payload)
+
+    async def sent(self) -> None:
+        """Write what :meth:`send_now` queued; waits while the client is not reading.
+
+        Raises:
+            CallLost: the stream or the connection is gone.
+        """
+        await self._conn.wait_sent(self)
 
     def finish(self, status: GrpcStatus, message: str | None = None) -> None:
         """End the call with ``status`` (trailers after the queued messages). Idempotent."""

@@ -20,6 +20,7 @@ from .._wire import MAX_MESSAGE_BYTES
 from ..wire._h2server import ServerCore
 from ..wire._limits import ByteBudget, RateBudget
 from ._server_call import CallLost, Handler, ServerCall
+from ._writing import CLOSED_ERRORS, SocketWriter
 
 __all__ = ["ServerConnection", "Service"]
 
@@ -36,7 +37,6 @@ COSTLY_TURN_YIELDS = 3
 #: Bytes a call may have queued for a client that is not reading before send waits.
 SEND_QUEUE_BYTES = 4 * 1024 * 1024
 STOPPING = "the server is shutting down"
-_CLOSED_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
 
 
 class ServerConnection:
@@ -53,10 +53,19 @@ class ServerConnection:
         )
         self.core.shared_resets = service.resets
         self._calls: dict[int, ServerCall] = {}
-        self._writing = False
-        self._unsent = b""
         self._write_wanted = trio.Event()
-        self._drained = trio.Event()
+        self._writer = SocketWriter(
+            self.core,
+            stream,
+            fd,
+            self,
+            lose=self._lose,
+            wake=self._wake_writer,
+            checkpoints=False,
+        )
+        # Set after each read by the reader, for a sender waiting for the client to
+        # read (made only when one waits: most reads have no such sender).
+        self._drained: trio.Event | None = None
         self._preface_seen = trio.Event()
         self._idle_since = trio.current_time()
         self._closing = False
@@ -128,7 +137,7 @@ class ServerConnection:
     async def _read_once(self) -> bool:
         try:
             data = await self._receive()
-        except _CLOSED_ERRORS:
+        except CLOSED_ERRORS:
             data = b""
         if not data:
             self._lose("connection closed")
@@ -169,7 +178,7 @@ class ServerConnection:
             events = self.core.receive_data(data)
         except wire.ProtocolFailure as exc:
             log.debug("closing a connection: %s", exc)
-            self._write_last()
+            self._writer.write_last()
             self._lose("protocol error")
             return False
         calls = self._calls
@@ -182,10 +191,14 @@ class ServerConnection:
                     self.core.release(len(event.data) + 5)
             else:
                 self._dispatch(event)
-        if self.core.wants_write:
+        # What the calls served inline answered (and any control frames) goes out
+        # now, in one write, rather than after a trip to the writer task.
+        if self.core.wants_write and not self._writer.write_now():
             self._write_wanted.set()
-        self._drained.set()
-        self._drained = trio.Event()
+        drained = self._drained
+        if drained is not None:
+            self._drained = None
+            drained.set()
         return True
 
     def _dispatch(self, event: wire.Event) -> None:
@@ -273,19 +286,35 @@ class ServerConnection:
         self.core.send_headers(stream_id)
         self._write_wanted.set()
 
-    async def send_message(self, call: ServerCall, payload: bytes) -> None:
-        core = self.core
+    def queue_message(self, call: ServerCall, payload: bytes) -> None:
+        """Queue one message of ``call`` (written by the next flush).
+
+        Raises:
+            CallLost: the stream is gone.
+        """
         try:
-            core.send_message(call.stream_id, payload)
+            self.core.send_message(call.stream_id, payload)
         except wire.ProtocolFailure:
             raise CallLost("the stream is gone") from None
+
+    def has_room(self, call: ServerCall) -> bool:
+        """Whether what ``call`` has queued is within :data:`SEND_QUEUE_BYTES`."""
+        return (
+            self.core.pending_bytes(call.stream_id) + len(self._writer.unsent) <= SEND_QUEUE_BYTES
+        )
+
+    async def wait_sent(self, call: ServerCall) -> None:
+        """Write what is queued, then wait while ``call``'s queue is over its bound.
+
+        Raises:
+            CallLost: the stream or the connection is gone.
+        """
         await self.flush()
-        while (
-            self.lost is None
-            and call.lost is None
-            and (core.pending_bytes(call.stream_id) + len(self._unsent) > SEND_QUEUE_BYTES)
-        ):
-            await self._drained.wait()
+        while self.lost is None and call.lost is None and not self.has_room(call):
+            drained = self._drained
+            if drained is None:
+                drained = self._drained = trio.Event()
+            await drained.wait()
         if call.lost is not None:
             raise CallLost(call.lost)
 
@@ -310,54 +339,20 @@ class ServerConnection:
 
     # ---- writing ---------------------------------------------------------------
 
-    def _write_direct(self, data: bytes) -> bytes:
-        try:
-            sent = os.write(self._fd, data)
-        except BlockingIOError:
-            return data
-        except OSError:
-            self._lose("connection closed")
-            return b""
-        return data[sent:]
-
-    def _write_last(self) -> None:
-        """Best-effort: the core's last words (a GOAWAY) without waiting."""
-        data = self._unsent + self.core.data_to_send()
-        self._unsent = b""
-        if data and self._fd >= 0:
-            self._write_direct(data)
+    def _wake_writer(self) -> None:
+        self._write_wanted.set()  # the current event: the writer task replaces it
 
     async def flush(self) -> None:
         """Write every queued byte unless another task is writing. Never raises for a
         broken connection. Cancellation: a write cancelled halfway loses the connection."""
-        if self._writing or self.lost is not None:
-            return
-        core = self.core
-        self._writing = True
-        try:
-            while self._unsent or core.wants_write:
-                data, self._unsent = self._unsent + core.data_to_send(), b""
-                if self._fd >= 0:
-                    data = self._write_direct(data)
-                    if not data:
-                        continue
-                try:
-                    await self._stream.send_all(data)
-                except _CLOSED_ERRORS:
-                    self._lose("connection closed")
-                    return
-                except trio.Cancelled:
-                    self._lose("connection closed")
-                    raise
-        finally:
-            self._writing = False
+        await self._writer.flush()
 
     async def _write_loop(self) -> None:
         while self.lost is None:
             await self._write_wanted.wait()
             self._write_wanted = trio.Event()
             await self.flush()
-            if self._closing and not (self._unsent or self.core.wants_write):
+            if self._closing and not self._writer.pending:
                 self._lose("closed by the server")
 
     def _lose(self, detail: str) -> None:
@@ -366,7 +361,8 @@ class ServerConnection:
         self.lost = detail
         for call in list(self._calls.values()):
             call.lose(detail)
-        self._drained.set()
+        if self._drained is not None:
+            self._drained.set()
         self._write_wanted.set()
         self.scope.cancel()
 

@@ -49,6 +49,17 @@ class SizeLimitedCodec:
             raise _too_big(len(data))
         return data
 
+    @staticmethod
+    def checked(data: bytes) -> bytes:
+        """An encoded message, refused over the size limit as :meth:`encode` does.
+
+        Raises:
+            GrpcError: RESOURCE_EXHAUSTED over the size limit.
+        """
+        if len(data) > MAX_MESSAGE_BYTES:
+            raise _too_big(len(data))
+        return data
+
     def decode(self, data: bytes, message_type: Any) -> Any:
         """Raises: GrpcError: RESOURCE_EXHAUSTED over the size limit, INVALID_ARGUMENT
         for bytes that do not parse."""
@@ -113,7 +124,8 @@ def unary(answer: Callable[[Any], Awaitable[betterproto2.Message]], request_type
         if data is None:
             raise wire.GrpcError(wire.GrpcStatus.INTERNAL, "no request message")
         reply = await answer(await decode_request(data, request_type))
-        await call.send(CODEC.encode(reply, type(reply)))
+        # Queued only: the call's end writes it with the headers and trailers, in one write.
+        call.send_now(CODEC.encode(reply, type(reply)))
 
     return handle
 

@@ -30,7 +30,7 @@ from ._grpc import (
 from ._h2core import ClientCore, NotHttp2, ProtocolFailure
 from ._h2server import ServerCore
 from ._limits import ServerLimits
-from ._registry import HAND_DECODERS, HAND_ENCODERS
+from ._registry import HAND_DECODERS, HAND_ENCODERS, encode_env_reply
 from ._skim import parse as parse_message
 
 __all__ = [
@@ -60,6 +60,7 @@ __all__ = [
     "Undecodable",
     "Waiter",
     "check_size",
+    "encode_env_reply",
     "frame",
     "parse_message",
     "request_headers",

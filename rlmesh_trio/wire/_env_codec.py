@@ -32,7 +32,7 @@ from ._pb import (
     text,
 )
 
-__all__ = ["decode_join_request", "encode_join_response"]
+__all__ = ["decode_join_request", "encode_join_parts", "encode_join_response"]
 
 _U32 = (1 << 32) - 1
 
@@ -147,3 +147,6 @@ _CODEC = JoinCodec(
 )
 decode_join_request = _CODEC.decode
 encode_join_response = _CODEC.encode
+#: ``encode_join_response`` from the parts (arm, body, request_id, endpoint_total_ns,
+#: the ENV_COUNTERS values) without building the JoinResponse.
+encode_join_parts = _CODEC.encode_parts

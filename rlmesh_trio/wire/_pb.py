@@ -339,6 +339,7 @@ class JoinCodec(Generic[Q, R]):
         counters: Iterable[str],
     ) -> None:
         self._request = request
+        self._response = response
         self._arms: dict[int, tuple[str, Callable[[bytes], Any] | None]] = {
             number(request, "request_id"): ("request_id", None)
         }
@@ -347,6 +348,7 @@ class JoinCodec(Generic[Q, R]):
         self._request_id = key(response, "request_id")
         self._total_ns = key(response, "endpoint_total_ns", VARINT)
         self._counters = tuple((key(response, name, VARINT), name) for name in counters)
+        self._counter_names = tuple(name for _, name in self._counters)
 
     def decode(self, data: bytes) -> Q:
         """Parse a request.
@@ -374,6 +376,46 @@ class JoinCodec(Generic[Q, R]):
     def encode(self, response: R) -> bytes:
         """Serialise a response."""
         kind, body = betterproto2.which_one_of(response, "kind")
+        out = self._arm(kind, body)
+        if out is None:
+            return bytes(response)
+        tail: Any = response  # the Join responses' shared fields, not on betterproto2.Message
+        self._ids(out, tail.request_id, tail.endpoint_total_ns)
+        for tag, name in self._counters:
+            value = getattr(response, name)
+            if value:
+                out += tag
+                put_varint(out, value)
+        return bytes(out)
+
+    def encode_parts(
+        self,
+        kind: str,
+        body: Any,
+        request_id: str,
+        endpoint_total_ns: int | None,
+        counters: Iterable[int],
+    ) -> bytes:
+        """Serialise the response with arm ``kind`` set to ``body`` and these fields
+        (``counters``: the additive counters' values, in the order given at
+        construction), without building it: the bytes :meth:`encode` gives for it."""
+        out = self._arm(kind, body)
+        if out is None:
+            values = dict(zip(self._counter_names, counters, strict=True))
+            build: Any = self._response
+            response = build(
+                **{kind: body}, request_id=request_id, endpoint_total_ns=endpoint_total_ns, **values
+            )
+            return bytes(response)
+        self._ids(out, request_id, endpoint_total_ns)
+        for (tag, _), value in zip(self._counters, counters, strict=True):
+            if value:
+                out += tag
+                put_varint(out, value)
+        return bytes(out)
+
+    def _arm(self, kind: str, body: Any) -> bytearray | None:
+        """The response's arm, written by hand; ``None`` for betterproto2's turn."""
         arm = self._encoders.get(kind)
         out = bytearray()
         try:
@@ -382,16 +424,12 @@ class JoinCodec(Generic[Q, R]):
             put_len(out, arm[0], arm[1](body))
         except Fallback:
             server_counts["fallback"] += 1
-            return bytes(response)
+            return None
         server_counts["encode"] += 1
-        tail: Any = response  # the Join responses' shared fields, not on betterproto2.Message
-        put_text(out, self._request_id, tail.request_id)
-        if tail.endpoint_total_ns is not None:
+        return out
+
+    def _ids(self, out: bytearray, request_id: str, endpoint_total_ns: int | None) -> None:
+        put_text(out, self._request_id, request_id)
+        if endpoint_total_ns is not None:
             out += self._total_ns
-            put_varint(out, tail.endpoint_total_ns)
-        for tag, name in self._counters:
-            value = getattr(response, name)
-            if value:
-                out += tag
-                put_varint(out, value)
-        return bytes(out)
+            put_varint(out, endpoint_total_ns)

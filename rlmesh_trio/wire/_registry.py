@@ -14,7 +14,7 @@ from typing import Any
 from .._wire import env_pb, model_pb
 from . import _client_codec, _env_codec, _model_codec
 
-__all__ = ["HAND_DECODERS", "HAND_ENCODERS"]
+__all__ = ["HAND_DECODERS", "HAND_ENCODERS", "encode_env_reply"]
 
 HAND_DECODERS: dict[type, Callable[[bytes], Any]] = {
     env_pb.JoinResponse: _client_codec.decode_env_response,
@@ -26,3 +26,7 @@ HAND_ENCODERS: dict[type, Callable[[Any], bytes]] = {
     env_pb.JoinResponse: _env_codec.encode_join_response,
     model_pb.JoinResponse: _model_codec.encode_join_response,
 }
+#: An env ``JoinResponse``'s bytes from its parts, for a server that has them apart:
+#: (arm name, arm message, request_id, endpoint_total_ns, the additive counters in
+#: ``decode_ns, user_ns, encode_ns, lane_skew_ns, queue_ns`` order).
+encode_env_reply = _env_codec.encode_join_parts

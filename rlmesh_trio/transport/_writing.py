@@ -1,0 +1,155 @@
+"""Writing one connection's queued bytes: what the client's and the server's connections share.
+
+A write the socket buffer takes whole goes straight to a plain TCP or unix
+descriptor: ``send_all`` always yields once, a trip through Trio's scheduler
+per reply that a small write does not need. What the socket does not take
+(a full buffer, or any TLS stream) goes through the Trio stream.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from typing import Protocol
+
+import trio
+
+__all__ = ["CLOSED_ERRORS", "Queued", "SocketWriter"]
+
+#: What a Trio stream raises for a connection that is gone.
+CLOSED_ERRORS = (trio.BrokenResourceError, trio.ClosedResourceError, OSError)
+
+
+class Queued(Protocol):
+    """The I/O-free core whose bytes are written (``ClientCore`` or ``ServerCore``)."""
+
+    @property
+    def wants_write(self) -> bool: ...
+
+    def data_to_send(self) -> bytes: ...
+
+
+class Owner(Protocol):
+    """The connection written for: ``lost`` is set once it is gone."""
+
+    lost: str | None
+
+
+class SocketWriter:
+    """The write side of one connection: the core's bytes to ``stream`` (to its
+    descriptor ``fd`` directly when ``fd >= 0``), one writer at a time.
+
+    ``lose(detail)`` is called once a write finds the connection gone;
+    ``wake()`` asks the connection's writer task to flush what a cancelled or
+    busy flush left queued. ``checkpoints`` makes :meth:`flush` a cancellation
+    point at every write (the client's; a server's trailers go out even while
+    it is being cancelled, as long as the socket takes them at once).
+    """
+
+    __slots__ = (
+        "_checkpoints",
+        "_core",
+        "_fd",
+        "_lose",
+        "_owner",
+        "_stream",
+        "_wake",
+        "unsent",
+        "writing",
+    )
+
+    def __init__(
+        self,
+        core: Queued,
+        stream: trio.abc.Stream,
+        fd: int,
+        owner: Owner,
+        *,
+        lose: Callable[[str], None],
+        wake: Callable[[], None],
+        checkpoints: bool,
+    ) -> None:
+        self._core = core
+        self._stream = stream
+        self._fd = fd
+        self._owner = owner
+        self._lose = lose
+        self._wake = wake
+        self._checkpoints = checkpoints
+        #: Bytes taken from the core that the socket has not taken yet.
+        self.unsent = b""
+        #: Whether a :meth:`flush` is under way (the others leave the bytes to it).
+        self.writing = False
+
+    @property
+    def pending(self) -> bool:
+        """Whether bytes wait to be written (taken from the core or still in it)."""
+        return bool(self.unsent) or self._core.wants_write
+
+    def write_now(self) -> bool:
+        """Write the queued bytes straight to the socket if it takes them whole: no await.
+
+        Returns ``False`` when bytes are left for :meth:`flush` (a TLS stream, or
+        a full socket buffer; a flush under way writes them itself). Never raises
+        for a broken connection (``lose`` is called).
+        """
+        if self.writing or self._owner.lost is not None or not self.pending:
+            return True
+        if self._fd < 0:
+            return False
+        self.unsent = self._write_direct(self.unsent + self._core.data_to_send())
+        return not self.unsent
+
+    def write_last(self) -> None:
+        """Best-effort, without waiting: the core's last words (a GOAWAY) on a plain socket."""
+        data = self.unsent + self._core.data_to_send()
+        self.unsent = b""
+        if data and self._fd >= 0:
+            self._write_direct(data)
+
+    def _write_direct(self, data: bytes) -> bytes:
+        """What of ``data`` the socket did not take at once (``b""`` after a loss)."""
+        try:
+            sent = os.write(self._fd, data)
+        except BlockingIOError:
+            return data
+        except OSError:
+            self._lose("connection closed")
+            return b""
+        return data[sent:]
+
+    async def flush(self) -> None:
+        """Write every queued byte (unless another task is already writing them).
+
+        Never raises for a broken connection: ``lose`` is called. Cancellation:
+        bytes not yet handed to the socket stay queued (``wake`` is called); a
+        write cancelled halfway loses the connection.
+        """
+        if self.writing or self._owner.lost is not None:
+            return
+        core = self._core
+        owner = self._owner
+        self.writing = True
+        try:
+            while self.unsent or core.wants_write:
+                if self._checkpoints:
+                    await trio.lowlevel.checkpoint_if_cancelled()
+                if owner.lost is not None:
+                    return  # closed while we were away: the descriptor may be gone
+                data, self.unsent = self.unsent + core.data_to_send(), b""
+                if self._fd >= 0:
+                    data = self._write_direct(data)
+                    if not data:
+                        continue
+                try:
+                    await self._stream.send_all(data)
+                except CLOSED_ERRORS:
+                    self._lose("connection closed")
+                    return
+                except trio.Cancelled:
+                    self._lose("connection closed")  # part of a frame may be on the wire
+                    raise
+        finally:
+            self.writing = False
+            if owner.lost is None and (self.unsent or core.wants_write):
+                self._wake()
