@@ -2,8 +2,9 @@
 
 The connection's reader feeds the core at most :data:`TURN_BYTES` at a time
 and yields between chunks, fewer bytes a turn when they cost more (HEADERS
-and resets), so a flood on one connection cannot stall the others; every limit of :class:`~rlmesh_trio.wire.ServerLimits` that needs a
-clock (the handshake deadline, the idle timeout) is kept here.
+and resets), so a flood on one connection cannot stall the others; every
+limit of :class:`~rlmesh_trio.wire.ServerLimits` that needs a clock (the
+handshake deadline, the idle timeout) is kept here.
 """
 
 from __future__ import annotations
