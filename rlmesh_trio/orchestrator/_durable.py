@@ -101,6 +101,9 @@ class DurableRun:
     meta: RunMeta
     ledger: str | None = None
     done: dict[str, LedgerEntry] = attrs.field(factory=dict)
+    #: The same entries by plan entry (the ticket's route part): each route's share is read
+    #: once per route, so a resume over many routes must not scan the whole ledger each time.
+    done_by_entry: dict[str, list[LedgerEntry]] = attrs.field(factory=dict)
     fresh: bool = True
     truncate_to: int | None = None
     writer: LedgerWriter | None = None
@@ -155,8 +158,7 @@ class DurableRun:
                 return None
             workers = len(self.plan.workers(entry.route_id))
             dynamic = entry.dealing == "dynamic"
-            prefix = f"{entry.route_id}/"
-            done = (int(k[len(prefix) :]) for k in self.done if k.startswith(prefix))
+            done = (_ticket_number(e) for e in self.done_by_entry.get(entry.route_id, ()))
             left = self.owed.get(entry.route_id)
             if left is not None:
                 queue = TicketQueue.of_runs(entry.ticket, left, routes=workers, dynamic=dynamic)
@@ -176,9 +178,7 @@ class DurableRun:
         owner = self.plan.owners.get(route_id, route_id)
         workers = self.plan.workers(owner) or [route_id]
         found: dict[int, EpisodeResult] = {}
-        for entry in self.done.values():
-            if entry.ticket.rsplit("/", 1)[0] != owner:
-                continue
+        for entry in self.done_by_entry.get(owner, ()):
             runner = entry.route_id if entry.route_id in workers else workers[0]
             if runner == route_id:
                 found[entry.result.index] = entry.result
@@ -283,6 +283,7 @@ def _load_into(run: DurableRun, path: str) -> None:
         if entry.ticket in run.done:
             raise LedgerError(path, f"ticket {entry.ticket} is in the ledger twice")
         run.done[entry.ticket] = entry
+    run.done_by_entry = _by_owner(contents.entries)
     for entry in contents.entries:
         if entry.env_contract is not None:
             run.contracts.setdefault(entry.ticket.rsplit("/", 1)[0], entry.env_contract)
@@ -332,10 +333,11 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
     routes = header.get("plan", {}).get("routes", [])
     argv_labels = _labels_from_argv(header.get("argv") or (), len(routes))
     outcomes = []
+    by_owner = _by_owner(contents.entries)
     for number, route in enumerate(routes):
         rid = str(route.get("route_id"))
         env, model = _route_labels(route, argv_labels, number)
-        mine = sorted((e for e in contents.entries if _owner(e) == rid), key=_index)
+        mine = sorted(by_owner.get(rid, ()), key=_index)
         episodes = tuple(e.result for e in mine)
         done = len(episodes) >= int(route.get("episodes") or 0)
         report = RouteReport(
@@ -398,9 +400,22 @@ def _labels_from_argv(argv: Sequence[Any], routes: int) -> list[tuple[str, str]]
     return [(env, model) for env in envs]
 
 
+def _by_owner(entries: Sequence[LedgerEntry]) -> dict[str, list[LedgerEntry]]:
+    """Ledger entries grouped by the plan entry their ticket belongs to, in file order."""
+    grouped: dict[str, list[LedgerEntry]] = {}
+    for entry in entries:
+        grouped.setdefault(_owner(entry), []).append(entry)
+    return grouped
+
+
 def _owner(entry: LedgerEntry) -> str:
     """The plan entry (route or ticket pool) of a ledger entry's ticket."""
     return entry.ticket.rsplit("/", 1)[0]
+
+
+def _ticket_number(entry: LedgerEntry) -> int:
+    """The episode index a ledger entry's ticket names (``route/7`` -> 7)."""
+    return int(entry.ticket.rsplit("/", 1)[1])
 
 
 def _index(entry: LedgerEntry) -> int:
