@@ -32,7 +32,7 @@ from ._pb import (
     text,
 )
 
-__all__ = ["decode_join_request", "encode_join_parts", "encode_join_response"]
+__all__ = ["decode_join_arm", "decode_join_request", "encode_join_parts", "encode_join_response"]
 
 _U32 = (1 << 32) - 1
 
@@ -146,6 +146,9 @@ _CODEC = JoinCodec(
     ENV_COUNTERS,
 )
 decode_join_request = _CODEC.decode
+#: ``decode_join_request`` as ``(request_id, kind, body)``, or ``None`` where it would
+#: fall back to betterproto2.
+decode_join_arm = _CODEC.decode_arm
 encode_join_response = _CODEC.encode
 #: ``encode_join_response`` from the parts (arm, body, request_id, endpoint_total_ns,
 #: the ENV_COUNTERS values) without building the JoinResponse.

@@ -1,0 +1,176 @@
+"""A model server's one-row predict read from, and answered in, its protobuf parts.
+
+Every route's step is one ``JoinRequest`` holding one ``PredictRequest`` (a
+context, one observation, one episode). Read through the message classes it
+builds five betterproto2 messages and its reply three more, and a oneof lookup
+runs on each side. :func:`read_predict` keeps what the reply needs instead: the
+request id, the ``env_id``, the observation and the context's own bytes, which
+the reply echoes as they came. That is byte for byte what re-encoding the parsed
+context gives, because only a context in canonical form (each field once, in
+field order, non-empty, one-byte sizes) is read this way; any other request,
+or one the host would refuse, is left to the general path
+(``tests/wire/test_model_reply_parts.py`` checks both ways).
+"""
+
+from __future__ import annotations
+
+from .._wire import model_pb, spaces_pb
+from ._pb import (
+    DECODE_ERRORS,
+    LEN,
+    MODEL_COUNTERS,
+    VARINT,
+    blob,
+    decode_space_value,
+    fields,
+    integer,
+    key,
+    number,
+    put_len,
+    put_space_value,
+    put_text,
+    put_varint,
+    text,
+)
+
+__all__ = ["PredictParts", "encode_predict_reply", "read_predict"]
+
+_J_PREDICT = number(model_pb.JoinRequest, "predict")
+_J_REQUEST_ID = number(model_pb.JoinRequest, "request_id")
+_P_CONTEXT, _P_OBSERVATION, _P_INFO = (
+    number(model_pb.PredictRequest, name) for name in ("context", "observation", "episode_info")
+)
+_I_EPISODE = number(model_pb.EpisodeInfo, "episode_id")
+_I_SEED = number(model_pb.EpisodeInfo, "seed")
+# The context's fields in the order betterproto2 writes them (its declaration order).
+_C_SESSION, _C_ENV, _C_REQUEST = (
+    number(model_pb.AdapterContext, name) for name in ("session_id", "env_id", "request_id")
+)
+assert _C_SESSION < _C_ENV < _C_REQUEST < 16  # one-byte keys, ascending: see _env_id
+
+_K_PREDICT = key(model_pb.JoinResponse, "predict")
+_K_REQUEST_ID = key(model_pb.JoinResponse, "request_id")
+_K_TOTAL_NS = key(model_pb.JoinResponse, "endpoint_total_ns", VARINT)
+_K_PHASES = tuple(key(model_pb.JoinResponse, name, VARINT) for name in MODEL_COUNTERS[:3])
+assert MODEL_COUNTERS[:3] == ("decode_ns", "user_ns", "encode_ns")
+_K_PR_CONTEXT = key(model_pb.PredictResponse, "context")
+_K_PR_ACTIONS = key(model_pb.PredictResponse, "actions")
+
+
+class PredictParts:
+    """What a one-row predict's reply needs: ``context`` is the request's
+    ``AdapterContext`` as it was encoded, ``env_id`` its adapter's key."""
+
+    __slots__ = ("context", "env_id", "observation", "request_id")
+
+    def __init__(
+        self, request_id: str, context: bytes, env_id: str, observation: spaces_pb.SpaceValue
+    ) -> None:
+        self.request_id = request_id
+        self.context = context
+        self.env_id = env_id
+        self.observation = observation
+
+
+def read_predict(data: bytes) -> PredictParts | None:
+    """The parts of a ``JoinRequest`` that is a one-row predict the host would take
+    (context ids set, one non-empty ``episode_id``, an observation); ``None`` for
+    anything else, valid or not: the general path reads that."""
+    try:
+        return _read(data)
+    except DECODE_ERRORS:
+        return None
+
+
+def _read(data: bytes) -> PredictParts | None:
+    request_id: str | None = None
+    body: bytes | None = None
+    for field, _wire, value in fields(data):
+        if field == _J_PREDICT and body is None:
+            body = blob(value)
+        elif field == _J_REQUEST_ID and request_id is None:
+            request_id = text(value)
+        else:
+            return None
+    if body is None:
+        return None
+    context = observation = info = None
+    for field, _wire, value in fields(body):
+        if field == _P_CONTEXT and context is None:
+            context = blob(value)
+        elif field == _P_OBSERVATION and observation is None:
+            observation = blob(value)
+        elif field == _P_INFO and info is None:
+            info = blob(value)
+        else:
+            return None  # a second episode_info among them: a batch, not one row
+    if context is None or observation is None or info is None or not _one_episode(info):
+        return None
+    env_id = _env_id(context)
+    if env_id is None:
+        return None
+    return PredictParts(request_id or "", context, env_id, decode_space_value(observation))
+
+
+def _one_episode(data: bytes) -> bool:
+    """Whether an ``EpisodeInfo`` reads as the hand decoder reads it, with an id."""
+    episode_id: str | None = None
+    seed: int | None = None
+    for field, _wire, value in fields(data):
+        if field == _I_EPISODE and episode_id is None:
+            episode_id = text(value)
+        elif field == _I_SEED and seed is None:
+            seed = integer(value)
+        else:
+            return False
+    return bool(episode_id)
+
+
+def _env_id(data: bytes) -> str | None:
+    """A canonical ``AdapterContext``'s ``env_id`` when it and ``request_id`` are set.
+
+    Raises:
+        UnicodeDecodeError: a field is not UTF-8 (see :data:`DECODE_ERRORS`).
+    """
+    found = {_C_SESSION: "", _C_ENV: "", _C_REQUEST: ""}
+    last = 0
+    pos, end = 0, len(data)
+    while pos + 1 < end:
+        tag = data[pos]
+        field = tag >> 3
+        size = data[pos + 1]
+        stop = pos + 2 + size
+        if tag & 7 != LEN or field <= last or field not in found or not 0 < size < 0x80:
+            return None
+        if stop > end:
+            return None
+        found[field] = data[pos + 2 : stop].decode()
+        last = field
+        pos = stop
+    if pos != end or not found[_C_ENV] or not found[_C_REQUEST]:
+        return None
+    return found[_C_ENV]
+
+
+def encode_predict_reply(
+    parts: PredictParts,
+    frame: spaces_pb.SpaceValue,
+    endpoint_total_ns: int,
+    phases: tuple[int, int, int],
+) -> bytes:
+    """The bytes of ``JoinResponse(predict=PredictResponse(context, actions=[frame]),
+    request_id, endpoint_total_ns, decode_ns, user_ns, encode_ns)`` (``phases``: the
+    last three) as the server's codec writes them, the context as it came."""
+    body = bytearray()
+    put_len(body, _K_PR_CONTEXT, parts.context)
+    put_space_value(body, _K_PR_ACTIONS, frame)
+    out = bytearray()
+    put_len(out, _K_PREDICT, body)
+    put_text(out, _K_REQUEST_ID, parts.request_id)
+    out += _K_TOTAL_NS
+    put_varint(out, endpoint_total_ns)
+    for tag, value in zip(_K_PHASES, phases, strict=True):
+        if value:
+            out += tag
+            put_varint(out, value)
+    return bytes(out)
