@@ -20,7 +20,7 @@ from ._pb import (
     LEN,
     MODEL_COUNTERS,
     VARINT,
-    blob,
+    Fallback,
     decode_space_value,
     fields,
     integer,
@@ -30,15 +30,17 @@ from ._pb import (
     put_space_value,
     put_text,
     put_varint,
+    read_varint,
     text,
 )
 
 __all__ = ["PredictParts", "encode_predict_reply", "read_predict"]
 
-_J_PREDICT = number(model_pb.JoinRequest, "predict")
-_J_REQUEST_ID = number(model_pb.JoinRequest, "request_id")
-_P_CONTEXT, _P_OBSERVATION, _P_INFO = (
-    number(model_pb.PredictRequest, name) for name in ("context", "observation", "episode_info")
+# The one-byte keys (field number and LEN) of the fields a one-row predict holds.
+_T_PREDICT = key(model_pb.JoinRequest, "predict")[0]
+_T_REQUEST_ID = key(model_pb.JoinRequest, "request_id")[0]
+_T_CONTEXT, _T_OBSERVATION, _T_INFO = (
+    key(model_pb.PredictRequest, name)[0] for name in ("context", "observation", "episode_info")
 )
 _I_EPISODE = number(model_pb.EpisodeInfo, "episode_id")
 _I_SEED = number(model_pb.EpisodeInfo, "seed")
@@ -82,29 +84,55 @@ def read_predict(data: bytes) -> PredictParts | None:
         return None
 
 
+def _span(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The bounds of the length-delimited value whose size is at ``pos``.
+
+    Raises:
+        Fallback, IndexError: a malformed size or one past ``end``.
+    """
+    size = data[pos]
+    if size < 0x80:
+        pos += 1
+    else:
+        size, pos = read_varint(data, pos)
+    stop = pos + size
+    if stop > end:
+        raise Fallback
+    return pos, stop
+
+
 def _read(data: bytes) -> PredictParts | None:
+    """:func:`read_predict`, walking the bytes in place (one-byte keys only: the fields
+    read here all have them; any other key is some other request)."""
     request_id: str | None = None
-    body: bytes | None = None
-    for field, _wire, value in fields(data):
-        if field == _J_PREDICT and body is None:
-            body = blob(value)
-        elif field == _J_REQUEST_ID and request_id is None:
-            request_id = text(value)
+    body: tuple[int, int] | None = None
+    pos, end = 0, len(data)
+    while pos < end:
+        tag = data[pos]
+        start, pos = _span(data, pos + 1, end)
+        if tag == _T_PREDICT and body is None:
+            body = (start, pos)
+        elif tag == _T_REQUEST_ID and request_id is None:
+            request_id = data[start:pos].decode()
         else:
             return None
     if body is None:
         return None
-    context = observation = info = None
-    for field, _wire, value in fields(body):
-        if field == _P_CONTEXT and context is None:
-            context = blob(value)
-        elif field == _P_OBSERVATION and observation is None:
-            observation = blob(value)
-        elif field == _P_INFO and info is None:
-            info = blob(value)
+    context = observation = None
+    episodes = 0
+    pos, end = body
+    while pos < end:
+        tag = data[pos]
+        start, pos = _span(data, pos + 1, end)
+        if tag == _T_CONTEXT and context is None:
+            context = data[start:pos]
+        elif tag == _T_OBSERVATION and observation is None:
+            observation = data[start:pos]
+        elif tag == _T_INFO and not episodes and _one_episode(data[start:pos]):
+            episodes = 1
         else:
             return None  # a second episode_info among them: a batch, not one row
-    if context is None or observation is None or info is None or not _one_episode(info):
+    if context is None or observation is None or not episodes:
         return None
     env_id = _env_id(context)
     if env_id is None:
