@@ -22,7 +22,7 @@ from .. import wire
 from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
-from ..wire._env_codec import decode_join_arm
+from ..wire._env_codec import decode_join_arm, encode_step_reply
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
 from ._server_call import CallLost, ServerCall
@@ -462,6 +462,10 @@ class JoinSession:
         total = time.perf_counter_ns() - received
         # ENV_COUNTERS order; lane_skew_ns is a lane endpoint's, never set here.
         counters = (done.decode_ns, done.user_ns, done.encode_ns, 0, done.queue_ns)
+        if kind == "step" and isinstance(body, env_pb.StepResponse):  # a one-env step
+            return self._queue(
+                lambda: CODEC.checked(encode_step_reply(body, request_id, total, counters))
+            )
         return self._queue(
             lambda: CODEC.checked(wire.encode_env_reply(kind, body, request_id, total, counters))
         )

@@ -16,6 +16,7 @@ from . import _skim
 from ._pb import (
     ENV_COUNTERS,
     LEN,
+    VARINT,
     Fallback,
     JoinCodec,
     blob,
@@ -28,11 +29,18 @@ from ._pb import (
     put_len,
     put_packed,
     put_space_value,
+    put_varint,
     signed64,
     text,
 )
 
-__all__ = ["decode_join_arm", "decode_join_request", "encode_join_parts", "encode_join_response"]
+__all__ = [
+    "decode_join_arm",
+    "decode_join_request",
+    "encode_join_parts",
+    "encode_join_response",
+    "encode_step_reply",
+]
 
 _U32 = (1 << 32) - 1
 
@@ -153,3 +161,66 @@ encode_join_response = _CODEC.encode
 #: ``encode_join_response`` from the parts (arm, body, request_id, endpoint_total_ns,
 #: the ENV_COUNTERS values) without building the JoinResponse.
 encode_join_parts = _CODEC.encode_parts
+
+
+_K_STEP = key(env_pb.JoinResponse, "step")
+_K_REQUEST_ID = key(env_pb.JoinResponse, "request_id")
+_K_TOTAL_NS = key(env_pb.JoinResponse, "endpoint_total_ns", VARINT)
+_K_COUNTERS = tuple(key(env_pb.JoinResponse, name, VARINT) for name in ENV_COUNTERS)
+_LEAF = key(spaces_pb.SpaceValue, "leaves")
+_ONE_REWARD = struct.Struct("<d")
+# A one-env step's fixed fields: its reward's key and size, each mask's key and size.
+_K_REWARD = _SR["rewards"] + bytes((_ONE_REWARD.size,))
+_K_TERMINATED = _SR["terminated_mask"] + b"\x01"
+_K_TRUNCATED = _SR["truncated_mask"] + b"\x01"
+_EMPTY_INFOS = _SR["infos"] + b"\x00"
+#: The largest observation leaf whose step body still has a one-byte size (22 bytes
+#: of keys, sizes, reward and masks around it).
+_MAX_LEAF = 0x7F - 22
+
+
+def encode_step_reply(
+    step: env_pb.StepResponse, request_id: str, endpoint_total_ns: int, counters: tuple[int, ...]
+) -> bytes:
+    """``encode_join_parts("step", step, request_id, endpoint_total_ns, counters)``, the
+    one-env step (one observation leaf, one reward, one-byte masks, no infos) written
+    in one go: every served step of a one-env endpoint."""
+    observation = step.observation
+    rewards = step.rewards
+    leaves = observation.leaves if observation is not None else ()
+    infos = step.infos
+    if (
+        len(leaves) != 1
+        or len(leaves[0]) > _MAX_LEAF
+        or len(rewards) != 1
+        or len(step.terminated_mask) != 1
+        or len(step.truncated_mask) != 1
+        or (infos is not None and infos.entries)
+        or step.completed_episodes
+        or step.env_indices
+    ):
+        return encode_join_parts("step", step, request_id, endpoint_total_ns, counters)
+    leaf = leaves[0]
+    body = bytearray(_SR["observation"])
+    body += bytes((len(leaf) + 2,)) + _LEAF + bytes((len(leaf),))
+    body += leaf
+    body += _K_REWARD
+    body += _ONE_REWARD.pack(rewards[0])
+    body += _K_TERMINATED
+    body += step.terminated_mask
+    body += _K_TRUNCATED
+    body += step.truncated_mask
+    if infos is not None:
+        body += _EMPTY_INFOS
+    out = bytearray(_K_STEP)
+    out.append(len(body))  # under 0x80: the leaf's bound above keeps it so
+    out += body
+    if request_id:
+        put_len(out, _K_REQUEST_ID, request_id.encode())
+    out += _K_TOTAL_NS
+    put_varint(out, endpoint_total_ns)
+    for tag, value in zip(_K_COUNTERS, counters, strict=True):
+        if value:
+            out += tag
+            put_varint(out, value)
+    return bytes(out)
