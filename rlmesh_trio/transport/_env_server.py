@@ -22,7 +22,7 @@ from .. import wire
 from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
-from ..wire._env_codec import decode_join_arm, encode_step_reply
+from ..wire._env_codec import decode_join_arm, decode_step_arm, encode_step_reply
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
 from ._server_call import CallLost, ServerCall
@@ -274,6 +274,14 @@ async def serve_env(
         yield server
 
 
+def _request_arm(data: bytes) -> tuple[str, str, Any] | None:
+    """A step or a reset request as ``(request_id, kind, body)``; ``None`` for the rest."""
+    step = decode_step_arm(data)  # read in one pass: the usual request
+    if step is not None:
+        return step[0], "step", step[1]
+    return decode_join_arm(data)
+
+
 class JoinSession:
     """One Join stream: read requests, run them through the host, answer by request id.
 
@@ -378,7 +386,7 @@ class JoinSession:
             return False
         received = time.perf_counter_ns()
         # A step or a reset: no JoinRequest built for it.
-        arm = decode_join_arm(data) if CODEC.fits(data) else None
+        arm = _request_arm(data) if CODEC.fits(data) else None
         if arm is None:
             try:
                 request = CODEC.decode(data, env_pb.JoinRequest)

@@ -14,6 +14,7 @@ from typing import Any
 from .._wire import env_pb, spaces_pb
 from . import _skim
 from ._pb import (
+    DECODE_ERRORS,
     ENV_COUNTERS,
     LEN,
     VARINT,
@@ -30,13 +31,16 @@ from ._pb import (
     put_packed,
     put_space_value,
     put_varint,
+    read_varint,
     signed64,
+    span,
     text,
 )
 
 __all__ = [
     "decode_join_arm",
     "decode_join_request",
+    "decode_step_arm",
     "encode_join_parts",
     "encode_join_response",
     "encode_step_reply",
@@ -100,6 +104,65 @@ def _step(data: bytes) -> env_pb.StepRequest:
 
 def _reset(data: bytes) -> env_pb.ResetRequest:
     return env_pb.ResetRequest(**_request_fields(data, _RESET_FIELDS))
+
+
+_T_STEP = key(env_pb.JoinRequest, "step")[0]
+_T_REQUEST_ID = key(env_pb.JoinRequest, "request_id")[0]
+_T_ACTION = key(env_pb.StepRequest, "action")[0]
+_T_TIMEOUT = key(env_pb.StepRequest, "timeout_ms", VARINT)[0]
+_T_INDICES = key(env_pb.StepRequest, "env_indices")[0]  # packed
+_T_EPISODE = key(env_pb.StepRequest, "episode_ids")[0]
+
+
+def decode_step_arm(data: bytes) -> tuple[str, env_pb.StepRequest] | None:
+    """A ``JoinRequest`` holding a step, as ``(request_id, step)``: the parts
+    :func:`decode_join_arm` gives, read in one pass over the bytes; ``None`` for
+    anything else (that function reads it, or betterproto2)."""
+    try:
+        return _step_arm(data)
+    except DECODE_ERRORS:
+        return None
+
+
+def _step_arm(data: bytes) -> tuple[str, env_pb.StepRequest] | None:
+    request_id: str | None = None
+    body: tuple[int, int] | None = None
+    pos, end = 0, len(data)
+    while pos < end:
+        tag = data[pos]
+        start, pos = span(data, pos + 1, end)
+        if tag == _T_STEP and body is None:
+            body = (start, pos)
+        elif tag == _T_REQUEST_ID and request_id is None:
+            request_id = data[start:pos].decode()
+        else:
+            return None
+    if body is None:
+        return None
+    indices: list[int] = []
+    episode_ids: list[str] = []
+    out: dict[str, Any] = {"env_indices": indices, "episode_ids": episode_ids}
+    pos, end = body
+    while pos < end:
+        tag = data[pos]
+        if tag == _T_TIMEOUT and "timeout_ms" not in out:
+            out["timeout_ms"], pos = read_varint(data, pos + 1)
+            continue
+        start, pos = span(data, pos + 1, end)
+        if tag == _T_ACTION and "action" not in out:
+            out["action"] = decode_space_value(data[start:pos])
+        elif tag == _T_EPISODE:
+            episode_ids.append(data[start:pos].decode())
+        elif tag == _T_INDICES:
+            for index in packed_varints(data[start:pos]):
+                if index > _U32:
+                    return None
+                indices.append(index)
+        else:
+            return None
+    if pos != end:
+        return None
+    return request_id or "", env_pb.StepRequest(**out)
 
 
 # ---------------------------------------------------------------------- encoding

@@ -20,7 +20,6 @@ from ._pb import (
     LEN,
     MODEL_COUNTERS,
     VARINT,
-    Fallback,
     decode_space_value,
     fields,
     integer,
@@ -30,7 +29,7 @@ from ._pb import (
     put_space_value,
     put_text,
     put_varint,
-    read_varint,
+    span,
     text,
 )
 
@@ -84,23 +83,6 @@ def read_predict(data: bytes) -> PredictParts | None:
         return None
 
 
-def _span(data: bytes, pos: int, end: int) -> tuple[int, int]:
-    """The bounds of the length-delimited value whose size is at ``pos``.
-
-    Raises:
-        Fallback, IndexError: a malformed size or one past ``end``.
-    """
-    size = data[pos]
-    if size < 0x80:
-        pos += 1
-    else:
-        size, pos = read_varint(data, pos)
-    stop = pos + size
-    if stop > end:
-        raise Fallback
-    return pos, stop
-
-
 def _read(data: bytes) -> PredictParts | None:
     """:func:`read_predict`, walking the bytes in place (one-byte keys only: the fields
     read here all have them; any other key is some other request)."""
@@ -109,7 +91,7 @@ def _read(data: bytes) -> PredictParts | None:
     pos, end = 0, len(data)
     while pos < end:
         tag = data[pos]
-        start, pos = _span(data, pos + 1, end)
+        start, pos = span(data, pos + 1, end)
         if tag == _T_PREDICT and body is None:
             body = (start, pos)
         elif tag == _T_REQUEST_ID and request_id is None:
@@ -123,7 +105,7 @@ def _read(data: bytes) -> PredictParts | None:
     pos, end = body
     while pos < end:
         tag = data[pos]
-        start, pos = _span(data, pos + 1, end)
+        start, pos = span(data, pos + 1, end)
         if tag == _T_CONTEXT and context is None:
             context = data[start:pos]
         elif tag == _T_OBSERVATION and observation is None:

@@ -148,6 +148,23 @@ def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     return out
 
 
+def span(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The bounds of the length-delimited value whose size is at ``pos``.
+
+    Raises:
+        Fallback, IndexError: a malformed size or one past ``end``.
+    """
+    size = data[pos]
+    if size < 0x80:
+        pos += 1
+    else:
+        size, pos = read_varint(data, pos)
+    stop = pos + size
+    if stop > end:
+        raise Fallback
+    return pos, stop
+
+
 def packed_varints(data: bytes) -> list[int]:
     """The values of a packed repeated varint field."""
     out = []

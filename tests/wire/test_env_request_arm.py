@@ -3,6 +3,8 @@ in the ``JoinRequest``, and ``None`` wherever it falls back to betterproto2."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -42,3 +44,34 @@ def test_what_falls_back_has_no_parts(data: bytes) -> None:
     before = dict(server_counts)
     assert decode_join_arm(data) is None
     assert server_counts == before
+
+
+@settings(max_examples=300, deadline=None)
+@given(request_id=texts, body=step_requests)
+def test_a_step_read_in_one_pass_is_the_decoded_step(request_id: str, body: Any) -> None:
+    from rlmesh_trio.wire._env_codec import decode_step_arm
+
+    encoded = bytes(env_pb.JoinRequest(request_id=request_id, step=body))
+    parts = decode_step_arm(encoded)
+    if parts is None:  # an unusual step (an index beyond uint32): the general reader's
+        assert decode_join_arm(encoded) is None or max(body.env_indices, default=0) >= 2**32
+        return
+    assert parts[0] == request_id
+    assert env_pb.JoinRequest(request_id=parts[0], step=parts[1]) == decode_join_request(encoded)
+    assert parts[1] == decode_join_arm(encoded)[2]  # type: ignore[index]
+
+
+@pytest.mark.parametrize(
+    "data",
+    [
+        bytes(env_pb.JoinRequest(reset=env_pb.ResetRequest(seeds=[1]))),
+        bytes(env_pb.JoinRequest(step=env_pb.StepRequest(timeout_ms=5))) * 2,
+        b"\x12\x04\x10\x01\x48\x07",
+        b"\x12\x02\x10\x81" + b"\x2a\x01r",  # a varint running past the step's end
+        b"\x12\x03\x18\x01\x00",  # an unpacked env index: the general reader takes it
+    ],
+)
+def test_what_is_not_a_plain_step_is_left_to_the_general_reader(data: bytes) -> None:
+    from rlmesh_trio.wire._env_codec import decode_step_arm
+
+    assert decode_step_arm(data) is None
