@@ -21,16 +21,14 @@ from ._pb import (
     MODEL_COUNTERS,
     VARINT,
     decode_space_value,
-    fields,
-    integer,
     key,
     number,
     put_len,
     put_space_value,
     put_text,
     put_varint,
+    read_varint,
     span,
-    text,
 )
 
 __all__ = ["PredictParts", "encode_predict_reply", "read_predict"]
@@ -41,8 +39,8 @@ _T_REQUEST_ID = key(model_pb.JoinRequest, "request_id")[0]
 _T_CONTEXT, _T_OBSERVATION, _T_INFO = (
     key(model_pb.PredictRequest, name)[0] for name in ("context", "observation", "episode_info")
 )
-_I_EPISODE = number(model_pb.EpisodeInfo, "episode_id")
-_I_SEED = number(model_pb.EpisodeInfo, "seed")
+_T_EPISODE = key(model_pb.EpisodeInfo, "episode_id")[0]
+_T_SEED = key(model_pb.EpisodeInfo, "seed", VARINT)[0]
 # The context's fields in the order betterproto2 writes them (its declaration order).
 _C_SESSION, _C_ENV, _C_REQUEST = (
     number(model_pb.AdapterContext, name) for name in ("session_id", "env_id", "request_id")
@@ -110,7 +108,7 @@ def _read(data: bytes) -> PredictParts | None:
             context = data[start:pos]
         elif tag == _T_OBSERVATION and observation is None:
             observation = data[start:pos]
-        elif tag == _T_INFO and not episodes and _one_episode(data[start:pos]):
+        elif tag == _T_INFO and not episodes and _one_episode(data, start, pos):
             episodes = 1
         else:
             return None  # a second episode_info among them: a batch, not one row
@@ -122,18 +120,26 @@ def _read(data: bytes) -> PredictParts | None:
     return PredictParts(request_id or "", context, env_id, decode_space_value(observation))
 
 
-def _one_episode(data: bytes) -> bool:
-    """Whether an ``EpisodeInfo`` reads as the hand decoder reads it, with an id."""
+def _one_episode(data: bytes, pos: int, end: int) -> bool:
+    """Whether the ``EpisodeInfo`` in ``data[pos:end]`` reads as the hand decoder reads
+    it, with an id.
+
+    Raises:
+        Fallback, IndexError, UnicodeDecodeError: see :data:`DECODE_ERRORS`.
+    """
     episode_id: str | None = None
-    seed: int | None = None
-    for field, _wire, value in fields(data):
-        if field == _I_EPISODE and episode_id is None:
-            episode_id = text(value)
-        elif field == _I_SEED and seed is None:
-            seed = integer(value)
-        else:
+    seeded = False
+    while pos < end:
+        tag = data[pos]
+        if tag == _T_SEED and not seeded:
+            seeded = True
+            _, pos = read_varint(data, pos + 1)
+            continue
+        start, pos = span(data, pos + 1, end)
+        if tag != _T_EPISODE or episode_id is not None:
             return False
-    return bool(episode_id)
+        episode_id = data[start:pos].decode()
+    return pos == end and bool(episode_id)
 
 
 def _env_id(data: bytes) -> str | None:

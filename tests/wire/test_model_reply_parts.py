@@ -195,3 +195,23 @@ def test_an_observation_that_does_not_fit_is_left_to_the_host(observation: Any) 
 def test_an_unresolved_env_is_left_to_the_host() -> None:
     server = ModelServer(lambda obs: 0)
     assert server._answer_row(_predict(OBSERVATION)) is None
+
+
+@pytest.mark.parametrize(
+    ("episode", "read"),
+    [
+        (b"\x0a\x01a\x10\x03", True),
+        (b"\x10\x03\x0a\x01a", True),  # the seed first: any field order is read
+        (b"\x0a\x00", False),  # an empty episode_id: the host refuses it
+        (b"\x0a\x01a\x10\x03\x10\x04", False),  # a seed twice
+        (b"\x0a\x01a\x18\x01", False),  # an unknown field
+        (b"\x0a\x01a\x10\xff", False),  # a truncated seed
+    ],
+)
+def test_an_episode_is_read_only_as_the_hand_decoder_reads_it(episode: bytes, read: bool) -> None:
+    context = b"\x12\x01e\x1a\x01r"
+    observation = bytes(spaces_pb.SpaceValue(leaves=[b"x"]))
+    body = b"\x0a" + bytes([len(context)]) + context
+    body += b"\x12" + bytes([len(observation)]) + observation
+    body += b"\x1a" + bytes([len(episode)]) + episode
+    assert (read_predict(b"\x12" + bytes([len(body)]) + body) is not None) == read
