@@ -177,6 +177,64 @@ def encode_predict_reply(
     """The bytes of ``JoinResponse(predict=PredictResponse(context, actions=[frame]),
     request_id, endpoint_total_ns, decode_ns, user_ns, encode_ns)`` (``phases``: the
     last three) as the server's codec writes them, the context as it came."""
+    context = parts.context
+    leaves = frame.leaves
+    request_id = parts.request_id.encode()
+    if len(leaves) != 1 or len(leaves[0]) + len(context) > _MAX_SHORT or len(request_id) > 0x7F:
+        return _encode_long(parts, frame, endpoint_total_ns, phases)
+    # The usual reply: every size fits one byte, so it is written in one expression.
+    leaf = leaves[0]
+    size = len(leaf)
+    body = len(context) + size + 6  # two keys and sizes, the leaf's key and size
+    out = (
+        _K_PREDICT
+        + bytes((body,))
+        + _K_PR_CONTEXT
+        + bytes((len(context),))
+        + context
+        + _K_PR_ACTIONS
+        + bytes((size + 2, _LEAF, size))
+        + leaf
+    )
+    if request_id:
+        out += _K_REQUEST_ID + bytes((len(request_id),)) + request_id
+    out += _K_TOTAL_NS + _varint(endpoint_total_ns)
+    decode_ns, user_ns, encode_ns = phases
+    if decode_ns:
+        out += _K_DECODE + _varint(decode_ns)
+    if user_ns:
+        out += _K_USER + _varint(user_ns)
+    if encode_ns:
+        out += _K_ENCODE + _varint(encode_ns)
+    return out
+
+
+#: The most context and leaf bytes together whose predict body still has one-byte sizes.
+_MAX_SHORT = 0x7F - 6
+_LEAF = key(spaces_pb.SpaceValue, "leaves")[0]
+_K_DECODE, _K_USER, _K_ENCODE = _K_PHASES
+
+
+def _varint(value: int) -> bytes:
+    """``value`` (a non-negative count of nanoseconds) as a varint."""
+    if value < 0x80:
+        return bytes((value,))
+    if value < 0x4000:
+        return bytes((value & 0x7F | 0x80, value >> 7))
+    if value < 0x200000:
+        return bytes((value & 0x7F | 0x80, value >> 7 & 0x7F | 0x80, value >> 14))
+    out = bytearray()
+    put_varint(out, value)
+    return bytes(out)
+
+
+def _encode_long(
+    parts: PredictParts,
+    frame: spaces_pb.SpaceValue,
+    endpoint_total_ns: int,
+    phases: tuple[int, int, int],
+) -> bytes:
+    """:func:`encode_predict_reply` for any sizes."""
     body = bytearray()
     put_len(body, _K_PR_CONTEXT, parts.context)
     put_space_value(body, _K_PR_ACTIONS, frame)

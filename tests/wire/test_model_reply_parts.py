@@ -215,3 +215,13 @@ def test_an_episode_is_read_only_as_the_hand_decoder_reads_it(episode: bytes, re
     body += b"\x12" + bytes([len(observation)]) + observation
     body += b"\x1a" + bytes([len(episode)]) + episode
     assert (read_predict(b"\x12" + bytes([len(body)]) + body) is not None) == read
+
+
+@pytest.mark.parametrize("value", [0, 1, 0x7F, 0x80, 0x3FFF, 0x4000, 0x1FFFFF, 0x200000, 2**64 - 1])
+def test_the_reply_varints_are_protobufs(value: int) -> None:
+    from rlmesh_trio.wire._model_parts import _varint
+    from rlmesh_trio.wire._pb import put_varint
+
+    expected = bytearray()
+    put_varint(expected, value)
+    assert _varint(value) == bytes(expected)
