@@ -8,7 +8,7 @@ of ``compare_rlmesh.py``) warms them up, then instrumentation is switched on
 for the measured episodes only. Needs valgrind (``apt-get install valgrind``)
 and the ``interop`` extra::
 
-    python benchmarks/server_instructions.py [--episodes 2] [--side ours|theirs]
+    python benchmarks/server_instructions.py [--episodes 2] [--side ours|theirs] [--keep DIR]
 
 Kernel time is not counted (system calls, context switches): compare sides
 on CPU time (``compare_rlmesh.py``) and one side's versions on instructions.
@@ -88,10 +88,15 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--episodes", type=int, default=2)
     parser.add_argument("--side", choices=["ours", "theirs"], default="ours")
+    parser.add_argument(
+        "--keep", metavar="DIR", help="keep the callgrind files here (for callgrind_annotate)"
+    )
     args = parser.parse_args()
     import rlmesh
 
-    with tempfile.TemporaryDirectory() as tmp:
+    with tempfile.TemporaryDirectory() as scratch:
+        tmp = args.keep or scratch
+        os.makedirs(tmp, exist_ok=True)
         outs = {kind: Path(tmp, f"{kind}.callgrind") for kind in ("env", "model")}
         servers = {kind: _start(args.side, kind, out) for kind, out in outs.items()}
         env, model = servers["env"], servers["model"]

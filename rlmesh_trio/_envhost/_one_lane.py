@@ -26,6 +26,7 @@ from .._errors import ProtocolError
 from .._wire import env_pb, spaces_pb
 from ..spaces._codec import compile_spec
 from ..spaces._fixed import BoxLeaf
+from ..spaces._node import Node
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._episodes import EpisodeBook
@@ -93,7 +94,9 @@ class OneLanePlan:
     """A one-lane endpoint's step, its checks chosen once from the spaces (see module doc)."""
 
     __slots__ = (
+        "_action_leaves",
         "_action_nan",
+        "_action_root",
         "_action_space",
         "_action_spec",
         "_action_warns",
@@ -126,6 +129,10 @@ class OneLanePlan:
         self._observation_bounds = finite_bounds(observation_space)
         root = compile_spec(observation_spec).root
         self._box: BoxLeaf | None = root if isinstance(root, BoxLeaf) else None
+        # The action's codec, compiled once: decode_batch would look it up per step.
+        action_codec = compile_spec(action_spec)
+        self._action_root: Node = action_codec.root
+        self._action_leaves = action_codec.n_leaves
 
     def decode_action(self, body: env_pb.StepRequest, call: Call) -> tuple[Any, list[Any]]:
         """The lane's action and its conformance warnings.
@@ -138,7 +145,11 @@ class OneLanePlan:
         started = time.perf_counter_ns()
         try:
             try:
-                action = spaces.decode_batch(self._action_spec, body.action, 1)[0]
+                value = body.action
+                if type(value) is spaces_pb.SpaceValue and len(value.leaves) == self._action_leaves:
+                    action = self._action_root.decode_lanes(value.leaves, 1, True)[0]
+                else:  # the general decoder says what is wrong
+                    action = spaces.decode_batch(self._action_spec, body.action, 1)[0]
             except ProtocolError as exc:
                 raise invalid_action(action_error_text(exc)) from exc
             if self._action_nan:

@@ -4,6 +4,7 @@ The gRPC ``ModelServer`` and the in-process ``LocalModel`` both wrap a
 :class:`ModelHost`, so they answer every request identically.
 """
 
+from ._adapter import RowAnswer, answer_row
 from ._coerce import as_policy
 from ._faults import ModelFault
 from ._host import Adapter, Invoke, ModelHost, inline_invoke
@@ -22,9 +23,11 @@ __all__ = [
     "PlacedInvoker",
     "Policy",
     "PolicyFn",
+    "RowAnswer",
     "SB3Policy",
     "ThreadedInvoker",
     "TorchPolicy",
+    "answer_row",
     "as_policy",
     "inline_invoke",
     "policy",

@@ -22,6 +22,7 @@ from .. import wire
 from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
+from ..wire._env_codec import decode_join_arm, decode_step_arm, encode_step_reply
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
 from ._server_call import CallLost, ServerCall
@@ -273,6 +274,14 @@ async def serve_env(
         yield server
 
 
+def _request_arm(data: bytes) -> tuple[str, str, Any] | None:
+    """A step or a reset request as ``(request_id, kind, body)``; ``None`` for the rest."""
+    step = decode_step_arm(data)  # read in one pass: the usual request
+    if step is not None:
+        return step[0], "step", step[1]
+    return decode_join_arm(data)
+
+
 class JoinSession:
     """One Join stream: read requests, run them through the host, answer by request id.
 
@@ -376,19 +385,28 @@ class JoinSession:
         if self._ended or self._finished.is_set() or len(data) >= THREAD_DECODE_BYTES:
             return False
         received = time.perf_counter_ns()
-        try:
-            request = CODEC.decode(data, env_pb.JoinRequest)
-        except wire.GrpcError:
-            return False
+        # A step or a reset: no JoinRequest built for it.
+        arm = _request_arm(data) if CODEC.fits(data) else None
+        if arm is None:
+            try:
+                request = CODEC.decode(data, env_pb.JoinRequest)
+            except wire.GrpcError:
+                return False
+            kind, body = betterproto2.which_one_of(request, "kind")
+            request_id = request.request_id
+        else:
+            request_id, kind, body = arm
+            request = None
         host = self._host
         # Admitted and run on this thread with nothing else admitted: no ticket to queue
         # (the scheduler's locks are for worker threads).
-        kind, body = betterproto2.which_one_of(request, "kind")
         done = host.call_now(kind, body)
-        if done is None:
-            self._answer_now(request, host.handle(request), received)
+        if done is not None:
+            self._answer_call(request_id, done, received)
         else:
-            self._answer_call(request, done, received)
+            if request is None:
+                request = env_pb.JoinRequest(request_id=request_id, **{kind: body})
+            self._answer_now(request, host.handle(request), received)
         if self._ended:
             self._finished.set()  # the reader writes the reply before anything else
         return True
@@ -441,7 +459,7 @@ class JoinSession:
         response.endpoint_total_ns = time.perf_counter_ns() - received
         return self._queue(lambda: CODEC.encode(response, env_pb.JoinResponse))
 
-    def _answer_call(self, request: env_pb.JoinRequest, done: Call, received: int) -> bool:
+    def _answer_call(self, request_id: str, done: Call, received: int) -> bool:
         """:meth:`_answer_now` for a request run at once (``call_now``): the same reply,
         encoded from its parts (no ``JoinResponse`` or ``HostReply`` built per step)."""
         error = done.error
@@ -452,10 +470,12 @@ class JoinSession:
         total = time.perf_counter_ns() - received
         # ENV_COUNTERS order; lane_skew_ns is a lane endpoint's, never set here.
         counters = (done.decode_ns, done.user_ns, done.encode_ns, 0, done.queue_ns)
-        return self._queue(
-            lambda: CODEC.checked(
-                wire.encode_env_reply(kind, body, request.request_id, total, counters)
+        if kind == "step" and isinstance(body, env_pb.StepResponse):  # a one-env step
+            return self._queue(
+                lambda: CODEC.checked(encode_step_reply(body, request_id, total, counters))
             )
+        return self._queue(
+            lambda: CODEC.checked(wire.encode_env_reply(kind, body, request_id, total, counters))
         )
 
     def _queue(self, encode: Callable[[], bytes]) -> bool:

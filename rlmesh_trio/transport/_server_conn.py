@@ -115,8 +115,31 @@ class ServerConnection:
         return False
 
     async def _read_loop(self) -> None:
+        fd = self._fd
+        if fd < 0:
+            while self.lost is None:
+                if not await self._read_once():
+                    return
+            return
+        # A plain socket: :meth:`_read_once` and :meth:`_receive` written out in the
+        # loop, since it runs once per request (two coroutines fewer per request).
+        wait_readable = trio.lowlevel.wait_readable
+        read = os.read
         while self.lost is None:
-            if not await self._read_once():
+            try:
+                await wait_readable(fd)
+                data = read(fd, RECEIVE_SIZE)
+            except BlockingIOError:
+                continue
+            except CLOSED_ERRORS:
+                data = b""
+            if not data:
+                self._lose("connection closed")
+                return
+            if len(data) <= self._turn:
+                if not self._process(data):
+                    return
+            elif not await self._process_in_turns(data):
                 return
 
     async def _receive(self) -> bytes:

@@ -50,6 +50,12 @@ class SizeLimitedCodec:
         return data
 
     @staticmethod
+    def fits(data: bytes) -> bool:
+        """Whether a received message is within the size limit (:meth:`decode` refuses
+        it otherwise): for a server that reads a request from its parts."""
+        return len(data) <= MAX_MESSAGE_BYTES
+
+    @staticmethod
     def checked(data: bytes) -> bytes:
         """An encoded message, refused over the size limit as :meth:`encode` does.
 

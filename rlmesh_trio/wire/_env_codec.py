@@ -14,8 +14,10 @@ from typing import Any
 from .._wire import env_pb, spaces_pb
 from . import _skim
 from ._pb import (
+    DECODE_ERRORS,
     ENV_COUNTERS,
     LEN,
+    VARINT,
     Fallback,
     JoinCodec,
     blob,
@@ -28,11 +30,21 @@ from ._pb import (
     put_len,
     put_packed,
     put_space_value,
+    put_varint,
+    read_varint,
     signed64,
+    span,
     text,
 )
 
-__all__ = ["decode_join_request", "encode_join_parts", "encode_join_response"]
+__all__ = [
+    "decode_join_arm",
+    "decode_join_request",
+    "decode_step_arm",
+    "encode_join_parts",
+    "encode_join_response",
+    "encode_step_reply",
+]
 
 _U32 = (1 << 32) - 1
 
@@ -94,6 +106,65 @@ def _reset(data: bytes) -> env_pb.ResetRequest:
     return env_pb.ResetRequest(**_request_fields(data, _RESET_FIELDS))
 
 
+_T_STEP = key(env_pb.JoinRequest, "step")[0]
+_T_REQUEST_ID = key(env_pb.JoinRequest, "request_id")[0]
+_T_ACTION = key(env_pb.StepRequest, "action")[0]
+_T_TIMEOUT = key(env_pb.StepRequest, "timeout_ms", VARINT)[0]
+_T_INDICES = key(env_pb.StepRequest, "env_indices")[0]  # packed
+_T_EPISODE = key(env_pb.StepRequest, "episode_ids")[0]
+
+
+def decode_step_arm(data: bytes) -> tuple[str, env_pb.StepRequest] | None:
+    """A ``JoinRequest`` holding a step, as ``(request_id, step)``: the parts
+    :func:`decode_join_arm` gives, read in one pass over the bytes; ``None`` for
+    anything else (that function reads it, or betterproto2)."""
+    try:
+        return _step_arm(data)
+    except DECODE_ERRORS:
+        return None
+
+
+def _step_arm(data: bytes) -> tuple[str, env_pb.StepRequest] | None:
+    request_id: str | None = None
+    body: tuple[int, int] | None = None
+    pos, end = 0, len(data)
+    while pos < end:
+        tag = data[pos]
+        start, pos = span(data, pos + 1, end)
+        if tag == _T_STEP and body is None:
+            body = (start, pos)
+        elif tag == _T_REQUEST_ID and request_id is None:
+            request_id = data[start:pos].decode()
+        else:
+            return None
+    if body is None:
+        return None
+    indices: list[int] = []
+    episode_ids: list[str] = []
+    out: dict[str, Any] = {"env_indices": indices, "episode_ids": episode_ids}
+    pos, end = body
+    while pos < end:
+        tag = data[pos]
+        if tag == _T_TIMEOUT and "timeout_ms" not in out:
+            out["timeout_ms"], pos = read_varint(data, pos + 1)
+            continue
+        start, pos = span(data, pos + 1, end)
+        if tag == _T_ACTION and "action" not in out:
+            out["action"] = decode_space_value(data[start:pos])
+        elif tag == _T_EPISODE:
+            episode_ids.append(data[start:pos].decode())
+        elif tag == _T_INDICES:
+            for index in packed_varints(data[start:pos]):
+                if index > _U32:
+                    return None
+                indices.append(index)
+        else:
+            return None
+    if pos != end:
+        return None
+    return request_id or "", env_pb.StepRequest(**out)
+
+
 # ---------------------------------------------------------------------- encoding
 
 
@@ -146,7 +217,73 @@ _CODEC = JoinCodec(
     ENV_COUNTERS,
 )
 decode_join_request = _CODEC.decode
+#: ``decode_join_request`` as ``(request_id, kind, body)``, or ``None`` where it would
+#: fall back to betterproto2.
+decode_join_arm = _CODEC.decode_arm
 encode_join_response = _CODEC.encode
 #: ``encode_join_response`` from the parts (arm, body, request_id, endpoint_total_ns,
 #: the ENV_COUNTERS values) without building the JoinResponse.
 encode_join_parts = _CODEC.encode_parts
+
+
+_K_STEP = key(env_pb.JoinResponse, "step")
+_K_REQUEST_ID = key(env_pb.JoinResponse, "request_id")
+_K_TOTAL_NS = key(env_pb.JoinResponse, "endpoint_total_ns", VARINT)
+_K_COUNTERS = tuple(key(env_pb.JoinResponse, name, VARINT) for name in ENV_COUNTERS)
+_LEAF = key(spaces_pb.SpaceValue, "leaves")
+_ONE_REWARD = struct.Struct("<d")
+# A one-env step's fixed fields: its reward's key and size, each mask's key and size.
+_K_REWARD = _SR["rewards"] + bytes((_ONE_REWARD.size,))
+_K_TERMINATED = _SR["terminated_mask"] + b"\x01"
+_K_TRUNCATED = _SR["truncated_mask"] + b"\x01"
+_EMPTY_INFOS = _SR["infos"] + b"\x00"
+#: The largest observation leaf whose step body still has a one-byte size (22 bytes
+#: of keys, sizes, reward and masks around it).
+_MAX_LEAF = 0x7F - 22
+
+
+def encode_step_reply(
+    step: env_pb.StepResponse, request_id: str, endpoint_total_ns: int, counters: tuple[int, ...]
+) -> bytes:
+    """``encode_join_parts("step", step, request_id, endpoint_total_ns, counters)``, the
+    one-env step (one observation leaf, one reward, one-byte masks, no infos) written
+    in one go: every served step of a one-env endpoint."""
+    observation = step.observation
+    rewards = step.rewards
+    leaves = observation.leaves if observation is not None else ()
+    infos = step.infos
+    if (
+        len(leaves) != 1
+        or len(leaves[0]) > _MAX_LEAF
+        or len(rewards) != 1
+        or len(step.terminated_mask) != 1
+        or len(step.truncated_mask) != 1
+        or (infos is not None and infos.entries)
+        or step.completed_episodes
+        or step.env_indices
+    ):
+        return encode_join_parts("step", step, request_id, endpoint_total_ns, counters)
+    leaf = leaves[0]
+    body = bytearray(_SR["observation"])
+    body += bytes((len(leaf) + 2,)) + _LEAF + bytes((len(leaf),))
+    body += leaf
+    body += _K_REWARD
+    body += _ONE_REWARD.pack(rewards[0])
+    body += _K_TERMINATED
+    body += step.terminated_mask
+    body += _K_TRUNCATED
+    body += step.truncated_mask
+    if infos is not None:
+        body += _EMPTY_INFOS
+    out = bytearray(_K_STEP)
+    out.append(len(body))  # under 0x80: the leaf's bound above keeps it so
+    out += body
+    if request_id:
+        put_len(out, _K_REQUEST_ID, request_id.encode())
+    out += _K_TOTAL_NS
+    put_varint(out, endpoint_total_ns)
+    for tag, value in zip(_K_COUNTERS, counters, strict=True):
+        if value:
+            out += tag
+            put_varint(out, value)
+    return bytes(out)

@@ -148,6 +148,23 @@ def fields(data: bytes) -> list[tuple[int, int, int | bytes]]:
     return out
 
 
+def span(data: bytes, pos: int, end: int) -> tuple[int, int]:
+    """The bounds of the length-delimited value whose size is at ``pos``.
+
+    Raises:
+        Fallback, IndexError: a malformed size or one past ``end``.
+    """
+    size = data[pos]
+    if size < 0x80:
+        pos += 1
+    else:
+        size, pos = read_varint(data, pos)
+    stop = pos + size
+    if stop > end:
+        raise Fallback
+    return pos, stop
+
+
 def packed_varints(data: bytes) -> list[int]:
     """The values of a packed repeated varint field."""
     out = []
@@ -372,6 +389,32 @@ class JoinCodec(Generic[Q, R]):
             pass
         server_counts["fallback"] += 1
         return _skim.parse(self._request, data)
+
+    def decode_arm(self, data: bytes) -> tuple[str, str, Any] | None:
+        """A request as its parts, ``(request_id, kind, body)``, without building the
+        request itself (what :meth:`decode` would have put in it); ``None`` where
+        :meth:`decode` would fall back to betterproto2."""
+        request_id: str | None = None
+        kind: str | None = None
+        body: Any = None
+        try:
+            for field, _wire, value in fields(data):
+                entry = self._arms.get(field)
+                if entry is None:
+                    return None
+                name, decode = entry
+                if decode is None and request_id is None:
+                    request_id = text(value)
+                elif decode is not None and kind is None:
+                    kind, body = name, decode(blob(value))
+                else:
+                    return None
+        except DECODE_ERRORS:
+            return None
+        if kind is None:
+            return None
+        server_counts["decode"] += 1
+        return request_id or "", kind, body
 
     def encode(self, response: R) -> bytes:
         """Serialise a response."""

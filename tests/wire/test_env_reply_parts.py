@@ -59,3 +59,38 @@ def test_a_reply_from_its_parts_is_the_bytes_of_the_built_response(
         **dict(zip(COUNTERS, counters, strict=True)),
     )
     assert wire.encode_env_reply(arm, body, request_id, total, counters) == bytes(built)
+
+
+one_env_steps = st.builds(
+    env_pb.StepResponse,
+    observation=st.none()
+    | space_values
+    | st.builds(
+        spaces_pb.SpaceValue, leaves=st.lists(st.binary(min_size=90, max_size=130), max_size=1)
+    ),
+    rewards=st.lists(st.floats(allow_nan=False), min_size=1, max_size=2),
+    terminated_mask=st.binary(min_size=1, max_size=2),
+    truncated_mask=st.binary(min_size=1, max_size=2),
+    infos=st.none() | st.just(spaces_pb.MetaMap()),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    step=one_env_steps,
+    request_id=texts,
+    total=u64,
+    counters=st.tuples(*(st.sampled_from([0, 1, 2**40, 2**64 - 1]) for _ in COUNTERS)),
+)
+def test_a_one_env_step_reply_is_the_bytes_of_the_built_response(
+    step: Any, request_id: str, total: int, counters: tuple[int, ...]
+) -> None:
+    from rlmesh_trio.wire._env_codec import encode_step_reply
+
+    built = env_pb.JoinResponse(
+        request_id=request_id,
+        endpoint_total_ns=total,
+        step=step,
+        **dict(zip(COUNTERS, counters, strict=True)),
+    )
+    assert encode_step_reply(step, request_id, total, counters) == bytes(built)
