@@ -187,6 +187,11 @@ class CallPlacement:
         return self._inline
 
     @property
+    def settles(self) -> bool:
+        """Whether :meth:`run` settles after every inline call (else only on a time-slice turn)."""
+        return self._settle
+
+    @property
     def adaptive(self) -> bool:
         return not self._fixed
 
