@@ -334,9 +334,10 @@ class RouteLoop:
         if book.env_owns_resets:
             return False
         now = self.now() if book.max_seconds is not None else 0.0
-        return any(
-            lane.active and book.truncation_cap(lane, now) is not None for lane in book.lanes
-        )
+        for lane in book.lanes:  # a loop, not any(): no generator per step
+            if lane.active and book.truncation_cap(lane, now) is not None:
+                return True
+        return False
 
     async def record(self, response: env_pb.StepResponse) -> bool:
         """Match the step's completions to our episodes; then runtime truncation. Any ended?"""
