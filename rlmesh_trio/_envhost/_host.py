@@ -138,7 +138,6 @@ class Call:
         "end_stream",
         "error",
         "kind",
-        "op",
         "queue_ns",
         "timeout_ms",
         "user_ns",
@@ -146,7 +145,6 @@ class Call:
 
     def __init__(self, kind: str, timeout_ms: int, admitted_ns: int, queue_ns: int = 0) -> None:
         self.kind = kind
-        self.op = f"env.{kind}"
         self.timeout_ms = timeout_ms
         self._deadline_ns = admitted_ns + timeout_ms * 1_000_000 if timeout_ms else None
         self.user_ns = 0
@@ -160,6 +158,11 @@ class Call:
         self.error: env_pb.EnvError | None = None
         #: Whether the Join stream ends after this answer (Close, non-recoverable errors).
         self.end_stream = False
+
+    @property
+    def op(self) -> str:
+        """The operation's name in messages (``env.step``); built only when a message needs it."""
+        return f"env.{self.kind}"
 
     def decoding(self) -> _Phase:
         """Time the block as decoding (a class, not a generator: this runs every step)."""

@@ -127,12 +127,20 @@ class OneLanePlan:
         self._action_warns = checking and may_warn(action_space)
         self._observation_warns = checking and may_warn(observation_space)
         self._observation_bounds = finite_bounds(observation_space)
+        # The action decoder called directly: what ``decode_batch`` checks first (a
+        # SpaceValue with the right leaf count) is checked here, anything else goes to it
+        # (so does every action of a spec that does not compile: -1 leaves never match).
+        self._action_root: Node | None = None
+        self._action_leaves = -1
+        try:
+            action_codec = compile_spec(action_spec)
+        except ProtocolError:
+            pass
+        else:
+            self._action_root = action_codec.root
+            self._action_leaves = action_codec.n_leaves
         root = compile_spec(observation_spec).root
         self._box: BoxLeaf | None = root if isinstance(root, BoxLeaf) else None
-        # The action's codec, compiled once: decode_batch would look it up per step.
-        action_codec = compile_spec(action_spec)
-        self._action_root: Node = action_codec.root
-        self._action_leaves = action_codec.n_leaves
 
     def decode_action(self, body: env_pb.StepRequest, call: Call) -> tuple[Any, list[Any]]:
         """The lane's action and its conformance warnings.
@@ -140,16 +148,21 @@ class OneLanePlan:
         Raises:
             EnvFailure: INVALID_ACTION for a missing, malformed or NaN action.
         """
-        if body.action is None:
+        value = body.action
+        if value is None:
             raise invalid_action("expected 1 actions, got 0")
         started = time.perf_counter_ns()
         try:
             try:
-                value = body.action
-                if type(value) is spaces_pb.SpaceValue and len(value.leaves) == self._action_leaves:
-                    action = self._action_root.decode_lanes(value.leaves, 1, True)[0]
+                root = self._action_root
+                if (
+                    root is not None
+                    and type(value) is spaces_pb.SpaceValue
+                    and len(leaves := value.leaves) == self._action_leaves
+                ):
+                    action = root.decode_lanes(leaves, 1, True)[0]
                 else:  # the general decoder says what is wrong
-                    action = spaces.decode_batch(self._action_spec, body.action, 1)[0]
+                    action = spaces.decode_batch(self._action_spec, value, 1)[0]
             except ProtocolError as exc:
                 raise invalid_action(action_error_text(exc)) from exc
             if self._action_nan:

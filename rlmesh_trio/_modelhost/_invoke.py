@@ -54,6 +54,20 @@ class PlacedInvoker:
         #: The rows a call carries (a fused group's): the placement judges it per row.
         self.rows = rows
 
+    def call_now(self, fn: PolicyFn, arg: Any) -> tuple[Any, bool] | None:
+        """Call a sync ``fn(arg)`` inline right now if the placement runs calls inline and
+        settles only on time-slice turns: its result and whether the slice is up (then
+        ``await settle_inline(yield_now=True)``, as awaiting :meth:`__call__` would).
+        None: nothing was called; await :meth:`__call__` instead.
+
+        Raises:
+            Exception: whatever ``fn`` raised.
+        """
+        placement = self.placement
+        if fn.is_async or not placement.inline or placement.settles:
+            return None
+        return placement.call_inline(fn.fn, arg, rows=self.rows)
+
     def __call__(self, fn: PolicyFn, arg: Any) -> Awaitable[Any]:
         # A plain function handing back the awaitable: one coroutine frame less per
         # predict (the in-process hot path); awaiting it is the same as awaiting a wrapper.

@@ -27,11 +27,13 @@ import numpy as np
 
 from .._errors import ProtocolError
 from .._wire import model_pb, spaces_pb
+from ..runtime._placement import settle_inline
 from ..spaces._codec import compile_spec, decode_batch
 from ..spaces._fixed import BoxLeaf, DiscreteLeaf
 from ..spaces._node import Node
 from ..spaces._values import struct_for
 from ._faults import ModelFault
+from ._invoke import PlacedInvoker
 from ._phases import ENCODE_ERRORS, Invoke, PhaseTimes, decode_fault, encode_fault
 from ._policy import PolicyFn
 
@@ -177,7 +179,14 @@ async def predict_row(
         except ProtocolError as exc:
             raise decode_fault(exc) from None
         try:
-            action = await invoke(predict, value)
+            # An inline policy call without the invoke's coroutine (the in-process step).
+            ran = invoke.call_now(predict, value) if type(invoke) is PlacedInvoker else None
+            if ran is None:
+                action = await invoke(predict, value)
+            else:
+                action, turn = ran
+                if turn:
+                    await settle_inline(yield_now=True)
         except Exception as exc:  # the user's policy failed: a ModelError naming the exception
             raise ModelFault.from_exception(exc) from exc
         try:

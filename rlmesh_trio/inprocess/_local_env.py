@@ -27,7 +27,7 @@ from .._endpoints import EndpointInfo, Reply
 from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, make_host
 from .._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
 from .._wire import WORKFLOW_EDITION, env_pb, spaces_pb
-from ..runtime._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
+from ..runtime._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement, settle_inline
 
 __all__ = ["LocalEnv"]
 
@@ -269,9 +269,12 @@ class LocalEnv:
         self._session_open = True
         start = time.perf_counter_ns()
         call: Call | None = None
-        if self.placement.inline:
-            # Nothing pending: run it here, without a ticket or a JoinRequest to decode.
-            call = await self.placement.run(host.call_now, kind, body)
+        placement = self.placement
+        if placement.inline:
+            # Nothing pending: run it here, without a ticket or a JoinRequest to decode
+            # (placement.run's inline half, one coroutine frame less per step).
+            call, turn = placement.call_inline(host.call_now, kind, body)
+            await settle_inline(yield_now=turn)
         if call is None:
             call = await self._run_ticket(host, env_pb.JoinRequest(**{kind: body}))
         total_ns = time.perf_counter_ns() - start

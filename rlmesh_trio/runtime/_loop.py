@@ -160,7 +160,8 @@ class RouteLoop:
                     await gate.emit_window(calls.telemetry, now)
             else:
                 await self.after_step(rows, response, round_started)
-            ended = await self.record(response)
+            # Most steps end nothing: record()'s coroutine only when it may have work.
+            ended = await self.record(response) if self.may_end(response) else False
             if book.budget_spent():
                 return
             if mode.episode_over(ended):
@@ -323,6 +324,20 @@ class RouteLoop:
                     started_from_auto_reset=record.started_from_auto_reset,
                 ),
             )
+
+    def may_end(self, response: env_pb.StepResponse) -> bool:
+        """False when :meth:`record` would surely find nothing to do (no completion, no
+        lane at a runtime cap); True when it may (it then decides)."""
+        if response.completed_episodes:
+            return True
+        book = self.book
+        if book.env_owns_resets:
+            return False
+        now = self.now() if book.max_seconds is not None else 0.0
+        for lane in book.lanes:  # a loop, not any(): no generator per step
+            if lane.active and book.truncation_cap(lane, now) is not None:
+                return True
+        return False
 
     async def record(self, response: env_pb.StepResponse) -> bool:
         """Match the step's completions to our episodes; then runtime truncation. Any ended?"""

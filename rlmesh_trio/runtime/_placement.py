@@ -20,7 +20,8 @@ endpoint:
   loaded machine preempts a cheap call now and then) the endpoint switches to
   inline calls. Two slow inline calls in a row (one alone may be a fluke; an
   inline call is slow by the same test as a probe, so a cheap call that a
-  loaded machine preempted is not) send it back to threaded probes; after
+  loaded machine preempted is not; its CPU time is read only after a call ran
+  over the limit, see ``CallPlacement._judged``) send it back to threaded probes; after
   :data:`MAX_DEMOTIONS` such returns, or a probe round that fails, it stays
   threaded for good. With ``start_inline=True`` the endpoint skips the first
   probe round and starts inline (the in-process model does: policies were
@@ -146,6 +147,7 @@ class CallPlacement:
         "_inline",
         "_last_yield",
         "_limiter",
+        "_measure_cpu",
         "_probes_left",
         "_settle",
         "_slow_probes",
@@ -173,6 +175,7 @@ class CallPlacement:
         self._slow_probes = 0
         self._demotions = 0
         self._was_slow = False
+        self._measure_cpu = False
         self._limiter = limiter
         self._last_yield = 0.0
         self._settle = settle
@@ -182,6 +185,11 @@ class CallPlacement:
     def inline(self) -> bool:
         """Whether the next call runs on the Trio thread."""
         return self._inline
+
+    @property
+    def settles(self) -> bool:
+        """Whether :meth:`run` settles after every inline call (else only on a time-slice turn)."""
+        return self._settle
 
     @property
     def adaptive(self) -> bool:
@@ -204,27 +212,7 @@ class CallPlacement:
         :func:`settle_inline` delivers a deadline that passed meanwhile.
         """
         if self._inline:
-            adaptive = not self._fixed
-            cpu = time.thread_time() if adaptive else 0.0
-            started = time.perf_counter()
-            result = fn(*args)
-            ended = time.perf_counter()
-            if adaptive:
-                wall = ended - started
-                # Judged as a probe is: by this thread's CPU time, or blocking far past the
-                # limit. A cheap call preempted on a loaded machine is not slow (two such in a
-                # row sent CartPole steps to threads, where the GIL handoffs cost far more).
-                limit = self.inline_limit * rows
-                slow = wall > limit and self._slow_probe(wall, time.thread_time() - cpu, rows)
-                if slow and self._was_slow:
-                    self._demote()
-                self._was_slow = slow
-            turn = ended - self._last_yield >= self._time_slice
-            if turn:
-                self._last_yield = ended
-                if _threads_in_flight:
-                    # Let a worker thread waiting for the GIL take it (see the module doc).
-                    time.sleep(GIL_HANDOFF)
+            result, turn = self.call_inline(fn, *args, rows=rows)
             if turn or self._settle:
                 await settle_inline(yield_now=turn)
             return result
@@ -232,10 +220,63 @@ class CallPlacement:
             return await self.run_threaded(fn, *args)
         return await self._probe(fn, *args, rows=rows)
 
+    def call_inline(self, fn: Callable[..., T], *args: Any, rows: int = 1) -> tuple[T, bool]:
+        """The inline half of :meth:`run` (call only while :attr:`inline`): ``fn(*args)``
+        on this thread, judged if adaptive; returns its result and whether the time
+        slice is up. The caller must then ``await settle_inline(yield_now=turn)``
+        before using the result (as :meth:`run` does), one coroutine frame less.
+
+        Raises:
+            Exception: whatever ``fn`` raised (then nothing is judged).
+        """
+        if self._fixed:
+            result = fn(*args)
+            ended = time.perf_counter()
+        else:
+            result, ended = self._judged(fn, args, rows)
+        if ended - self._last_yield < self._time_slice:
+            return result, False
+        self._last_yield = ended
+        if _threads_in_flight:
+            # Let a worker thread waiting for the GIL take it (see the module doc).
+            time.sleep(GIL_HANDOFF)
+        return result, True
+
+    def _judged(self, fn: Callable[..., T], args: tuple[Any, ...], rows: int) -> tuple[T, float]:
+        """Run an adaptive endpoint's inline call and judge it; return its result and end time.
+
+        Judged as a probe is: by this thread's CPU time, or blocking far past the
+        limit. A cheap call preempted on a loaded machine is not slow (two such in a
+        row sent CartPole steps to threads, where the GIL handoffs cost far more).
+        Reading the thread's CPU clock is a system call that costs more than the
+        rest of the bookkeeping, so it is read around a call only after the one
+        before ran over the limit by wall time: a call over the limit with no CPU
+        reading counts as slow for now, and the call after it, timed by CPU, decides
+        whether the two in a row demote the endpoint (so two preempted cheap calls
+        in a row still do not: the second is judged by its CPU time).
+        """
+        measure = self._measure_cpu
+        cpu = time.thread_time() if measure else 0.0
+        started = time.perf_counter()
+        result = fn(*args)
+        ended = time.perf_counter()
+        wall = ended - started
+        limit = self.inline_limit * rows
+        slow = wall > limit
+        # Over the limit: time the next call by CPU; under it, stop timing by CPU.
+        self._measure_cpu = slow
+        if slow and measure and wall <= BLOCKING_FACTOR * limit:
+            slow = time.thread_time() - cpu > limit
+        if slow and self._was_slow:
+            self._demote()
+        self._was_slow = slow
+        return result, ended
+
     def _demote(self) -> None:
         """An inline call was slow: back to threads, probing again unless it keeps happening."""
         self._inline = False
         self._was_slow = False
+        self._measure_cpu = False
         self._demotions += 1
         self._slow_probes = 0
         self._probes_left = PROBE_CALLS if self._demotions < MAX_DEMOTIONS else 0
