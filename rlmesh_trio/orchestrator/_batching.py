@@ -70,15 +70,28 @@ class _Stopped(RuntimeError):
 
 
 class _Pending:
-    __slots__ = ("abandoned", "done", "epoch", "error", "reply", "request")
+    """One route's predict waiting in the batcher; ``task`` is the route, parked on it.
+
+    The route parks itself on its own task (no ``trio.Event`` per predict): a
+    predict is made and woken once per route step.
+    """
+
+    __slots__ = ("abandoned", "epoch", "error", "reply", "request", "settled", "task")
 
     def __init__(self, request: model_pb.PredictRequest, epoch: int) -> None:
         self.request = request
         self.epoch = epoch
-        self.done = trio.Event()
+        self.settled = False
+        self.task: trio.lowlevel.Task | None = None
         self.reply: Reply[model_pb.PredictResponse] | None = None
         self.error: BaseException | None = None
         self.abandoned = False
+
+    def abort(self, _raise_cancel: Any) -> trio.lowlevel.Abort:
+        """The route's wait was cancelled: it leaves the queue (or drops a late answer)."""
+        self.abandoned = True
+        self.task = None
+        return trio.lowlevel.Abort.SUCCEEDED
 
 
 class PredictBatcher:
@@ -269,11 +282,15 @@ class PredictBatcher:
             self._launch()
         else:
             self._send.send_nowait(pending)
-        try:
-            await pending.done.wait()
-        except BaseException:
-            pending.abandoned = True
-            raise
+        if pending.settled:  # answered at once (a client that answers inside submit)
+            try:
+                await trio.lowlevel.checkpoint()
+            except BaseException:
+                pending.abandoned = True
+                raise
+        else:
+            pending.task = trio.lowlevel.current_task()
+            await trio.lowlevel.wait_task_rescheduled(pending.abort)
         if pending.error is not None:
             raise pending.error
         assert pending.reply is not None
@@ -313,12 +330,17 @@ class PredictBatcher:
 
 def _settle(batch: list[_Pending], results: Sequence[Any]) -> None:
     """Give every pending predict its own result (a reply or an error) and wake its route."""
+    reschedule = trio.lowlevel.reschedule
     for pending, result in zip(batch, results, strict=True):
         if isinstance(result, BaseException):
             pending.error = result
         else:
             pending.reply = result
-        pending.done.set()
+        pending.settled = True
+        task = pending.task
+        if task is not None:
+            pending.task = None
+            reschedule(task)
 
 
 def _route_key(context: model_pb.AdapterContext | None) -> tuple[str, str]:

@@ -173,8 +173,11 @@ class JoinSession(Generic[R]):
             SessionClosed: the stream is already gone.
         """
         self._send(request_id, payload, _Callback(on_done))
-        self._conn.wake_writer()
-        self._conn.wake_reader()
+        conn = self._conn
+        # Straight to the socket when it takes the bytes whole: no writer task to wake.
+        if not conn.write_now():
+            conn.wake_writer()
+        conn.wake_reader()
 
     def _send(self, request_id: str, payload: bytes, waiter: wire.Waiter[tuple[R, int]]) -> None:
         if self._ending is not None or self._half_closed or self._stream_id is None:

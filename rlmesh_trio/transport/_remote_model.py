@@ -22,6 +22,10 @@ from .._errors import (
 )
 from .._wire import model_pb
 from ..wire._client_codec import (
+    GroupedEnvelope,
+    GroupOutcome,
+    decode_grouped_results,
+    decode_model_reply,
     decode_model_response,
     encode_model_grouped_predict,
     encode_model_predict,
@@ -43,7 +47,7 @@ _GroupOutcome = Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMism
 class RemoteModel(RemoteEndpoint):
     """A remote model endpoint; the address and options are :class:`RemoteEndpoint`'s."""
 
-    _session: JoinSession[model_pb.JoinResponse] | None
+    _session: JoinSession[model_pb.JoinResponse | GroupedEnvelope] | None
     _kind: ClassVar[str] = "model"
     _pb: ClassVar[Any] = model_pb
 
@@ -96,9 +100,15 @@ class RemoteModel(RemoteEndpoint):
     def _grouped_replies(
         self,
         requests: Sequence[model_pb.PredictRequest],
-        grouped: Reply[model_pb.GroupedPredictResponse],
+        grouped: Reply[GroupedEnvelope | model_pb.GroupedPredictResponse],
     ) -> list[_GroupOutcome]:
-        results = grouped.response.results
+        response = grouped.response
+        results: list[GroupOutcome]
+        if type(response) is GroupedEnvelope:
+            results = decode_grouped_results(response.body, requests)
+        else:  # an envelope the hand codec left to betterproto2
+            assert isinstance(response, model_pb.GroupedPredictResponse)
+            results = [r.error if r.error is not None else r.response for r in response.results]
         if len(results) != len(requests):
             raise ProtocolError(
                 f"model endpoint {self.address} answered a grouped predict of "
@@ -107,17 +117,17 @@ class RemoteModel(RemoteEndpoint):
         telemetry = {**grouped.telemetry, "group.size": float(len(requests))}
         out: list[_GroupOutcome] = []
         for request, result in zip(requests, results, strict=True):
-            if result.error is not None:
-                out.append(self._model_error(result.error))
-            elif result.response is None:
-                out.append(ModelRpcError(self.address, "grouped predict result has no outcome"))
-            else:
+            if type(result) is model_pb.PredictResponse:
                 try:
-                    self._check_prediction(request, result.response)
+                    self._check_prediction(request, result)
                 except ModelRouteMismatch as exc:
                     out.append(exc)
                     continue
-                out.append(Reply(result.response, telemetry))
+                out.append(Reply(result, telemetry))
+            elif result is None:
+                out.append(ModelRpcError(self.address, "grouped predict result has no outcome"))
+            else:
+                out.append(self._model_error(result))  # type: ignore[arg-type]
         return out
 
     def submit_predicts(
@@ -144,7 +154,9 @@ class RemoteModel(RemoteEndpoint):
             kind = "grouped_predict"
             request_id, payload = self._encode(session, kind, None, groups)
 
-        def landed(outcome: tuple[model_pb.JoinResponse, int] | BaseException) -> None:
+        def landed(
+            outcome: tuple[model_pb.JoinResponse | GroupedEnvelope, int] | BaseException,
+        ) -> None:
             results: list[Reply[model_pb.PredictResponse] | Exception]
             try:
                 if isinstance(outcome, SessionClosed):
@@ -200,18 +212,18 @@ class RemoteModel(RemoteEndpoint):
         with time_limit(timeout, lambda why: ModelRpcError(self.address, f"close {why}")):
             await self._call("close", None, envelope)
 
-    async def _ensure_session(self) -> JoinSession[model_pb.JoinResponse]:
+    async def _ensure_session(self) -> JoinSession[model_pb.JoinResponse | GroupedEnvelope]:
         try:
             conn = await self._conn.connect()
         except ConnectError as exc:
             raise ModelRpcError(self.address, f"transport error: {exc.detail}") from exc
         if self._session is None:  # another route may have opened it meanwhile
-            self._session = self._open_session(conn, decode_model_response)
+            self._session = self._open_session(conn, decode_model_reply)
         return self._session
 
     def _encode(
         self,
-        session: JoinSession[model_pb.JoinResponse],
+        session: JoinSession[model_pb.JoinResponse | GroupedEnvelope],
         kind: str,
         context: model_pb.AdapterContext | None,
         envelope: _Envelope,
@@ -251,8 +263,18 @@ class RemoteModel(RemoteEndpoint):
         return self._reply(kind, response, len(payload), size)
 
     def _reply(
-        self, kind: str, response: model_pb.JoinResponse, request_bytes: int, response_bytes: int
+        self,
+        kind: str,
+        response: model_pb.JoinResponse | GroupedEnvelope,
+        request_bytes: int,
+        response_bytes: int,
     ) -> Reply[Any]:
+        if type(response) is GroupedEnvelope:
+            if kind == "grouped_predict":  # its results are decoded against the requests
+                telemetry = reply_telemetry(response, request_bytes, response_bytes, model=True)
+                return Reply(response, telemetry)
+            response = decode_model_response(response.data)
+        assert isinstance(response, model_pb.JoinResponse)
         if response.error is not None:
             raise self._model_error(response.error)
         reply = getattr(response, kind)

@@ -9,7 +9,7 @@ the known fields only: unknown fields carried in from one peer never reach anoth
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Hashable
+from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
 from .._wire import env_pb, model_pb, spaces_pb
@@ -17,7 +17,11 @@ from . import _pb, _skim
 from ._pb import Fallback, key, number, put_len, put_space_value, put_text, put_varint
 
 __all__ = [
+    "GroupOutcome",
+    "GroupedEnvelope",
     "decode_env_response",
+    "decode_grouped_results",
+    "decode_model_reply",
     "decode_model_response",
     "encode_env_step",
     "encode_model_grouped_predict",
@@ -96,12 +100,17 @@ def _route_bytes(route: tuple[str, str]) -> bytes:
     return bytes(out)
 
 
-def put_context(out: bytearray, tag: bytes, context: model_pb.AdapterContext) -> None:
-    """Append an ``AdapterContext`` field (the model server's replies carry one too)."""
+def _context_fields(context: model_pb.AdapterContext) -> bytearray:
+    """An ``AdapterContext``'s encoded fields (the body of its field)."""
     route = (context.session_id, context.env_id)
     context_fields = bytearray(_cached(_route_prefix, route, _route_bytes))
     put_text(context_fields, _K_CTX_REQUEST, context.request_id)
-    put_len(out, tag, context_fields)
+    return context_fields
+
+
+def put_context(out: bytearray, tag: bytes, context: model_pb.AdapterContext) -> None:
+    """Append an ``AdapterContext`` field (the model server's replies carry one too)."""
+    put_len(out, tag, _context_fields(context))
 
 
 def _info_bytes(episode: tuple[str, int | None]) -> bytes:
@@ -238,7 +247,11 @@ _F_PREDICT_CONTEXT = number(model_pb.PredictResponse, "context")
 _F_PREDICT_ACTIONS = number(model_pb.PredictResponse, "actions")
 
 
-def _decode_predict(data: bytes) -> model_pb.PredictResponse:
+def _decode_predict(
+    data: bytes, sent: model_pb.AdapterContext | None = None
+) -> model_pb.PredictResponse:
+    # An echoed context that encodes exactly as ``sent`` did is ``sent`` itself: no new
+    # object, and the caller's check of the echo is an identity test.
     context = None
     actions = []
     pos, end = 0, len(data)
@@ -257,7 +270,11 @@ def _decode_predict(data: bytes) -> model_pb.PredictResponse:
         if field == _F_PREDICT_ACTIONS:
             actions.append(_pb.decode_space_value(data[pos:stop]))
         elif field == _F_PREDICT_CONTEXT and context is None:
-            context = _pb.decode_context(data[pos:stop])
+            raw = data[pos:stop]
+            if sent is not None and raw == _context_fields(sent):
+                context = sent
+            else:
+                context = _pb.decode_context(raw)
         else:
             raise Fallback
         pos = stop
@@ -361,6 +378,82 @@ def _decode_envelope(
     if not arm_seen:
         raise Fallback
     return kwargs
+
+
+class GroupedEnvelope:
+    """A model ``JoinResponse`` whose arm is a grouped predict, its results still encoded.
+
+    Made by :func:`decode_model_reply`; :func:`decode_grouped_results` decodes
+    ``body`` against the predicts that were sent, straight into their replies.
+    ``data`` is the whole message (for a caller that wants betterproto2's view).
+    """
+
+    __slots__ = ("body", "data", "request_id", *_MODEL_COUNTERS.values())
+    body: bytes
+    request_id: str
+    endpoint_total_ns: int | None
+
+    def __init__(self, data: bytes, fields: dict[str, Any]) -> None:
+        self.data = data
+        self.request_id = ""
+        self.endpoint_total_ns = None
+        for name in _MODEL_COUNTERS.values():
+            if name != "endpoint_total_ns":
+                setattr(self, name, 0)
+        for name, value in fields.items():
+            setattr(self, name, value)
+
+
+_GROUPED_BODY: _Arms = {
+    number(model_pb.JoinResponse, "grouped_predict") << 3 | _LEN: ("body", bytes),
+}
+
+
+def decode_model_reply(data: bytes) -> model_pb.JoinResponse | GroupedEnvelope:
+    """A model ``JoinResponse``, or a :class:`GroupedEnvelope` for a grouped predict's reply.
+
+    Raises:
+        Exception: whatever betterproto2 raises for bytes it cannot parse.
+    """
+    try:
+        fields = _decode_envelope(data, _GROUPED_BODY, _MODEL_COUNTERS, _F_MODEL_RID)
+    except _pb.DECODE_ERRORS:
+        return decode_model_response(data)
+    fast_path_counts["decode"] += 1
+    return GroupedEnvelope(data, fields)
+
+
+#: One group's outcome in a grouped reply (``None``: the result had neither arm).
+GroupOutcome = model_pb.PredictResponse | model_pb.ModelError | None
+
+
+def decode_grouped_results(
+    body: bytes, sent: Sequence[model_pb.PredictRequest]
+) -> list[GroupOutcome]:
+    """A grouped reply's results, each a ``PredictResponse`` or a ``ModelError``.
+
+    A result whose context encodes as its request's did carries that request's
+    own context object. Raises: whatever betterproto2 raises for bytes it cannot parse.
+    """
+    try:
+        out: list[GroupOutcome] = []
+        for index, (field, _wire, value) in enumerate(_pb.fields(body)):
+            outcome = _pb.fields(_pb.blob(value))
+            if field != _F_RESULTS or len(outcome) != 1:
+                raise Fallback  # empty, or both arms: leave the oneof rules to betterproto2
+            arm, _arm_wire, inner = outcome[0]
+            if arm == _F_RESULT_RESPONSE:
+                context = sent[index].context if index < len(sent) else None
+                out.append(_decode_predict(_pb.blob(inner), context))
+            elif arm == _F_RESULT_ERROR:
+                out.append(_skim.parse(model_pb.ModelError, _pb.blob(inner)))
+            else:
+                raise Fallback
+        return out
+    except _pb.DECODE_ERRORS:
+        fast_path_counts["fallback"] += 1
+    results = _skim.parse(model_pb.GroupedPredictResponse, body).results
+    return [r.error if r.error is not None else r.response for r in results]
 
 
 _Response = TypeVar("_Response", env_pb.JoinResponse, model_pb.JoinResponse)
