@@ -27,6 +27,7 @@ from .._wire import env_pb, spaces_pb
 from ..spaces._codec import compile_spec
 from ..spaces._fixed import BoxLeaf
 from ..spaces._node import Node
+from ..wire._step_parts import StepParts
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._episodes import EpisodeBook
@@ -186,6 +187,19 @@ class OneLanePlan:
         Raises:
             EnvFailure: INTERNAL for an observation off its space or an info with no wire form.
         """
+        leaves, infos = self.encode_parts(obs, info, warned, call)
+        observation = spaces_pb.SpaceValue(leaves=leaves)
+        return observation, infos if infos is not None else spaces_pb.MetaMap()
+
+    def encode_parts(
+        self, obs: Any, info: Any, warned: list[Any], call: Call
+    ) -> tuple[list[bytes], spaces_pb.MetaMap | None]:
+        """:meth:`encode` as the observation's leaves and the infos, None for empty
+        infos (the usual step: no message built).
+
+        Raises:
+            EnvFailure: INTERNAL for an observation off its space or an info with no wire form.
+        """
         started = time.perf_counter_ns()
         try:
             box = self._box
@@ -196,17 +210,19 @@ class OneLanePlan:
                 and obs.shape == box.shape
             ):
                 # What the general encoder produces for this value, without stacking a copy.
-                observation = spaces_pb.SpaceValue(leaves=[obs.tobytes()])
+                leaves = [obs.tobytes()]
             else:
-                observation = encode_observations("step", self._observation_spec, [obs])
+                leaves = encode_observations("step", self._observation_spec, [obs]).leaves
             if self._observation_warns and not self._in_bounds(obs):
                 warned = warned + self._conformance.check(
                     0, "observation", self._observation_space, obs
                 )
-            infos = info_map("step", with_warnings(info, warned))
+            merged = with_warnings(info, warned)
+            empty = merged is None or (type(merged) is dict and not merged)
+            infos = None if empty else info_map("step", merged)
         finally:
             call.encode_ns += time.perf_counter_ns() - started
-        return observation, infos
+        return leaves, infos
 
     def _in_bounds(self, obs: Any) -> bool:
         """True when ``obs`` surely has no conformance issue (False: let the full check say)."""
@@ -250,3 +266,25 @@ class OneLanePlan:
             completed_episodes=completed,
             env_indices=[0] if subset else [],
         )
+
+    @staticmethod
+    def answer_parts(
+        book: EpisodeBook,
+        step: tuple[Any, float, bool, bool, Any],
+        leaves: list[bytes],
+        infos: spaces_pb.MetaMap | None,
+        subset: bool,
+    ) -> StepParts:
+        """:meth:`answer` as parts (``infos`` None: empty), for the served step.
+
+        Raises:
+            Nothing of its own (the episode book only counts and records).
+        """
+        _, reward, terminated, truncated, _ = step
+        completed = book.drain_interrupted()
+        record = book.step(0, reward, terminated=terminated, truncated=truncated)
+        if record is not None:
+            # The final infos as :meth:`answer` records them (an empty map when empty).
+            record.final_info = infos if infos is not None else spaces_pb.MetaMap()
+            completed.append(record)
+        return StepParts(leaves, reward, terminated, truncated, infos, completed, subset)

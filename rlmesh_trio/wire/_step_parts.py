@@ -1,0 +1,133 @@
+"""A one-lane env step's reply written from its parts, with no ``StepResponse`` built.
+
+The env host answers the served one-env step with a :class:`StepParts` (the
+observation's leaves, reward, done flags, infos, completed episodes) and
+:func:`encode_step_parts` writes the ``JoinResponse`` bytes betterproto2 would
+write for the response built from them (``tests/wire/test_step_parts.py``).
+"""
+
+from __future__ import annotations
+
+import struct
+
+from .._wire import env_pb, spaces_pb
+from ._pb import ENV_COUNTERS, VARINT, key, put_len, put_varint
+
+__all__ = ["StepParts", "encode_step_parts", "step_response"]
+
+
+class StepParts:
+    """One lane's step answer in parts: what ``StepResponse`` would hold, unbuilt.
+
+    ``infos`` is None for empty infos (the usual step: no ``MetaMap`` built);
+    ``subset`` says the request named lane 0 (``env_indices=[0]`` in the reply).
+    """
+
+    __slots__ = ("completed", "infos", "leaves", "reward", "subset", "terminated", "truncated")
+
+    def __init__(
+        self,
+        leaves: list[bytes],
+        reward: float,
+        terminated: bool,
+        truncated: bool,
+        infos: spaces_pb.MetaMap | None,
+        completed: list[env_pb.EpisodeMetadata],
+        subset: bool,
+    ) -> None:
+        self.leaves = leaves
+        self.reward = reward
+        self.terminated = terminated
+        self.truncated = truncated
+        self.infos = infos
+        self.completed = completed
+        self.subset = subset
+
+
+def step_response(parts: StepParts) -> env_pb.StepResponse:
+    """The ``StepResponse`` the parts stand for (for callers that need the message)."""
+    return env_pb.StepResponse(
+        observation=spaces_pb.SpaceValue(leaves=list(parts.leaves)),
+        rewards=[parts.reward],
+        terminated_mask=_DONE[parts.terminated],
+        truncated_mask=_DONE[parts.truncated],
+        infos=parts.infos if parts.infos is not None else spaces_pb.MetaMap(),
+        completed_episodes=list(parts.completed),
+        env_indices=[0] if parts.subset else [],
+    )
+
+
+def _step_key(name: str) -> bytes:
+    return key(env_pb.StepResponse, name)
+
+
+_DONE = (b"\x00", b"\x01")
+_K_OBSERVATION = _step_key("observation")
+_LEAF = key(spaces_pb.SpaceValue, "leaves")
+_REWARD = struct.Struct("<d")
+# The fixed run after the observation: reward key and size; each mask's key, size, value.
+_K_REWARD = _step_key("rewards") + bytes((_REWARD.size,))
+_MASKS = {
+    (terminated, truncated): _step_key("terminated_mask")
+    + b"\x01"
+    + _DONE[terminated]
+    + _step_key("truncated_mask")
+    + b"\x01"
+    + _DONE[truncated]
+    for terminated in (False, True)
+    for truncated in (False, True)
+}
+_K_INFOS = _step_key("infos")
+_EMPTY_INFOS = _K_INFOS + b"\x00"
+_K_COMPLETED = _step_key("completed_episodes")
+_LANE_ZERO = _step_key("env_indices") + b"\x01\x00"  # packed [0]
+_K_STEP = key(env_pb.JoinResponse, "step")
+_K_REQUEST_ID = key(env_pb.JoinResponse, "request_id")
+_K_TOTAL_NS = key(env_pb.JoinResponse, "endpoint_total_ns", VARINT)
+_K_COUNTERS = tuple(key(env_pb.JoinResponse, name, VARINT) for name in ENV_COUNTERS)
+
+
+def _observation(out: bytearray, leaves: list[bytes]) -> None:
+    if len(leaves) == 1 and len(leaves[0]) < 0x7E:
+        # The usual observation: one leaf, both sizes one byte.
+        leaf = leaves[0]
+        out += _K_OBSERVATION
+        out += bytes((len(leaf) + 2, _LEAF[0], len(leaf)))
+        out += leaf
+        return
+    value = bytearray()
+    for leaf in leaves:
+        put_len(value, _LEAF, leaf)
+    put_len(out, _K_OBSERVATION, value)
+
+
+def encode_step_parts(
+    parts: StepParts, request_id: str, endpoint_total_ns: int, counters: tuple[int, ...]
+) -> bytes:
+    """``bytes(JoinResponse(step=step_response(parts), request_id=..., endpoint_total_ns=...,
+    <ENV_COUNTERS>=counters))``, written from the parts."""
+    body = bytearray()
+    _observation(body, parts.leaves)
+    body += _K_REWARD
+    body += _REWARD.pack(parts.reward)
+    body += _MASKS[parts.terminated, parts.truncated]
+    infos = parts.infos
+    if infos is None or not infos.entries:
+        body += _EMPTY_INFOS
+    else:
+        put_len(body, _K_INFOS, bytes(infos))
+    for episode in parts.completed:  # rare and structured: betterproto2
+        put_len(body, _K_COMPLETED, bytes(episode))
+    if parts.subset:
+        body += _LANE_ZERO
+    out = bytearray()
+    put_len(out, _K_STEP, body)
+    if request_id:
+        put_len(out, _K_REQUEST_ID, request_id.encode())
+    out += _K_TOTAL_NS
+    put_varint(out, endpoint_total_ns)
+    for tag, value in zip(_K_COUNTERS, counters, strict=True):
+        if value:
+            out += tag
+            put_varint(out, value)
+    return bytes(out)
