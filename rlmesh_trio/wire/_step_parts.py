@@ -11,7 +11,7 @@ from __future__ import annotations
 import struct
 
 from .._wire import env_pb, spaces_pb
-from ._pb import ENV_COUNTERS, VARINT, key, put_len, put_varint
+from ._pb import ENV_COUNTERS, VARINT, key, put_len
 
 __all__ = ["StepParts", "encode_step_parts", "step_response"]
 
@@ -83,22 +83,11 @@ _K_COMPLETED = _step_key("completed_episodes")
 _LANE_ZERO = _step_key("env_indices") + b"\x01\x00"  # packed [0]
 _K_STEP = key(env_pb.JoinResponse, "step")
 _K_REQUEST_ID = key(env_pb.JoinResponse, "request_id")
-_K_TOTAL_NS = key(env_pb.JoinResponse, "endpoint_total_ns", VARINT)
-_K_COUNTERS = tuple(key(env_pb.JoinResponse, name, VARINT) for name in ENV_COUNTERS)
-
-
-def _observation(out: bytearray, leaves: list[bytes]) -> None:
-    if len(leaves) == 1 and len(leaves[0]) < 0x7E:
-        # The usual observation: one leaf, both sizes one byte.
-        leaf = leaves[0]
-        out += _K_OBSERVATION
-        out += bytes((len(leaf) + 2, _LEAF[0], len(leaf)))
-        out += leaf
-        return
-    value = bytearray()
-    for leaf in leaves:
-        put_len(value, _LEAF, leaf)
-    put_len(out, _K_OBSERVATION, value)
+#: The varint fields after the step, in order: endpoint_total_ns, then ENV_COUNTERS.
+_K_TAIL = tuple(
+    key(env_pb.JoinResponse, name, VARINT) for name in ("endpoint_total_ns", *ENV_COUNTERS)
+)
+_U64 = (1 << 64) - 1
 
 
 def encode_step_parts(
@@ -106,8 +95,19 @@ def encode_step_parts(
 ) -> bytes:
     """``bytes(JoinResponse(step=step_response(parts), request_id=..., endpoint_total_ns=...,
     <ENV_COUNTERS>=counters))``, written from the parts."""
-    body = bytearray()
-    _observation(body, parts.leaves)
+    leaves = parts.leaves
+    if len(leaves) == 1 and len(leaves[0]) < 0x7E:
+        # The usual observation: one leaf, both sizes one byte.
+        leaf = leaves[0]
+        body = bytearray(_K_OBSERVATION)
+        body += bytes((len(leaf) + 2, _LEAF[0], len(leaf)))
+        body += leaf
+    else:
+        value = bytearray()
+        for leaf in leaves:
+            put_len(value, _LEAF, leaf)
+        body = bytearray()
+        put_len(body, _K_OBSERVATION, value)
     body += _K_REWARD
     body += _REWARD.pack(parts.reward)
     body += _MASKS[parts.terminated, parts.truncated]
@@ -124,10 +124,15 @@ def encode_step_parts(
     put_len(out, _K_STEP, body)
     if request_id:
         put_len(out, _K_REQUEST_ID, request_id.encode())
-    out += _K_TOTAL_NS
-    put_varint(out, endpoint_total_ns)
-    for tag, value in zip(_K_COUNTERS, counters, strict=True):
-        if value:
-            out += tag
-            put_varint(out, value)
+    # endpoint_total_ns always (it is optional: set is written), each counter unless 0.
+    index = 0
+    for value in (endpoint_total_ns, *counters):
+        if value or not index:
+            out += _K_TAIL[index]
+            value &= _U64
+            while value >= 0x80:  # varints inline: five of them per reply
+                out.append((value & 0x7F) | 0x80)
+                value >>= 7
+            out.append(value)
+        index += 1
     return bytes(out)
