@@ -102,7 +102,9 @@ class OneLanePlan:
         "_action_spec",
         "_action_warns",
         "_box",
+        "_box_bounds",
         "_conformance",
+        "_flat",
         "_observation_bounds",
         "_observation_space",
         "_observation_spec",
@@ -142,6 +144,15 @@ class OneLanePlan:
             self._action_leaves = action_codec.n_leaves
         root = compile_spec(observation_spec).root
         self._box: BoxLeaf | None = root if isinstance(root, BoxLeaf) else None
+        # A value the Box fast path takes has the space's dtype and shape: only its bounds
+        # are left to check (when the space has them listed).
+        self._box_bounds = (
+            self._box is not None
+            and self._observation_bounds is not None
+            and self._box.wire == observation_space.dtype
+            and self._box.shape == observation_space.shape
+        )
+        self._flat = len(observation_space.shape or ()) == 1
 
     def decode_action(self, body: env_pb.StepRequest, call: Call) -> tuple[Any, list[Any]]:
         """The lane's action and its conformance warnings.
@@ -211,9 +222,13 @@ class OneLanePlan:
             ):
                 # What the general encoder produces for this value, without stacking a copy.
                 leaves = [obs.tobytes()]
+                boxed = self._box_bounds
             else:
                 leaves = encode_observations("step", self._observation_spec, [obs]).leaves
-            if self._observation_warns and not self._in_bounds(obs):
+                boxed = False
+            if self._observation_warns and not (
+                self._bounds_hold(obs) if boxed else self._in_bounds(obs)
+            ):
                 warned = warned + self._conformance.check(
                     0, "observation", self._observation_space, obs
                 )
@@ -232,7 +247,14 @@ class OneLanePlan:
             return False
         if obs.shape != space.shape or obs.dtype != space.dtype:
             return False
-        values = obs.ravel().tolist()
+        return self._bounds_hold(obs)
+
+    def _bounds_hold(self, obs: np.ndarray) -> bool:
+        """Whether an array of the observation space's dtype and shape is inside its
+        finite bounds (listed: :attr:`_observation_bounds` is set)."""
+        bounds = self._observation_bounds
+        assert bounds is not None
+        values = obs.tolist() if self._flat else obs.ravel().tolist()
         for index, low, high in bounds:
             value = values[index]
             if value > high or value < low:

@@ -103,11 +103,11 @@ def encode_step_parts(
         body += bytes((len(leaf) + 2, _LEAF[0], len(leaf)))
         body += leaf
     else:
-        value = bytearray()
+        observation = bytearray()
         for leaf in leaves:
-            put_len(value, _LEAF, leaf)
+            put_len(observation, _LEAF, leaf)
         body = bytearray()
-        put_len(body, _K_OBSERVATION, value)
+        put_len(body, _K_OBSERVATION, observation)
     body += _K_REWARD
     body += _REWARD.pack(parts.reward)
     body += _MASKS[parts.terminated, parts.truncated]
