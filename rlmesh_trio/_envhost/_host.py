@@ -30,6 +30,7 @@ import betterproto2
 
 from .._errors import format_duration
 from .._wire import WORKFLOW_EDITION, core_pb, env_pb
+from ..wire._step_parts import StepParts
 from ._episodes import EpisodeBook
 from ._schedule import Scheduler, Ticket
 
@@ -138,6 +139,7 @@ class Call:
         "end_stream",
         "error",
         "kind",
+        "parts",
         "queue_ns",
         "timeout_ms",
         "user_ns",
@@ -158,6 +160,8 @@ class Call:
         self.error: env_pb.EnvError | None = None
         #: Whether the Join stream ends after this answer (Close, non-recoverable errors).
         self.end_stream = False
+        #: Whether a one-lane step may answer with a ``wire.StepParts`` (see ``call_now``).
+        self.parts = False
 
     @property
     def op(self) -> str:
@@ -309,23 +313,28 @@ class EnvHost(abc.ABC):
 
     # -- dispatch ------------------------------------------------------------------------
 
-    def call_now(self, kind: str, body: Any) -> Call | None:
+    def call_now(self, kind: str, body: Any, *, parts: bool = False) -> Call | None:
         """Execute one request (``kind`` names its Join arm) at once, without a ticket,
         if no admitted request is pending; else None (then admit it instead).
 
         For a caller that runs requests on the thread that admits them (an
         in-process endpoint running inline): nothing can start meanwhile. The
         answer is the bare :class:`Call`: such a caller needs the response arm
-        only, and an envelope per step costs more than the bookkeeping.
+        only, and an envelope per step costs more than the bookkeeping. With ``parts``
+        a one-lane step may answer with a :class:`~rlmesh_trio.wire._step_parts.StepParts`
+        instead of a ``StepResponse`` (for a caller that writes the reply bytes itself).
         """
         if not self._sched.idle():
             return None
-        return self._answer(kind, body, time.monotonic_ns())
+        return self._answer(kind, body, time.monotonic_ns(), parts=parts)
 
-    def _answer(self, kind: str, arm: Any, admitted_ns: int, queue_ns: int = 0) -> Call:
+    def _answer(
+        self, kind: str, arm: Any, admitted_ns: int, queue_ns: int = 0, *, parts: bool = False
+    ) -> Call:
         """Run one operation; its answer (or ``EnvError``) and timings are on the returned call."""
         body: Any = arm
         call = Call(kind, getattr(body, "timeout_ms", 0), admitted_ns, queue_ns)
+        call.parts = parts
         try:
             if kind == "step":
                 call.answer = self._step(body, call)
@@ -376,7 +385,7 @@ class EnvHost(abc.ABC):
     def _reset(self, body: env_pb.ResetRequest, call: Call) -> env_pb.ResetResponse: ...
 
     @abc.abstractmethod
-    def _step(self, body: env_pb.StepRequest, call: Call) -> env_pb.StepResponse: ...
+    def _step(self, body: env_pb.StepRequest, call: Call) -> env_pb.StepResponse | StepParts: ...
 
     @abc.abstractmethod
     def _render(self, body: env_pb.RenderRequest, call: Call) -> env_pb.RenderResponse: ...

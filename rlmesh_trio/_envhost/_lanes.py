@@ -18,6 +18,7 @@ import gymnasium as gym
 from .. import spaces
 from .._errors import ProtocolError
 from .._wire import CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
+from ..wire._step_parts import StepParts
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
@@ -186,7 +187,7 @@ class LaneHost(EnvHost):
             self.book.start(lane, episode_id, seed)
         return env_pb.ResetResponse(observation=observation, infos=info_msg)
 
-    def _step(self, body: env_pb.StepRequest, call: Call) -> env_pb.StepResponse:
+    def _step(self, body: env_pb.StepRequest, call: Call) -> env_pb.StepResponse | StepParts:
         one = self._one
         if one is not None:
             indices = body.env_indices
@@ -239,10 +240,15 @@ class LaneHost(EnvHost):
 
     def _step_one(
         self, one: OneLanePlan, body: env_pb.StepRequest, call: Call, subset: bool
-    ) -> env_pb.StepResponse:
-        """:meth:`_step` of a one-env endpoint (lane 0): the same answer, planned checks."""
+    ) -> env_pb.StepResponse | StepParts:
+        """:meth:`_step` of a one-env endpoint (lane 0): the same answer, planned checks;
+        as :class:`StepParts` when the call asks for parts."""
         action, warned = one.decode_action(body, call)
         result = call.env("step", _step_lane, self._lanes[0], action)
+        if call.parts:
+            leaves, parts_infos = one.encode_parts(result[0], result[4], warned, call)
+            call.check_deadline()
+            return one.answer_parts(self.book, result, leaves, parts_infos, subset)
         observation, infos = one.encode(result[0], result[4], warned, call)
         call.check_deadline()
         return one.answer(self.book, result, observation, infos, subset)

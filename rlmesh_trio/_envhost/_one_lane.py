@@ -27,6 +27,7 @@ from .._wire import env_pb, spaces_pb
 from ..spaces._codec import compile_spec
 from ..spaces._fixed import BoxLeaf
 from ..spaces._node import Node
+from ..wire._step_parts import StepParts
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._episodes import EpisodeBook
@@ -101,7 +102,9 @@ class OneLanePlan:
         "_action_spec",
         "_action_warns",
         "_box",
+        "_box_bounds",
         "_conformance",
+        "_flat",
         "_observation_bounds",
         "_observation_space",
         "_observation_spec",
@@ -141,6 +144,15 @@ class OneLanePlan:
             self._action_leaves = action_codec.n_leaves
         root = compile_spec(observation_spec).root
         self._box: BoxLeaf | None = root if isinstance(root, BoxLeaf) else None
+        # A value the Box fast path takes has the space's dtype and shape: only its bounds
+        # are left to check (when the space has them listed).
+        self._box_bounds = (
+            self._box is not None
+            and self._observation_bounds is not None
+            and self._box.wire == observation_space.dtype
+            and self._box.shape == observation_space.shape
+        )
+        self._flat = len(observation_space.shape or ()) == 1
 
     def decode_action(self, body: env_pb.StepRequest, call: Call) -> tuple[Any, list[Any]]:
         """The lane's action and its conformance warnings.
@@ -186,6 +198,19 @@ class OneLanePlan:
         Raises:
             EnvFailure: INTERNAL for an observation off its space or an info with no wire form.
         """
+        leaves, infos = self.encode_parts(obs, info, warned, call)
+        observation = spaces_pb.SpaceValue(leaves=leaves)
+        return observation, infos if infos is not None else spaces_pb.MetaMap()
+
+    def encode_parts(
+        self, obs: Any, info: Any, warned: list[Any], call: Call
+    ) -> tuple[list[bytes], spaces_pb.MetaMap | None]:
+        """:meth:`encode` as the observation's leaves and the infos, None for empty
+        infos (the usual step: no message built).
+
+        Raises:
+            EnvFailure: INTERNAL for an observation off its space or an info with no wire form.
+        """
         started = time.perf_counter_ns()
         try:
             box = self._box
@@ -196,17 +221,23 @@ class OneLanePlan:
                 and obs.shape == box.shape
             ):
                 # What the general encoder produces for this value, without stacking a copy.
-                observation = spaces_pb.SpaceValue(leaves=[obs.tobytes()])
+                leaves = [obs.tobytes()]
+                boxed = self._box_bounds
             else:
-                observation = encode_observations("step", self._observation_spec, [obs])
-            if self._observation_warns and not self._in_bounds(obs):
+                leaves = encode_observations("step", self._observation_spec, [obs]).leaves
+                boxed = False
+            if self._observation_warns and not (
+                self._bounds_hold(obs) if boxed else self._in_bounds(obs)
+            ):
                 warned = warned + self._conformance.check(
                     0, "observation", self._observation_space, obs
                 )
-            infos = info_map("step", with_warnings(info, warned))
+            merged = with_warnings(info, warned)
+            empty = merged is None or (type(merged) is dict and not merged)
+            infos = None if empty else info_map("step", merged)
         finally:
             call.encode_ns += time.perf_counter_ns() - started
-        return observation, infos
+        return leaves, infos
 
     def _in_bounds(self, obs: Any) -> bool:
         """True when ``obs`` surely has no conformance issue (False: let the full check say)."""
@@ -216,7 +247,14 @@ class OneLanePlan:
             return False
         if obs.shape != space.shape or obs.dtype != space.dtype:
             return False
-        values = obs.ravel().tolist()
+        return self._bounds_hold(obs)
+
+    def _bounds_hold(self, obs: np.ndarray) -> bool:
+        """Whether an array of the observation space's dtype and shape is inside its
+        finite bounds (listed: :attr:`_observation_bounds` is set)."""
+        bounds = self._observation_bounds
+        assert bounds is not None
+        values = obs.tolist() if self._flat else obs.ravel().tolist()
         for index, low, high in bounds:
             value = values[index]
             if value > high or value < low:
@@ -250,3 +288,25 @@ class OneLanePlan:
             completed_episodes=completed,
             env_indices=[0] if subset else [],
         )
+
+    @staticmethod
+    def answer_parts(
+        book: EpisodeBook,
+        step: tuple[Any, float, bool, bool, Any],
+        leaves: list[bytes],
+        infos: spaces_pb.MetaMap | None,
+        subset: bool,
+    ) -> StepParts:
+        """:meth:`answer` as parts (``infos`` None: empty), for the served step.
+
+        Raises:
+            Nothing of its own (the episode book only counts and records).
+        """
+        _, reward, terminated, truncated, _ = step
+        completed = book.drain_interrupted()
+        record = book.step(0, reward, terminated=terminated, truncated=truncated)
+        if record is not None:
+            # The final infos as :meth:`answer` records them (an empty map when empty).
+            record.final_info = infos if infos is not None else spaces_pb.MetaMap()
+            completed.append(record)
+        return StepParts(leaves, reward, terminated, truncated, infos, completed, subset)

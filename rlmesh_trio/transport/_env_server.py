@@ -23,6 +23,7 @@ from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
 from .._signals import SERVER_SIGNALS, on_first_signal
 from .._wire import core_pb, env_pb
 from ..wire._env_codec import decode_join_arm, decode_step_arm, encode_step_reply
+from ..wire._step_parts import StepParts, encode_step_parts
 from ._handshake import ENV_COMPONENT
 from ._server_base import ServerBase
 from ._server_call import CallLost, ServerCall
@@ -400,7 +401,7 @@ class JoinSession:
         host = self._host
         # Admitted and run on this thread with nothing else admitted: no ticket to queue
         # (the scheduler's locks are for worker threads).
-        done = host.call_now(kind, body)
+        done = host.call_now(kind, body, parts=True)
         if done is not None:
             self._answer_call(request_id, done, received)
         else:
@@ -470,13 +471,16 @@ class JoinSession:
         total = time.perf_counter_ns() - received
         # ENV_COUNTERS order; lane_skew_ns is a lane endpoint's, never set here.
         counters = (done.decode_ns, done.user_ns, done.encode_ns, 0, done.queue_ns)
-        if kind == "step" and isinstance(body, env_pb.StepResponse):  # a one-env step
-            return self._queue(
-                lambda: CODEC.checked(encode_step_reply(body, request_id, total, counters))
-            )
-        return self._queue(
-            lambda: CODEC.checked(wire.encode_env_reply(kind, body, request_id, total, counters))
-        )
+        envelope = (request_id, total, counters)
+        encode: Callable[..., bytes] = wire.encode_env_reply
+        if type(body) is StepParts:  # a one-lane step, answered in parts
+            encode = encode_step_parts
+        elif kind == "step" and isinstance(body, env_pb.StepResponse):  # a one-env step
+            encode = encode_step_reply
+        else:
+            return self._queue(lambda: CODEC.checked(encode(kind, body, *envelope)))
+        answer: Any = body  # the step's, whichever encoder (a lambda forgets the narrowing)
+        return self._queue(lambda: CODEC.checked(encode(answer, *envelope)))
 
     def _queue(self, encode: Callable[[], bytes]) -> bool:
         """Queue the reply ``encode()`` gives; ``False`` when it could not be (the
