@@ -24,6 +24,7 @@ from ._pb import (
     decode_space_value,
     fields,
     integer,
+    join_arm,
     key,
     number,
     packed_varints,
@@ -125,24 +126,13 @@ def decode_step_arm(data: bytes) -> tuple[str, env_pb.StepRequest] | None:
 
 
 def _step_arm(data: bytes) -> tuple[str, env_pb.StepRequest] | None:
-    request_id: str | None = None
-    body: tuple[int, int] | None = None
-    pos, end = 0, len(data)
-    while pos < end:
-        tag = data[pos]
-        start, pos = span(data, pos + 1, end)
-        if tag == _T_STEP and body is None:
-            body = (start, pos)
-        elif tag == _T_REQUEST_ID and request_id is None:
-            request_id = data[start:pos].decode()
-        else:
-            return None
-    if body is None:
+    arm = join_arm(data, _T_STEP, _T_REQUEST_ID)
+    if arm is None:
         return None
+    request_id, pos, end = arm
     indices: list[int] = []
     episode_ids: list[str] = []
     out: dict[str, Any] = {"env_indices": indices, "episode_ids": episode_ids}
-    pos, end = body
     while pos < end:
         tag = data[pos]
         if tag == _T_TIMEOUT and "timeout_ms" not in out:

@@ -21,6 +21,7 @@ from ._pb import (
     MODEL_COUNTERS,
     VARINT,
     decode_space_value,
+    join_arm,
     key,
     number,
     put_len,
@@ -84,23 +85,12 @@ def read_predict(data: bytes) -> PredictParts | None:
 def _read(data: bytes) -> PredictParts | None:
     """:func:`read_predict`, walking the bytes in place (one-byte keys only: the fields
     read here all have them; any other key is some other request)."""
-    request_id: str | None = None
-    body: tuple[int, int] | None = None
-    pos, end = 0, len(data)
-    while pos < end:
-        tag = data[pos]
-        start, pos = span(data, pos + 1, end)
-        if tag == _T_PREDICT and body is None:
-            body = (start, pos)
-        elif tag == _T_REQUEST_ID and request_id is None:
-            request_id = data[start:pos].decode()
-        else:
-            return None
-    if body is None:
+    arm = join_arm(data, _T_PREDICT, _T_REQUEST_ID)
+    if arm is None:
         return None
+    request_id, pos, end = arm
     context = observation = None
     episodes = 0
-    pos, end = body
     while pos < end:
         tag = data[pos]
         start, pos = span(data, pos + 1, end)

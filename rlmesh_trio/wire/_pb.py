@@ -165,6 +165,30 @@ def span(data: bytes, pos: int, end: int) -> tuple[int, int]:
     return pos, stop
 
 
+def join_arm(data: bytes, arm_tag: int, id_tag: int) -> tuple[str | None, int, int] | None:
+    """A ``JoinRequest`` of a request id and one arm, as ``(request_id, start, stop)``
+    of the arm's bytes; ``None`` when anything else is in it (one-byte keys only).
+
+    Raises:
+        Fallback, IndexError, UnicodeDecodeError: malformed bytes.
+    """
+    request_id: str | None = None
+    body: tuple[int, int] | None = None
+    pos, end = 0, len(data)
+    while pos < end:
+        tag = data[pos]
+        start, pos = span(data, pos + 1, end)
+        if tag == arm_tag and body is None:
+            body = (start, pos)
+        elif tag == id_tag and request_id is None:
+            request_id = data[start:pos].decode()
+        else:
+            return None
+    if body is None:
+        return None
+    return request_id, body[0], body[1]
+
+
 def packed_varints(data: bytes) -> list[int]:
     """The values of a packed repeated varint field."""
     out = []
