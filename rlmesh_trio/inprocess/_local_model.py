@@ -53,8 +53,9 @@ class LocalModel:
     the deadline at their next await.
 
     Cost: in-process CartPole routes (env and policy in process) spend about
-    50 us of client CPU per step with inline calls against about 260 us with
-    both in threads (a loaded 2-core machine; ``benchmarks/local_placement.py``).
+    110 us of client CPU per step with inline calls against about 440 us with
+    both in threads (a 2-core machine where a bare CartPole step costs about
+    20 us; ``benchmarks/local_placement.py``).
     A one-row predict costs about 4.5 us here, 2.5 us of it in the host's
     planned one-row path (``benchmarks/model_predict.py``).
 
