@@ -166,12 +166,9 @@ def span(data: bytes, pos: int, end: int) -> tuple[int, int]:
 
 
 def join_arm(data: bytes, arm_tag: int, id_tag: int) -> tuple[str | None, int, int] | None:
-    """A ``JoinRequest`` of a request id and one arm, as ``(request_id, start, stop)``
-    of the arm's bytes; ``None`` when anything else is in it (one-byte keys only).
-
-    Raises:
-        Fallback, IndexError, UnicodeDecodeError: malformed bytes.
-    """
+    """A ``JoinRequest`` of a request id and one arm as ``(request_id, start, stop)`` of the
+    arm; ``None`` if anything else is in it (one-byte keys only). Raises: Fallback,
+    IndexError, UnicodeDecodeError: malformed bytes."""
     request_id: str | None = None
     body: tuple[int, int] | None = None
     pos, end = 0, len(data)
