@@ -31,12 +31,12 @@ from ._pb import (
     put_len,
     put_packed,
     put_space_value,
-    put_varint,
     read_varint,
     signed64,
     span,
     text,
 )
+from ._tail import put_timing_tail
 
 __all__ = [
     "decode_join_arm",
@@ -270,10 +270,5 @@ def encode_step_reply(
     out += body
     if request_id:
         put_len(out, _K_REQUEST_ID, request_id.encode())
-    out += _K_TOTAL_NS
-    put_varint(out, endpoint_total_ns)
-    for tag, value in zip(_K_COUNTERS, counters, strict=True):
-        if value:
-            out += tag
-            put_varint(out, value)
+    put_timing_tail(out, _K_TOTAL_NS, endpoint_total_ns, _K_COUNTERS, counters)
     return bytes(out)

@@ -31,6 +31,7 @@ from ._pb import (
     read_varint,
     span,
 )
+from ._tail import put_timing_tail
 
 __all__ = ["PredictParts", "encode_predict_reply", "read_predict"]
 
@@ -231,10 +232,5 @@ def _encode_long(
     out = bytearray()
     put_len(out, _K_PREDICT, body)
     put_text(out, _K_REQUEST_ID, parts.request_id)
-    out += _K_TOTAL_NS
-    put_varint(out, endpoint_total_ns)
-    for tag, value in zip(_K_PHASES, phases, strict=True):
-        if value:
-            out += tag
-            put_varint(out, value)
+    put_timing_tail(out, _K_TOTAL_NS, endpoint_total_ns, _K_PHASES, phases)
     return bytes(out)
