@@ -163,6 +163,12 @@ class Call:
         #: Whether a one-lane step may answer with a ``wire.StepParts`` (see ``call_now``).
         self.parts = False
 
+    def fail(self, failure: EnvFailure) -> None:
+        """Answer with ``failure``'s ``EnvError`` (and end the stream if it says so)."""
+        self.answer = None
+        self.error = failure.to_error()
+        self.end_stream = failure.end_stream
+
     @property
     def op(self) -> str:
         """The operation's name in messages (``env.step``); built only when a message needs it."""
@@ -352,10 +358,17 @@ class EnvHost(abc.ABC):
             else:
                 raise unsupported(UNKNOWN_KIND)
         except EnvFailure as failure:
-            call.answer = None
-            call.error = failure.to_error()
-            call.end_stream = failure.end_stream
+            call.fail(failure)
         return call
+
+    def step_now(self, action: list[bytes], timeout_ms: int) -> Call | None:
+        """Step a one-env endpoint at once with ``action`` (its frame's leaves): the
+        answer is a ``StepParts``, as a served step's with ``parts``; None (nothing
+        done) where the endpoint has no one-lane plan or an admitted request is pending.
+
+        For an in-process caller running its calls inline (see :meth:`call_now`).
+        """
+        return None
 
     def _configure(self, body: env_pb.ConfigureEnvRequest) -> env_pb.ConfigureEnvResponse:
         edition = body.selected_workflow_edition

@@ -9,6 +9,7 @@ runtime resets a finished lane itself (protocol notes §4.2, §4.5).
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
@@ -22,7 +23,7 @@ from ..wire._step_parts import StepParts
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
-from ._host import Call, EnvHost, invalid_action, unsupported
+from ._host import Call, EnvFailure, EnvHost, invalid_action, unsupported
 from ._legacy import normalize_reset, normalize_step, reset_env
 from ._one_lane import OneLanePlan
 from ._values import encode_observations, info_map, lanes_info_map, options_of, render_response
@@ -192,7 +193,7 @@ class LaneHost(EnvHost):
         if one is not None:
             indices = body.env_indices
             if not indices or (len(indices) == 1 and indices[0] == 0):
-                return self._step_one(one, body, call, bool(indices))
+                return self._step_one(one, body.action, call, bool(indices))
         subset = bool(body.env_indices)
         lanes = (
             self._subset("subset step", body.env_indices) if subset else list(range(self.num_envs))
@@ -238,12 +239,29 @@ class LaneHost(EnvHost):
         call.check_deadline()
         return self._answer_step(lanes, results, lane_infos, observation, info_msg, subset)
 
+    def step_now(self, action: list[bytes], timeout_ms: int) -> Call | None:
+        one = self._one
+        if one is None or not self._sched.idle():
+            return None
+        call = Call("step", timeout_ms, time.monotonic_ns())
+        call.parts = True
+        try:
+            call.answer = self._step_one(one, action, call, False)
+        except EnvFailure as failure:
+            call.fail(failure)
+        return call
+
     def _step_one(
-        self, one: OneLanePlan, body: env_pb.StepRequest, call: Call, subset: bool
+        self,
+        one: OneLanePlan,
+        value: spaces_pb.SpaceValue | list[bytes] | None,
+        call: Call,
+        subset: bool,
     ) -> env_pb.StepResponse | StepParts:
-        """:meth:`_step` of a one-env endpoint (lane 0): the same answer, planned checks;
-        as :class:`StepParts` when the call asks for parts."""
-        action, warned = one.decode_action(body, call)
+        """:meth:`_step` of a one-env endpoint (lane 0) for the action frame ``value``
+        (a message's, or its leaves): the same answer, planned checks; as
+        :class:`StepParts` when the call asks for parts."""
+        action, warned = one.decode_action(value, call)
         result = call.env("step", _step_lane, self._lanes[0], action)
         if call.parts:
             leaves, parts_infos = one.encode_parts(result[0], result[4], warned, call)

@@ -67,6 +67,13 @@ def may_warn(space: gym.Space[Any]) -> bool:
     return False
 
 
+def _leaves_of(value: spaces_pb.SpaceValue | list[bytes]) -> list[bytes] | None:
+    """A frame's leaves (given as a message or as its leaves); None for anything else."""
+    if isinstance(value, list):
+        return value
+    return value.leaves if type(value) is spaces_pb.SpaceValue else None
+
+
 #: A Box observation of at most this many elements is bounds-checked in plain Python
 #: (a handful of float compares beat four numpy calls on tiny arrays).
 SMALL_BOX = 64
@@ -154,27 +161,27 @@ class OneLanePlan:
         )
         self._flat = len(observation_space.shape or ()) == 1
 
-    def decode_action(self, body: env_pb.StepRequest, call: Call) -> tuple[Any, list[Any]]:
-        """The lane's action and its conformance warnings.
+    def decode_action(
+        self, value: spaces_pb.SpaceValue | list[bytes] | None, call: Call
+    ) -> tuple[Any, list[Any]]:
+        """The lane's action (a step request's frame, or that frame's leaves) and its
+        conformance warnings.
 
         Raises:
             EnvFailure: INVALID_ACTION for a missing, malformed or NaN action.
         """
-        value = body.action
         if value is None:
             raise invalid_action("expected 1 actions, got 0")
         started = time.perf_counter_ns()
         try:
             try:
                 root = self._action_root
-                if (
-                    root is not None
-                    and type(value) is spaces_pb.SpaceValue
-                    and len(leaves := value.leaves) == self._action_leaves
-                ):
+                leaves = _leaves_of(value)
+                if root is not None and leaves is not None and len(leaves) == self._action_leaves:
                     action = root.decode_lanes(leaves, 1, True)[0]
                 else:  # the general decoder says what is wrong
-                    action = spaces.decode_batch(self._action_spec, value, 1)[0]
+                    frame = spaces_pb.SpaceValue(leaves=value) if isinstance(value, list) else value
+                    action = spaces.decode_batch(self._action_spec, frame, 1)[0]
             except ProtocolError as exc:
                 raise invalid_action(action_error_text(exc)) from exc
             if self._action_nan:

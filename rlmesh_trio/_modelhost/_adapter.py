@@ -13,9 +13,9 @@ from .._wire import core_pb, spaces_pb
 from ._faults import ModelFault
 from ._one_row import RowPlan
 from ._phases import ENCODE_ERRORS, encode_fault
-from ._policy import Policy
+from ._policy import Policy, PolicyFn
 
-__all__ = ["Adapter", "RowAnswer", "answer_row", "observation_space"]
+__all__ = ["Adapter", "RowAnswer", "answer_row", "observation_space", "sync_row"]
 
 #: What :func:`answer_row` gives: the action frame (or the request's fault) and the
 #: three phase times in nanoseconds (decode, policy call, encode).
@@ -53,6 +53,18 @@ def observation_space(adapter: Adapter) -> spaces_pb.SpaceSpec:
             "internal error: model error: env EnvSpec has no observation_space"
         )
     return adapter.observation_space
+
+
+def sync_row(adapter: Adapter | None) -> tuple[RowPlan, PolicyFn] | None:
+    """The one-row plan and the synchronous ``predict`` of an adapter whose plain one-row
+    predicts can be answered right away (one action per predict: horizon 1), else None."""
+    if adapter is None or adapter.execution_horizon > 1:
+        return None
+    plan = adapter.row_plan
+    predict = adapter.policy.predict
+    if plan is None or predict is None or predict.is_async:
+        return None
+    return plan, predict
 
 
 def answer_row(adapter: Adapter, observation: spaces_pb.SpaceValue) -> RowAnswer | None:

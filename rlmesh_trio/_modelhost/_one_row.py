@@ -37,7 +37,7 @@ from ._invoke import PlacedInvoker
 from ._phases import ENCODE_ERRORS, Invoke, PhaseTimes, decode_fault, encode_fault
 from ._policy import PolicyFn
 
-__all__ = ["RowPlan", "plan_rows", "predict_row"]
+__all__ = ["RowPlan", "decode_row", "encode_row", "plan_rows", "predict_row"]
 
 
 class RowPlan:
@@ -94,10 +94,18 @@ class RowPlan:
         Raises:
             ProtocolError: the observation does not fit the spec (the general message).
         """
-        if (
-            isinstance(observation, spaces_pb.SpaceValue)
-            and len(leaves := observation.leaves) == self._observation_leaves
-        ):
+        if isinstance(observation, spaces_pb.SpaceValue):
+            return self.decode_leaves(observation.leaves)
+        # Off the planned path: the general decoder says exactly what is wrong.
+        return decode_batch(self._obs_spec, observation, 1)[0]
+
+    def decode_leaves(self, leaves: list[bytes]) -> Any:
+        """:meth:`decode` of a frame given as its leaves (an in-process env's, unwrapped).
+
+        Raises:
+            ProtocolError: the leaves do not fit the spec (the general message).
+        """
+        if len(leaves) == self._observation_leaves:
             if self._box_stride < 0:
                 return self._observation_root.decode_lanes(leaves, 1, True)[0]
             raw = leaves[0]
@@ -107,7 +115,7 @@ class RowPlan:
                 shape = self._box_shape
                 return flat if shape is None else flat.reshape(shape)
         # Off the planned path: the general decoder says exactly what is wrong.
-        return decode_batch(self._obs_spec, observation, 1)[0]
+        return decode_batch(self._obs_spec, spaces_pb.SpaceValue(leaves=list(leaves)), 1)[0]
 
     def encode(self, action: Any) -> spaces_pb.SpaceValue:
         """One action as a one-row frame, as ``spaces.encode_batch(spec, [action])``.
@@ -116,10 +124,18 @@ class RowPlan:
             ProtocolError, TypeError, ValueError, OverflowError: the action does not fit
             the action space (what the general encoder raises).
         """
+        return spaces_pb.SpaceValue(leaves=self.encode_leaves(action))
+
+    def encode_leaves(self, action: Any) -> list[bytes]:
+        """:meth:`encode`'s frame as its leaves (for an in-process env, unwrapped).
+
+        Raises:
+            ProtocolError, TypeError, ValueError, OverflowError: as :meth:`encode`.
+        """
         pack = self._pack_action
         if pack is not None:
             try:
-                return spaces_pb.SpaceValue(leaves=[pack(action)])
+                return [pack(action)]
             except (struct.error, TypeError):
                 pass  # floats, out-of-range values, arrays: the leaf's checked path says why
         box = self._action_box
@@ -127,10 +143,10 @@ class RowPlan:
             dtype, shape = box
             if action.dtype == dtype and action.shape == shape:
                 # What the leaf does with one such lane: no cast, C-order bytes.
-                return spaces_pb.SpaceValue(leaves=[action.tobytes()])
+                return [action.tobytes()]
         out: list[bytes] = []
         self._action_root.encode_lanes([action], 1, out)
-        return spaces_pb.SpaceValue(leaves=out)
+        return out
 
 
 def plan_rows(
@@ -147,6 +163,30 @@ def plan_rows(
         return RowPlan(observation_spec, action_spec)
     except ProtocolError:
         return None
+
+
+def decode_row(plan: RowPlan, leaves: list[bytes]) -> Any:
+    """:meth:`RowPlan.decode_leaves`, its refusal the fault :func:`predict_row` raises.
+
+    Raises:
+        ModelFault: the observation does not fit its space.
+    """
+    try:
+        return plan.decode_leaves(leaves)
+    except ProtocolError as exc:
+        raise decode_fault(exc) from None
+
+
+def encode_row(plan: RowPlan, action: Any) -> list[bytes]:
+    """:meth:`RowPlan.encode_leaves`, its refusal the fault :func:`predict_row` raises.
+
+    Raises:
+        ModelFault: the action does not fit its space.
+    """
+    try:
+        return plan.encode_leaves(action)
+    except ENCODE_ERRORS as exc:
+        raise encode_fault(exc) from None
 
 
 async def predict_row(

@@ -28,6 +28,7 @@ from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, make_host
 from .._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
 from .._wire import WORKFLOW_EDITION, env_pb, spaces_pb
 from ..runtime._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement, settle_inline
+from ..wire._step_parts import StepParts
 
 __all__ = ["LocalEnv"]
 
@@ -179,6 +180,31 @@ class LocalEnv:
         step, telemetry = await self._call("step", request)
         return Reply(step, telemetry)
 
+    async def step_leaves(
+        self, action: list[bytes], timeout_ms: int
+    ) -> tuple[StepParts, dict[str, float]] | None:
+        """One lane-0 step of a one-env endpoint with ``action`` as its frame's leaves,
+        run inline right now, and its endpoint telemetry: the answer of :meth:`step`
+        as ``StepParts``, no request or response message built. None (nothing done)
+        when it cannot run so (the env is a vector or lanes, its calls run in threads
+        now, or a request is pending): send :meth:`step` a request instead.
+
+        Cancellation: as :meth:`step` after an inline call.
+
+        Raises:
+            EnvRpcError: what :meth:`step` raises for the same action.
+        """
+        host = self._host
+        placement = self.placement
+        if host is None or not placement.inline or self._aclosed or self._session_ended:
+            return None
+        start = time.perf_counter_ns()
+        call, turn = placement.call_inline(host.step_now, action, timeout_ms)
+        if call is None:
+            return None
+        await settle_inline(yield_now=turn)
+        return self._settled(host, call, start)
+
     async def render(self, request: env_pb.RenderRequest | None = None) -> env_pb.RenderResponse:
         """Render one lane (PNG bytes in ``frame``, or an empty response for no frame)."""
         body = request if request is not None else env_pb.RenderRequest()
@@ -277,6 +303,16 @@ class LocalEnv:
             await settle_inline(yield_now=turn)
         if call is None:
             call = await self._run_ticket(host, env_pb.JoinRequest(**{kind: body}))
+        return self._settled(host, call, start)
+
+    def _settled(self, host: EnvHost, call: Call, start: int) -> tuple[Any, dict[str, float]]:
+        """A run call's response arm and endpoint telemetry (``start``: when the call was
+        made, ``perf_counter_ns``); its error raised, the session ended where it says.
+
+        Raises:
+            EnvRpcError: the env answered with an error.
+        """
+        kind = call.kind
         total_ns = time.perf_counter_ns() - start
         telemetry = {"endpoint.total": total_ns / 1e6, "endpoint.user": call.user_ns / 1e6}
         if call.decode_ns:

@@ -15,7 +15,7 @@ import trio
 
 from .._endpoints import EndpointInfo, Reply
 from .._errors import ModelRpcError
-from .._modelhost import ModelFault, ModelHost, PlacedInvoker
+from .._modelhost import ModelFault, ModelHost, PlacedInvoker, decode_row, encode_row, sync_row
 from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 from ..runtime._placement import DEFAULT_INLINE_LIMIT, CallPlacement, settle_inline
 
@@ -133,6 +133,41 @@ class LocalModel:
         # deadline that passed during the call, or a cancellation already pending.
         await settle_inline()
         return Reply(response, _NO_TELEMETRY)
+
+    def takes_leaves(self, env_id: str) -> bool:
+        """Whether the route ``env_id``'s predicts may go through :meth:`predict_leaves`:
+        its adapter is resolved with one action per predict, a planned one-row path and
+        a synchronous ``predict``."""
+        return sync_row(self.host.adapters.get(env_id)) is not None
+
+    async def predict_leaves(self, env_id: str, leaves: list[bytes]) -> list[bytes] | None:
+        """The route ``env_id``'s one-row predict with its observation and action as
+        frame leaves (no request or response message), run inline right now; None when
+        it cannot run so (the placement has moved to a thread, or the adapter is gone):
+        send :meth:`predict` a request instead.
+
+        The decode, policy call, encode, faults and placement of :meth:`predict`'s
+        planned path; the deadline check comes once, between the call and the encode.
+        Cancellation: as :meth:`predict` after an inline call.
+
+        Raises:
+            ModelRpcError: what :meth:`predict` raises for the same observation and policy.
+        """
+        row = sync_row(self.host.adapters.get(env_id))
+        placement = self.placement
+        if row is None or not placement.inline:
+            return None
+        plan, predict = row
+        try:
+            value = decode_row(plan, leaves)
+            try:
+                action, turn = placement.call_inline(predict.fn, value)
+            except Exception as exc:  # the user's policy failed: a ModelError naming it
+                raise ModelFault.from_exception(exc) from exc
+            await settle_inline(yield_now=turn)
+            return encode_row(plan, action)
+        except ModelFault as fault:
+            raise self._error(fault) from fault.__cause__
 
     async def grouped_predict(
         self, requests: Sequence[model_pb.PredictRequest]

@@ -9,7 +9,7 @@ env step is what advances it and every error names it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import attrs
@@ -19,6 +19,7 @@ from .._endpoints import Reply, RuntimeEnv, RuntimeModel
 from .._errors import EnvRpcError, ModelRouteMismatch, ModelRpcError, ProtocolError, RlmeshTrioError
 from .._wire import env_pb, model_pb, spaces_pb
 from ..spaces import check_batch
+from ..wire._step_parts import StepParts
 from ._episodes import Lane
 from ._spec import RouteSpec
 from ._telemetry import OperationRecorder, RouteTelemetry
@@ -27,6 +28,9 @@ from ._timer import OperationTimer
 __all__ = ["RouteCalls", "concurrently"]
 
 T = TypeVar("T")
+
+#: A model that sends no endpoint telemetry (an in-process one) is booked with this.
+_NO_TELEMETRY: dict[str, float] = {}
 
 
 @attrs.define(eq=False)
@@ -47,6 +51,8 @@ class RouteCalls:
     # The per-step operations' telemetry recorders, looked up once.
     _predicts: OperationRecorder = attrs.field(init=False)
     _steps: OperationRecorder = attrs.field(init=False)
+    #: The step timeout as a request carries it (ms).
+    _step_ms: int = attrs.field(init=False)
 
     _framing_trusted: bool = attrs.field(default=False, init=False)
     # The last predict's episode infos and the (episode id, seed) pairs they were built
@@ -71,6 +77,7 @@ class RouteCalls:
         self._framing_trusted = space is not None and own is space
 
     def __attrs_post_init__(self) -> None:
+        self._step_ms = self.spec.limits.timeout_ms("env_step_timeout")
         self._predicts = self.telemetry.recorder("model.predict", self.spec.model_component_id)
         self._steps = self.telemetry.recorder("env.step", self.spec.env_component_id)
 
@@ -244,17 +251,97 @@ class RouteCalls:
             if error is None:
                 raise
             raise error from exc
+        rpc_ms = self._stepped(started, reply.telemetry)
+        response = reply.response
+        self.check_observation(response.observation, len(request.env_indices), "step")
+        return response, rpc_ms
+
+    def _stepped(self, started: float, endpoint: Mapping[str, float]) -> float:
+        """Count a completed env step (begun at ``started``) and book its telemetry;
+        return its wall time (ms)."""
         self.step += 1
         rpc_ms = (self.now() - started) * 1000.0
-        self._steps.operation(rpc_ms, reply.telemetry)
+        self._steps.operation(rpc_ms, endpoint)
         telemetry = self.telemetry
         telemetry.window_steps += 1
         telemetry.steps_to_fold -= 1
         if not telemetry.steps_to_fold:
             telemetry.fold()
-        response = reply.response
-        self.check_observation(response.observation, len(request.env_indices), "step")
-        return response, rpc_ms
+        return rpc_ms
+
+    def takes_leaves(self) -> bool:
+        """Whether this route's env and model are an in-process pair that can trade frame
+        leaves with no messages (:meth:`predict_leaves`, :meth:`step_leaves`): the env
+        frames its observations by construction for the session's own spec (so nothing
+        is checked per step either way), and the model answers this route's predicts
+        one action at a time with a synchronous policy."""
+        takes = getattr(self.model, "takes_leaves", None)
+        return (
+            self._framing_trusted
+            and callable(getattr(self.env, "step_leaves", None))
+            and takes is not None
+            and bool(takes(self.spec.env_id))
+        )
+
+    async def predict_leaves(
+        self, timer: OperationTimer, rows: Sequence[Lane], leaves: list[bytes], is_reset: bool
+    ) -> tuple[list[bytes], float]:
+        """:meth:`predict` of a pair that :meth:`takes_leaves`, the observation and action
+        as frame leaves: the action, and the predict's wall time (ms). When the model
+        cannot answer so right now, this is :meth:`predict` itself.
+
+        Raises:
+            OperationTimeout, ModelRpcError: as :meth:`predict`.
+        """
+        spec = self.spec
+        started = self.now()
+        self._seq += 1  # the request id a PredictRequest would have taken
+        model: Any = self.model
+        action: list[bytes] | None = await self.model_call(
+            timer,
+            "model.predict",
+            spec.limits.model_predict_timeout,
+            model.predict_leaves,
+            spec.env_id,
+            leaves,
+        )
+        if action is None:
+            self._seq -= 1
+            frame = spaces_pb.SpaceValue(leaves=leaves)
+            frames, rpc_ms = await self.predict(timer, rows, frame, is_reset)
+            return frames[0].leaves, rpc_ms  # one action per predict: see takes_leaves
+        rpc_ms = (self.now() - started) * 1000.0
+        self._predicts.operation(rpc_ms, _NO_TELEMETRY)
+        return action, rpc_ms
+
+    async def step_leaves(
+        self,
+        timer: OperationTimer,
+        action: list[bytes],
+        request: Callable[[spaces_pb.SpaceValue], env_pb.StepRequest],
+    ) -> tuple[StepParts | env_pb.StepResponse, float]:
+        """:meth:`step_env` of a pair that :meth:`takes_leaves`, the action as its frame's
+        leaves: the step's answer as ``StepParts``, and its wall time (ms). When the
+        env cannot answer so right now, this is :meth:`step_env` of ``request(frame)``.
+
+        Raises:
+            OperationTimeout, EnvRpcError: as :meth:`step_env`.
+        """
+        started = self.now()
+        env: Any = self.env
+        answer: tuple[StepParts, dict[str, float]] | None = await self.env_call(
+            timer,
+            "env.step",
+            self.spec.limits.env_step_timeout,
+            env.step_leaves,
+            action,
+            self._step_ms,
+            step=self.step + 1,
+        )
+        if answer is None:
+            return await self.step_env(timer, request(spaces_pb.SpaceValue(leaves=action)))
+        parts, endpoint = answer
+        return parts, self._stepped(started, endpoint)
 
     def check_observation(self, value: spaces_pb.SpaceValue | None, lanes: int, op: str) -> None:
         """Refuse an observation whose slabs do not fit the contract (blame the env, not the model).

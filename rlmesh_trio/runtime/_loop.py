@@ -16,6 +16,7 @@ import attrs
 import trio
 
 from .._wire import env_pb, model_pb, spaces_pb
+from ..wire._step_parts import StepParts
 from ._calls import RouteCalls
 from ._episodes import EpisodeBook, Lane
 from ._events import (
@@ -30,6 +31,11 @@ from ._telemetry import OperationRecorder
 from ._timer import OperationTimer
 
 __all__ = ["DriveMode", "Replay", "RouteLoop"]
+
+#: What a step answers: a message, or (an in-process pair's) the answer's parts.
+Answer = env_pb.StepResponse | StepParts
+#: What the next predict is of: a message's frame, or (an in-process pair's) its leaves.
+Observation = spaces_pb.SpaceValue | list[bytes] | None
 
 
 class Replay:
@@ -79,6 +85,12 @@ class DriveMode(Protocol):
         """The lanes this mode's requests cover, in env-index order."""
         ...
 
+    @property
+    def fusable(self) -> bool:
+        """Whether an in-process pair may drive this mode trading frame leaves (one
+        lane, driver-owned resets: the one-env endpoint's planned step)."""
+        ...
+
     async def reset(self) -> spaces_pb.SpaceValue | None:
         """Start the next episode(s) and return the reset observation; ``None``: stop."""
         ...
@@ -87,7 +99,7 @@ class DriveMode(Protocol):
         """The step request carrying ``action``."""
         ...
 
-    def account(self, response: env_pb.StepResponse, took_ms: float, charge: float) -> None:
+    def account(self, response: Answer, took_ms: float, charge: float) -> None:
         """Book a step's rewards and wall times on the episodes it served."""
         ...
 
@@ -131,35 +143,32 @@ class RouteLoop:
         Raises:
             RlmeshTrioError: the route error of a failed call or transform.
         """
-        observation = await mode.reset()
+        observation: Observation = await mode.reset()
         if observation is None:
             return
         is_reset = True
         replay = Replay()
-        rows, timer, calls, book, gate = mode.rows, mode.timer, self.calls, self.book, self.gate
-        # With no observation or action hook, act() is a replayed frame or a predict:
-        # done here, a suspended predict has one frame less to resume.
+        calls, book, gate = self.calls, self.book, self.gate
+        # With no observation or action hook, act() is a replayed frame or a predict.
         plain = not (
             gate.transform_observation or gate.observation or gate.transform_action or gate.action
         )
         quiet = not (gate.step or gate.observation)
+        # An in-process pair with nothing to show a hook trades frame leaves: no messages.
+        leaves = plain and quiet and mode.fusable and calls.takes_leaves()
+        steps = self._leaves_round if leaves else self._plain_round if plain else self._round
         while True:
             round_started = self.now()
-            if plain:
-                action = replay.take()
-                if action is None:
-                    action = replay.load(*await calls.predict(timer, rows, observation, is_reset))
-            else:
-                action = await self.act(timer, rows, observation, is_reset, replay)
-            response, took_ms = await calls.step_env(timer, mode.step_request(action))
-            mode.account(response, took_ms, replay.charge)
+            response, took_ms, charge = await steps(mode, replay, observation, is_reset)
+            mode.account(response, took_ms, charge)
             if quiet:  # after_step with no step or observation listener: no coroutine
                 now = self.now()
                 self._rounds.add("rpc.total", (now - round_started) * 1000.0)
                 if now >= calls.telemetry.window_deadline:
                     await gate.emit_window(calls.telemetry, now)
             else:
-                await self.after_step(rows, response, round_started)
+                assert not isinstance(response, StepParts)  # a pair trades leaves only when quiet
+                await self.after_step(mode.rows, response, round_started)
             # Most steps end nothing: record()'s coroutine only when it may have work.
             ended = await self.record(response) if self.may_end(response) else False
             if book.budget_spent():
@@ -173,8 +182,45 @@ class RouteLoop:
                         return
                     is_reset = True
                     continue
-            observation = response.observation
+            observation = (
+                response.leaves if isinstance(response, StepParts) else response.observation
+            )
             is_reset = False
+
+    async def _round(
+        self, mode: DriveMode, replay: Replay, observation: Observation, is_reset: bool
+    ) -> tuple[Answer, float, float]:
+        """One predict (or replayed frame) and env step, with the observation and action
+        hooks: the step's answer, its wall time (ms) and the predict time it is charged."""
+        assert not isinstance(observation, list)  # frame leaves come from _leaves_round only
+        action = await self.act(mode.timer, mode.rows, observation, is_reset, replay)
+        response, took_ms = await self.calls.step_env(mode.timer, mode.step_request(action))
+        return response, took_ms, replay.charge
+
+    async def _plain_round(
+        self, mode: DriveMode, replay: Replay, observation: Observation, is_reset: bool
+    ) -> tuple[Answer, float, float]:
+        """:meth:`_round` with no observation or action hook: a replayed frame or a predict,
+        done here (a suspended predict has one frame less to resume)."""
+        assert not isinstance(observation, list)
+        calls, timer = self.calls, mode.timer
+        action = replay.take()
+        if action is None:
+            action = replay.load(*await calls.predict(timer, mode.rows, observation, is_reset))
+        response, took_ms = await calls.step_env(timer, mode.step_request(action))
+        return response, took_ms, replay.charge
+
+    async def _leaves_round(
+        self, mode: DriveMode, replay: Replay, observation: Observation, is_reset: bool
+    ) -> tuple[Answer, float, float]:
+        """:meth:`_plain_round` of an in-process pair trading frame leaves (one action per
+        predict, so nothing is replayed): the same calls, checks and books, no messages."""
+        calls, timer = self.calls, mode.timer
+        assert observation is not None  # the session checks every observation is there
+        leaves = observation if isinstance(observation, list) else observation.leaves
+        action, predict_ms = await calls.predict_leaves(timer, mode.rows, leaves, is_reset)
+        response, took_ms = await calls.step_leaves(timer, action, mode.step_request)
+        return response, took_ms, predict_ms
 
     async def act(
         self,
@@ -325,7 +371,7 @@ class RouteLoop:
                 ),
             )
 
-    def may_end(self, response: env_pb.StepResponse) -> bool:
+    def may_end(self, response: Answer) -> bool:
         """False when :meth:`record` would surely find nothing to do (no completion, no
         lane at a runtime cap); True when it may (it then decides)."""
         if response.completed_episodes:
@@ -339,7 +385,7 @@ class RouteLoop:
                 return True
         return False
 
-    async def record(self, response: env_pb.StepResponse) -> bool:
+    async def record(self, response: Answer) -> bool:
         """Match the step's completions to our episodes; then runtime truncation. Any ended?"""
         ended = False
         book = self.book

@@ -21,7 +21,7 @@ import trio
 
 from .._wire import env_pb, spaces_pb
 from ._episodes import Lane
-from ._loop import RouteLoop
+from ._loop import Answer, RouteLoop
 from ._session import Session
 from ._timer import WatchdogTimer
 
@@ -38,6 +38,8 @@ class WholeEnv:
         self._step_ms = loop.calls.spec.limits.timeout_ms("env_step_timeout")
         self._reset_ms = loop.calls.spec.limits.timeout_ms("env_reset_timeout")
         self._resets = 0
+        #: One lane with driver-owned resets: an in-process pair may trade frame leaves.
+        self.fusable = len(lanes) == 1
 
     async def reset(self) -> spaces_pb.SpaceValue | None:
         """A whole-width reset with fresh ids (and, with driver-owned resets, the next seed)."""
@@ -71,7 +73,7 @@ class WholeEnv:
             episode_ids=[lane.episode_id for lane in self.rows],
         )
 
-    def account(self, response: env_pb.StepResponse, took_ms: float, charge: float) -> None:
+    def account(self, response: Answer, took_ms: float, charge: float) -> None:
         rewards = response.rewards
         for k, lane in enumerate(self.rows):
             if lane.rolling:
@@ -93,6 +95,8 @@ class WholeEnv:
 class NextStepVector(WholeEnv):
     """The env resets finished lanes itself: their new ids roll into the next step."""
 
+    fusable = False  # each step request carries the lanes' rolled episode ids
+
     async def next_episode(self) -> bool:
         rolled = [lane for lane in self.rows if not lane.active]
         for lane in rolled:
@@ -109,6 +113,7 @@ class LaneMode:
         self.loop = loop
         self.lane = lane
         self.rows = (lane,)
+        self.fusable = False
         self.timer = timer
         self._indices = [lane.env_index]
         self._step_ms = loop.calls.spec.limits.timeout_ms("env_step_timeout")
@@ -142,7 +147,7 @@ class LaneMode:
             episode_ids=[self.lane.episode_id],
         )
 
-    def account(self, response: env_pb.StepResponse, took_ms: float, charge: float) -> None:
+    def account(self, response: Answer, took_ms: float, charge: float) -> None:
         lane = self.lane
         # Another lane's task may have truncated this episode while the step was in flight.
         if lane.active:

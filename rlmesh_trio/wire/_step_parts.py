@@ -43,6 +43,16 @@ class StepParts:
         self.completed = completed
         self.subset = subset
 
+    @property
+    def rewards(self) -> list[float]:
+        """The rewards as a ``StepResponse`` holds them (one lane: one reward)."""
+        return [self.reward]
+
+    @property
+    def completed_episodes(self) -> list[env_pb.EpisodeMetadata]:
+        """The episodes this step completed, as ``StepResponse.completed_episodes``."""
+        return self.completed
+
 
 def step_response(parts: StepParts) -> env_pb.StepResponse:
     """The ``StepResponse`` the parts stand for (for callers that need the message)."""

@@ -1,0 +1,251 @@
+"""An in-process env and policy trade frame leaves (no messages) and give the same results.
+
+A route whose env is a one-env ``LocalEnv`` and whose model is a ``LocalModel``
+with a synchronous one-row policy, with no observation, action or step hook,
+steps through ``predict_leaves`` / ``step_leaves``. Each test runs the same
+route again through the message path (the model behind a facade that offers
+only the ``RuntimeModel`` calls) and compares everything a user sees.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import rlmesh_trio as rt
+from rlmesh_trio import RunFailed
+from rlmesh_trio.inprocess._local_env import LocalEnv
+from rlmesh_trio.inprocess._local_model import LocalModel
+
+
+class CountingModel(LocalModel):
+    """A LocalModel that counts the predicts answered as frame leaves."""
+
+    def __init__(self, policy: Any, **options: Any) -> None:
+        super().__init__(policy, **options)
+        self.leaves_answered = 0
+
+    async def predict_leaves(self, env_id: str, leaves: list[bytes]) -> list[bytes] | None:
+        action = await super().predict_leaves(env_id, leaves)
+        if action is not None:
+            self.leaves_answered += 1
+        return action
+
+
+class MessagesOnly:
+    """A LocalModel behind the RuntimeModel calls alone: the route must send messages."""
+
+    def __init__(self, model: LocalModel) -> None:
+        self._model = model
+        self.label = model.label
+
+    async def connect(self) -> Any:
+        return await self._model.connect()
+
+    async def resolve_adapter(self, request: Any) -> None:
+        await self._model.resolve_adapter(request)
+
+    async def predict(self, request: Any) -> Any:
+        return await self._model.predict(request)
+
+    async def reset_adapter(self, request: Any) -> None:
+        await self._model.reset_adapter(request)
+
+    async def release_adapter(self, request: Any, timeout: float) -> None:
+        await self._model.release_adapter(request, timeout)
+
+    async def aclose(self) -> None:
+        await self._model.aclose()
+
+
+def cartpole_lean(obs: np.ndarray) -> int:
+    return 1 if obs[2] + 0.3 * obs[3] > 0 else 0
+
+
+def pendulum_push(obs: np.ndarray) -> np.ndarray:
+    return np.array([np.clip(-2.0 * obs[2], -2.0, 2.0)], np.float32)
+
+
+def outcome(report: rt.RunReport) -> list[tuple[Any, ...]]:
+    return [
+        (e.index, e.seed, e.steps, e.reward, e.terminated, e.truncated, e.env_index)
+        for e in sorted(report.episodes, key=lambda e: e.index)
+    ]
+
+
+def both_ways(
+    env_id: str, policy: Any, seeds: Sequence[int], **route: Any
+) -> tuple[rt.RunReport, rt.RunReport, CountingModel]:
+    """The same route through frame leaves and through messages."""
+    leaves_model = CountingModel(policy, threaded=False)
+    by_leaves = rt.run(
+        [
+            rt.Route(
+                env=LocalEnv(gym.make(env_id), threaded=False),
+                model=leaves_model,
+                seeds=list(seeds),
+                **route,
+            )
+        ]
+    )
+    by_messages = rt.run(
+        [
+            rt.Route(
+                env=LocalEnv(gym.make(env_id), threaded=False),
+                model=MessagesOnly(LocalModel(policy, threaded=False)),
+                seeds=list(seeds),
+                **route,
+            )
+        ]
+    )
+    return by_leaves, by_messages, leaves_model
+
+
+def test_cartpole_same_episodes_both_ways() -> None:
+    by_leaves, by_messages, model = both_ways("CartPole-v1", cartpole_lean, range(4))
+    assert outcome(by_leaves) == outcome(by_messages)
+    assert model.leaves_answered == by_leaves.total_steps > 0
+
+
+def test_box_actions_same_episodes_both_ways() -> None:
+    by_leaves, by_messages, model = both_ways("Pendulum-v1", pendulum_push, range(2))
+    assert outcome(by_leaves) == outcome(by_messages)
+    assert all(e.truncated and e.steps == 200 for e in by_leaves.episodes)
+    assert model.leaves_answered == by_leaves.total_steps
+
+
+def test_step_cap_truncates_the_same_both_ways() -> None:
+    by_leaves, by_messages, model = both_ways(
+        "CartPole-v1", cartpole_lean, range(3), max_episode_steps=17
+    )
+    assert outcome(by_leaves) == outcome(by_messages)
+    assert [e.steps for e in by_leaves.episodes] == [17, 17, 17]
+    assert model.leaves_answered == 3 * 17
+
+
+def test_the_policy_sees_the_decoded_observation() -> None:
+    seen: list[np.ndarray] = []
+
+    def keep(obs: np.ndarray) -> int:
+        seen.append(obs)
+        return cartpole_lean(obs)
+
+    both_ways("CartPole-v1", keep, [5], max_episode_steps=5)
+    by_leaves, by_messages = seen[:5], seen[5:]
+    assert len(by_messages) == 5
+    for a, b in zip(by_leaves, by_messages, strict=True):
+        assert a.dtype == b.dtype == np.float32 and a.shape == b.shape == (4,)
+        assert a.flags.writeable and b.flags.writeable
+        np.testing.assert_array_equal(a, b)
+
+
+def failure(env_id: str, policy: Any, *, messages: bool) -> str:
+    model = LocalModel(policy, threaded=False)
+    route = rt.Route(
+        env=LocalEnv(gym.make(env_id), threaded=False),
+        model=MessagesOnly(model) if messages else model,
+        seeds=[0],
+        route_id="r",
+    )
+    with pytest.raises(RunFailed) as caught:
+        rt.run([route])
+    return str(caught.value)
+
+
+def out_of_range(obs: np.ndarray) -> int:
+    return 7
+
+
+def not_a_number(obs: np.ndarray) -> np.ndarray:
+    return np.array([np.nan], np.float32)
+
+
+def not_an_int(obs: np.ndarray) -> float:
+    return 0.5
+
+
+def raises(obs: np.ndarray) -> int:
+    raise RuntimeError("the policy broke")
+
+
+@pytest.mark.parametrize(
+    ("env_id", "policy", "says"),
+    [
+        ("CartPole-v1", out_of_range, "InvalidAction"),
+        ("Pendulum-v1", not_a_number, "NaN"),
+        ("CartPole-v1", not_an_int, "does not fit the action space"),
+        ("CartPole-v1", raises, "RuntimeError: the policy broke"),
+    ],
+)
+def test_failures_read_the_same_both_ways(env_id: str, policy: Any, says: str) -> None:
+    by_leaves = failure(env_id, policy, messages=False)
+    assert by_leaves == failure(env_id, policy, messages=True)
+    assert says in by_leaves
+
+
+def test_a_hook_on_observations_sends_messages() -> None:
+    model = CountingModel(cartpole_lean, threaded=False)
+    seen: list[int] = []
+
+    class Steps(rt.RuntimeHooks):
+        async def step_completed(self, event: Any) -> None:
+            seen.append(event.step)
+
+    report = rt.run(
+        [
+            rt.Route(
+                env=LocalEnv(gym.make("CartPole-v1"), threaded=False),
+                model=model,
+                seeds=[1],
+                max_episode_steps=9,
+            )
+        ],
+        hooks=Steps(),
+    )
+    assert report.total_steps == 9 and len(seen) == 9
+    assert model.leaves_answered == 0
+
+
+def test_a_threaded_policy_sends_messages() -> None:
+    model = CountingModel(cartpole_lean, threaded=True)
+    report = rt.run(
+        [
+            rt.Route(
+                env=LocalEnv(gym.make("CartPole-v1"), threaded=False),
+                model=model,
+                seeds=[2],
+                max_episode_steps=6,
+            )
+        ]
+    )
+    assert report.total_steps == 6
+    assert model.leaves_answered == 0
+
+
+def test_a_threaded_env_falls_back_each_step_with_the_same_episodes() -> None:
+    by_messages = rt.run(
+        [
+            rt.Route(
+                env=LocalEnv(gym.make("CartPole-v1"), threaded=True),
+                model=MessagesOnly(LocalModel(cartpole_lean, threaded=False)),
+                seeds=[3, 4],
+            )
+        ]
+    )
+    model = CountingModel(cartpole_lean, threaded=False)
+    by_leaves = rt.run(
+        [
+            rt.Route(
+                env=LocalEnv(gym.make("CartPole-v1"), threaded=True),
+                model=model,
+                seeds=[3, 4],
+            )
+        ]
+    )
+    assert outcome(by_leaves) == outcome(by_messages)
+    # The policy still answers as leaves; the env step goes as a request each time.
+    assert model.leaves_answered == by_leaves.total_steps
