@@ -52,10 +52,16 @@ class LocalModel:
     policies are awaited in the calling task, so their timeout fires at
     the deadline at their next await.
 
-    Cost: in-process CartPole routes (env and policy in process) spend about
-    110 us of client CPU per step with inline calls against about 440 us with
-    both in threads (a 2-core machine where a bare CartPole step costs about
-    20 us; ``benchmarks/local_placement.py``).
+    A route whose env is a one-env ``LocalEnv`` and whose policy runs inline,
+    with no observation, action or step hook, skips the messages: the route
+    calls :meth:`predict_leaves` and ``LocalEnv.step_leaves`` with the frames'
+    leaves (the same codec calls, checks and faults as :meth:`predict`).
+
+    Cost: four such CartPole routes spent 32 us of client CPU per step
+    (``benchmarks/compare_rlmesh.py`` case 6, 2 cores; 40-60 us when the
+    machine was loaded), about 13 us of it in gymnasium's own ``step`` and
+    wrappers; with both endpoints in worker threads several times that
+    (``benchmarks/local_placement.py``).
     A one-row predict costs about 4.5 us here, 2.5 us of it in the host's
     planned one-row path (``benchmarks/model_predict.py``).
 
