@@ -269,19 +269,20 @@ class RouteCalls:
             telemetry.fold()
         return rpc_ms
 
+    def env_takes_leaves(self) -> bool:
+        """Whether this route's env is an in-process one that steps on an action's frame
+        leaves with no messages (:meth:`step_leaves`): it frames its observations by
+        construction for the session's own spec, so nothing is checked per step either
+        way."""
+        return self._framing_trusted and callable(getattr(self.env, "step_leaves", None))
+
     def takes_leaves(self) -> bool:
         """Whether this route's env and model are an in-process pair that can trade frame
         leaves with no messages (:meth:`predict_leaves`, :meth:`step_leaves`): the env
-        frames its observations by construction for the session's own spec (so nothing
-        is checked per step either way), and the model answers this route's predicts
-        one action at a time with a synchronous policy."""
+        :meth:`env_takes_leaves`, and the model answers this route's predicts one action
+        at a time with a synchronous policy."""
         takes = getattr(self.model, "takes_leaves", None)
-        return (
-            self._framing_trusted
-            and callable(getattr(self.env, "step_leaves", None))
-            and takes is not None
-            and bool(takes(self.spec.env_id))
-        )
+        return self.env_takes_leaves() and takes is not None and bool(takes(self.spec.env_id))
 
     async def predict_leaves(
         self, timer: OperationTimer, rows: Sequence[Lane], leaves: list[bytes], is_reset: bool

@@ -9,7 +9,7 @@ driver's order.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Protocol
 
 import attrs
@@ -36,6 +36,11 @@ __all__ = ["DriveMode", "Replay", "RouteLoop"]
 Answer = env_pb.StepResponse | StepParts
 #: What the next predict is of: a message's frame, or (an in-process pair's) its leaves.
 Observation = spaces_pb.SpaceValue | list[bytes] | None
+#: One round of :meth:`RouteLoop.drive`: (mode, replay, observation, is_reset) to the
+#: step's answer, its wall time (ms) and the predict time charged to it.
+RoundFn = Callable[
+    ["DriveMode", "Replay", Observation, bool], Awaitable[tuple[Answer, float, float]]
+]
 
 
 class Replay:
@@ -154,9 +159,7 @@ class RouteLoop:
             gate.transform_observation or gate.observation or gate.transform_action or gate.action
         )
         quiet = not (gate.step or gate.observation)
-        # An in-process pair with nothing to show a hook trades frame leaves: no messages.
-        leaves = plain and quiet and mode.fusable and calls.takes_leaves()
-        steps = self._leaves_round if leaves else self._plain_round if plain else self._round
+        steps = self._round_kind(mode, plain, quiet)
         while True:
             round_started = self.now()
             response, took_ms, charge = await steps(mode, replay, observation, is_reset)
@@ -187,6 +190,18 @@ class RouteLoop:
             )
             is_reset = False
 
+    def _round_kind(self, mode: DriveMode, plain: bool, quiet: bool) -> RoundFn:
+        """How this drive's rounds go (``plain``: no observation or action hook; ``quiet``:
+        no step or observation listener). With no hook to show a message to, an
+        in-process env steps on frame leaves, and an in-process policy predicts on them."""
+        calls = self.calls
+        if plain and quiet and mode.fusable:
+            if calls.takes_leaves():
+                return self._leaves_round
+            if calls.env_takes_leaves():
+                return self._env_leaves_round
+        return self._plain_round if plain else self._round
+
     async def _round(
         self, mode: DriveMode, replay: Replay, observation: Observation, is_reset: bool
     ) -> tuple[Answer, float, float]:
@@ -208,6 +223,20 @@ class RouteLoop:
         if action is None:
             action = replay.load(*await calls.predict(timer, mode.rows, observation, is_reset))
         response, took_ms = await calls.step_env(timer, mode.step_request(action))
+        return response, took_ms, replay.charge
+
+    async def _env_leaves_round(
+        self, mode: DriveMode, replay: Replay, observation: Observation, is_reset: bool
+    ) -> tuple[Answer, float, float]:
+        """:meth:`_plain_round` of an in-process env and any model: the predict is a
+        message, the step goes on the action frame's leaves."""
+        calls, timer = self.calls, mode.timer
+        if isinstance(observation, list):
+            observation = spaces_pb.SpaceValue(leaves=observation)
+        action = replay.take()
+        if action is None:
+            action = replay.load(*await calls.predict(timer, mode.rows, observation, is_reset))
+        response, took_ms = await calls.step_leaves(timer, action.leaves, mode.step_request)
         return response, took_ms, replay.charge
 
     async def _leaves_round(

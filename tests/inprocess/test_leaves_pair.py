@@ -2,9 +2,10 @@
 
 A route whose env is a one-env ``LocalEnv`` and whose model is a ``LocalModel``
 with a synchronous one-row policy, with no observation, action or step hook,
-steps through ``predict_leaves`` / ``step_leaves``. Each test runs the same
-route again through the message path (the model behind a facade that offers
-only the ``RuntimeModel`` calls) and compares everything a user sees.
+steps through ``predict_leaves`` / ``step_leaves``; with any other model, the
+env alone steps on the action's leaves. Each test runs the same route through
+the message path too (env and model behind facades that offer only the
+``RuntimeEnv`` / ``RuntimeModel`` calls) and compares everything a user sees.
 """
 
 from __future__ import annotations
@@ -62,6 +63,45 @@ class MessagesOnly:
         await self._model.aclose()
 
 
+class EnvMessagesOnly:
+    """A LocalEnv behind the RuntimeEnv calls alone: the route must send messages."""
+
+    def __init__(self, env: LocalEnv) -> None:
+        self._env = env
+
+    async def connect(self) -> Any:
+        return await self._env.connect()
+
+    async def configure(self, edition: str) -> None:
+        await self._env.configure(edition)
+
+    async def reset(self, request: Any) -> Any:
+        return await self._env.reset(request)
+
+    async def step(self, request: Any) -> Any:
+        return await self._env.step(request)
+
+    async def close(self, timeout: float) -> Any:
+        return await self._env.close(timeout)
+
+    async def aclose(self) -> None:
+        await self._env.aclose()
+
+
+class CountingEnv(LocalEnv):
+    """A LocalEnv that counts the steps answered on frame leaves."""
+
+    def __init__(self, env: Any, **options: Any) -> None:
+        super().__init__(env, **options)
+        self.leaves_stepped = 0
+
+    async def step_leaves(self, action: list[bytes], timeout_ms: int) -> Any:
+        answer = await super().step_leaves(action, timeout_ms)
+        if answer is not None:
+            self.leaves_stepped += 1
+        return answer
+
+
 def cartpole_lean(obs: np.ndarray) -> int:
     return 1 if obs[2] + 0.3 * obs[3] > 0 else 0
 
@@ -77,31 +117,28 @@ def outcome(report: rt.RunReport) -> list[tuple[Any, ...]]:
     ]
 
 
+def one_route(env: Any, model: Any, seeds: Sequence[int], **route: Any) -> rt.RunReport:
+    return rt.run([rt.Route(env=env, model=model, seeds=list(seeds), **route)])
+
+
 def both_ways(
     env_id: str, policy: Any, seeds: Sequence[int], **route: Any
 ) -> tuple[rt.RunReport, rt.RunReport, CountingModel]:
-    """The same route through frame leaves and through messages."""
+    """The same route through frame leaves and through messages; the env alone on
+    leaves (the model behind its facade) must give the same episodes too."""
     leaves_model = CountingModel(policy, threaded=False)
-    by_leaves = rt.run(
-        [
-            rt.Route(
-                env=LocalEnv(gym.make(env_id), threaded=False),
-                model=leaves_model,
-                seeds=list(seeds),
-                **route,
-            )
-        ]
+    by_leaves = one_route(LocalEnv(gym.make(env_id), threaded=False), leaves_model, seeds, **route)
+    env = CountingEnv(gym.make(env_id), threaded=False)
+    model = MessagesOnly(LocalModel(policy, threaded=False))
+    env_only = one_route(env, model, seeds, **route)
+    assert env.leaves_stepped == env_only.total_steps > 0
+    by_messages = one_route(
+        EnvMessagesOnly(LocalEnv(gym.make(env_id), threaded=False)),
+        MessagesOnly(LocalModel(policy, threaded=False)),
+        seeds,
+        **route,
     )
-    by_messages = rt.run(
-        [
-            rt.Route(
-                env=LocalEnv(gym.make(env_id), threaded=False),
-                model=MessagesOnly(LocalModel(policy, threaded=False)),
-                seeds=list(seeds),
-                **route,
-            )
-        ]
-    )
+    assert outcome(env_only) == outcome(by_messages)
     return by_leaves, by_messages, leaves_model
 
 
@@ -135,19 +172,23 @@ def test_the_policy_sees_the_decoded_observation() -> None:
         return cartpole_lean(obs)
 
     both_ways("CartPole-v1", keep, [5], max_episode_steps=5)
-    by_leaves, by_messages = seen[:5], seen[5:]
+    by_leaves, env_only, by_messages = seen[:5], seen[5:10], seen[10:]
     assert len(by_messages) == 5
-    for a, b in zip(by_leaves, by_messages, strict=True):
+    for a, b in [
+        *zip(by_leaves, by_messages, strict=True),
+        *zip(env_only, by_messages, strict=True),
+    ]:
         assert a.dtype == b.dtype == np.float32 and a.shape == b.shape == (4,)
         assert a.flags.writeable and b.flags.writeable
         np.testing.assert_array_equal(a, b)
 
 
-def failure(env_id: str, policy: Any, *, messages: bool) -> str:
+def failure(env_id: str, policy: Any, *, env_facade: bool, model_facade: bool) -> str:
     model = LocalModel(policy, threaded=False)
+    env = LocalEnv(gym.make(env_id), threaded=False)
     route = rt.Route(
-        env=LocalEnv(gym.make(env_id), threaded=False),
-        model=MessagesOnly(model) if messages else model,
+        env=EnvMessagesOnly(env) if env_facade else env,
+        model=MessagesOnly(model) if model_facade else model,
         seeds=[0],
         route_id="r",
     )
@@ -182,8 +223,9 @@ def raises(obs: np.ndarray) -> int:
     ],
 )
 def test_failures_read_the_same_both_ways(env_id: str, policy: Any, says: str) -> None:
-    by_leaves = failure(env_id, policy, messages=False)
-    assert by_leaves == failure(env_id, policy, messages=True)
+    by_leaves = failure(env_id, policy, env_facade=False, model_facade=False)
+    assert by_leaves == failure(env_id, policy, env_facade=True, model_facade=True)
+    assert by_leaves == failure(env_id, policy, env_facade=False, model_facade=True)
     assert says in by_leaves
 
 
@@ -230,7 +272,7 @@ def test_a_threaded_env_falls_back_each_step_with_the_same_episodes() -> None:
     by_messages = rt.run(
         [
             rt.Route(
-                env=LocalEnv(gym.make("CartPole-v1"), threaded=True),
+                env=EnvMessagesOnly(LocalEnv(gym.make("CartPole-v1"), threaded=True)),
                 model=MessagesOnly(LocalModel(cartpole_lean, threaded=False)),
                 seeds=[3, 4],
             )
