@@ -259,6 +259,11 @@ class EnvHost(abc.ABC):
         """True when two requests can run at once (lanes backed by different envs)."""
         return False
 
+    @property
+    def one_lane(self) -> bool:
+        """True when :meth:`step_now` can step this endpoint (one env, a planned step)."""
+        return False
+
     # -- the request path ----------------------------------------------------------------
 
     def admit(self, request: env_pb.JoinRequest) -> Ticket:

@@ -239,6 +239,10 @@ class LaneHost(EnvHost):
         call.check_deadline()
         return self._answer_step(lanes, results, lane_infos, observation, info_msg, subset)
 
+    @property
+    def one_lane(self) -> bool:
+        return self._one is not None
+
     def step_now(self, action: list[bytes], timeout_ms: int) -> Call | None:
         one = self._one
         if one is None or not self._sched.idle():

@@ -140,6 +140,12 @@ class LocalEnv:
         return self._host.contract.spec.observation_space
 
     @property
+    def steps_on_leaves(self) -> bool:
+        """Whether :meth:`step_leaves` can step this env (connected, one env with a
+        planned step: not a vector env or a list of lanes)."""
+        return self._host is not None and self._host.one_lane
+
+    @property
     def host(self) -> EnvHost | None:
         """The env host (None before :meth:`connect`)."""
         return self._host

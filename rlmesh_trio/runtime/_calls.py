@@ -274,7 +274,7 @@ class RouteCalls:
         leaves with no messages (:meth:`step_leaves`): it frames its observations by
         construction for the session's own spec, so nothing is checked per step either
         way."""
-        return self._framing_trusted and callable(getattr(self.env, "step_leaves", None))
+        return self._framing_trusted and bool(getattr(self.env, "steps_on_leaves", False))
 
     def takes_leaves(self) -> bool:
         """Whether this route's env and model are an in-process pair that can trade frame

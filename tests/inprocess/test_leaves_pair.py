@@ -291,3 +291,22 @@ def test_a_threaded_env_falls_back_each_step_with_the_same_episodes() -> None:
     assert outcome(by_leaves) == outcome(by_messages)
     # The policy still answers as leaves; the env step goes as a request each time.
     assert model.leaves_answered == by_leaves.total_steps
+
+
+def test_a_vector_env_of_one_gives_the_same_episodes() -> None:
+    def vector() -> Any:
+        return gym.make_vec("CartPole-v1", num_envs=1, vectorization_mode="sync")
+
+    env = CountingEnv(vector(), threaded=False)
+    model = CountingModel(cartpole_lean, threaded=False)
+    report = one_route(env, model, [6, 7], max_episode_steps=8)
+    reference = one_route(
+        EnvMessagesOnly(LocalEnv(vector(), threaded=False)),
+        MessagesOnly(LocalModel(cartpole_lean, threaded=False)),
+        [6, 7],
+        max_episode_steps=8,
+    )
+    assert outcome(report) == outcome(reference)
+    assert report.total_steps == 16
+    # Served as one lane (the host's planned one-env step): it trades leaves too.
+    assert env.leaves_stepped == model.leaves_answered == 16
