@@ -13,6 +13,7 @@ import hmac
 import logging
 import os
 import time
+from typing import Protocol
 
 import trio
 
@@ -43,8 +44,17 @@ STOPPING = "the server is shutting down"
 class ServerConnection:
     """One client connection: its core, its calls, its reader, writer and timers."""
 
-    def __init__(self, service: Service, stream: trio.abc.Stream, fd: int) -> None:
+    def __init__(
+        self,
+        service: Service,
+        stream: trio.abc.Stream,
+        fd: int,
+        *,
+        handshake_deadline: float | None = None,
+        preface_sent: bytes = b"",
+    ) -> None:
         self._service = service
+        self._preface_sent = preface_sent  # our SETTINGS, already written at accept
         self._stream = stream
         self._fd = fd  # plain TCP/unix: small writes go straight to the descriptor
         limits = service.limits
@@ -68,6 +78,12 @@ class ServerConnection:
         # read (made only when one waits: most reads have no such sender).
         self._drained: trio.Event | None = None
         self._preface_seen = trio.Event()
+        # When the TLS handshake and the client's preface must be done by (from accept).
+        self._handshake_deadline = (
+            handshake_deadline
+            if handshake_deadline is not None
+            else trio.current_time() + limits.handshake_timeout
+        )
         self._idle_since = trio.current_time()
         self._closing = False
         self._turn = TURN_BYTES  # see _process_in_turns
@@ -99,13 +115,13 @@ class ServerConnection:
 
     async def _handshake(self) -> bool:
         """TLS (when configured) and the client's preface, within the handshake deadline."""
-        with trio.move_on_after(self._limits.handshake_timeout):
+        with trio.move_on_at(self._handshake_deadline):
             if isinstance(self._stream, trio.SSLStream):
                 try:
                     await self._stream.do_handshake()
                 except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                     return False
-            self.core.initiate()
+            self.core.initiate(self._preface_sent)
             await self.flush()
             while not self.core.preface_received:
                 if not await self._read_once():
@@ -391,6 +407,17 @@ class ServerConnection:
         self.scope.cancel()
 
 
+class Accepted(Protocol):
+    """An accepted connection as a stopping server sees it (a :class:`ServerConnection`,
+    or one whose client has not spoken yet)."""
+
+    scope: trio.CancelScope
+
+    def stop_calls(self) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Service:
     """What a server's connections share: routes, limits, the budget, the token."""
 
@@ -411,7 +438,21 @@ class Service:
         self.token = token
         self.token_refusal = token_refusal
         self.nursery = nursery
-        self.connections: set[ServerConnection] = set()
+        self._preface: bytes | None = None
+        #: Every accepted connection still open (``max_connections`` counts them).
+        self.connections: set[Accepted] = set()
+
+    @property
+    def preface(self) -> bytes:
+        """The server preface every connection of these limits starts with (our SETTINGS
+        and window opening), built once: it can be written at accept, before a
+        connection's state machine exists."""
+        if self._preface is None:
+            core = ServerCore(self.limits)
+            core.initiate()
+            self._preface = core.data_to_send()
+            core.dispose()
+        return self._preface
 
     def token_ok(self, path: str, metadata: dict[str, str]) -> bool:
         """Whether the call may go on: health probes stay open (orchestrators poll them

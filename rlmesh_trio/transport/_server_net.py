@@ -198,9 +198,7 @@ class Listener:
             if self._ssl is not None:
                 stream = trio.SSLStream(tcp, self._ssl, server_side=True)
                 fd = -1
-            conn = ServerConnection(service, stream, fd)
-            service.connections.add(conn)
-            service.nursery.start_soon(_run_connection, service, conn)
+            service.nursery.start_soon(_run_connection, service, stream, fd)
 
     def remove_file(self) -> None:
         """Remove a unix socket's file (when stopping)."""
@@ -209,7 +207,54 @@ class Listener:
                 os.unlink(self._path)
 
 
-async def _run_connection(service: Service, conn: ServerConnection) -> None:
+class _Unspoken:
+    """An accepted connection whose client has sent nothing yet. It counts against
+    ``max_connections`` and is closed by a stopping server, but holds no protocol
+    state: its :class:`ServerConnection` (an h2 state machine, about 15 KiB) is
+    built when the client's first bytes arrive."""
+
+    def __init__(self) -> None:
+        self.scope = trio.CancelScope()
+
+    def stop_calls(self) -> None:
+        """No calls yet."""
+
+    def close(self) -> None:
+        self.scope.cancel()
+
+
+def _write_preface(fd: int, preface: bytes) -> bytes:
+    """Write our preface on a fresh socket now if it goes in one write (it always fits an
+    empty send buffer); what was written, or ``b""`` (then the connection's core
+    writes all of it)."""
+    try:
+        written = os.write(fd, preface)
+    except OSError:
+        return b""
+    if written == len(preface):
+        return preface
+    return preface[:written]
+
+
+async def _run_connection(service: Service, stream: trio.abc.Stream, fd: int) -> None:
+    """Serve one accepted connection; a plain socket's client must send its first bytes
+    within the handshake deadline, or it is closed with nothing built for it."""
+    deadline = trio.current_time() + service.limits.handshake_timeout
+    sent = _write_preface(fd, service.preface) if fd >= 0 else b""
+    if sent:
+        quiet = _Unspoken()
+        service.connections.add(quiet)
+        try:
+            with quiet.scope, trio.move_on_at(deadline):
+                await trio.lowlevel.wait_readable(fd)
+        finally:
+            service.connections.discard(quiet)
+        if quiet.scope.cancelled_caught or trio.current_time() >= deadline:
+            with trio.CancelScope(shield=True):
+                await trio.aclose_forcefully(stream)
+            return
+    conn = ServerConnection(service, stream, fd, handshake_deadline=deadline, preface_sent=sent)
+    service.connections.add(conn)
     try:
         await conn.run()
     finally:

@@ -103,8 +103,12 @@ class ServerCore(H2Base):
 
     # ---- sending -------------------------------------------------------------
 
-    def initiate(self) -> None:
-        """Queue our SETTINGS (the server's preface) and open the connection window."""
+    def initiate(self, sent: bytes = b"") -> None:
+        """Queue our SETTINGS (the server's preface) and open the connection window.
+
+        ``sent``: preface bytes already written for this connection (the same
+        limits' :meth:`initiate` output, written at accept); they are not queued again.
+        """
         h2c = self._h2
         h2c.initiate_connection()
         # Again as a change: h2 applies a header-list limit to its decoder once acked.
@@ -113,6 +117,8 @@ class ServerCore(H2Base):
         )
         h2c.increment_flow_control_window(WINDOW - h2c.inbound_flow_control_window)
         self._collect()
+        if sent and self._out.startswith(sent):
+            del self._out[: len(sent)]
 
     def send_headers(self, stream_id: int, extra: Iterable[tuple[str, str]] = ()) -> None:
         """Queue the response headers (``:status 200``, gRPC's content type, ``extra``)."""

@@ -41,6 +41,19 @@ async def test_a_client_that_never_sends_its_preface_is_closed_at_the_deadline()
         assert await rt.check_health(server.address) == "SERVING"
 
 
+async def test_a_silent_connection_is_closed_by_a_stopping_server() -> None:
+    server = rt.ModelServer(cartpole_policy, "127.0.0.1:0")
+    server.start()
+    try:
+        stream = await trio.open_tcp_stream(*_address(server))
+        with trio.fail_after(10):  # our SETTINGS go out at accept, before the client speaks
+            assert await stream.receive_some(65536)
+    finally:
+        await trio.to_thread.run_sync(server.shutdown)
+    assert await _until_closed(stream, 10) == b""
+    await stream.aclose()
+
+
 async def test_an_idle_connection_gets_goaway_then_is_closed() -> None:
     limits = rt.ServerLimits(idle_timeout=0.2)
     async with rt.serve_env(gym.make("CartPole-v1"), limits=limits) as server:

@@ -72,6 +72,25 @@ def test_the_server_advertises_its_limits_in_its_first_settings() -> None:
     assert first[hyperframe.frame.SettingsFrame.INITIAL_WINDOW_SIZE] == 16 * 1024 * 1024
 
 
+def test_a_preface_written_at_accept_is_not_queued_again() -> None:
+    limits = wire.ServerLimits(max_concurrent_streams=9)
+    first = wire.ServerCore(limits)
+    first.initiate()
+    preface = first.data_to_send()
+    again = wire.ServerCore(limits)
+    again.initiate(preface)
+    assert again.data_to_send() == b""
+    # Only what was really written is left out: the rest still goes.
+    part = wire.ServerCore(limits)
+    part.initiate(preface[:10])
+    assert part.data_to_send() == preface[10:]
+    # The state machine is the one that sent them: the client's ACKs are expected.
+    again.receive_data(PREFACE + raw(hyperframe.frame.SettingsFrame(0)))
+    acks = raw(hyperframe.frame.SettingsFrame(0, flags=["ACK"]))
+    again.receive_data(acks + acks)
+    assert again.terminated is None
+
+
 def test_a_call_goes_both_ways_headers_message_trailers() -> None:
     pair = Pair()
     stream_id, events = pair.open()
