@@ -224,16 +224,12 @@ class _Unspoken:
 
 
 def _write_preface(fd: int, preface: bytes) -> bytes:
-    """Write our preface on a fresh socket now if it goes in one write (it always fits an
-    empty send buffer); what was written, or ``b""`` (then the connection's core
-    writes all of it)."""
+    """Write our preface on a fresh socket now (one write: it fits an empty send buffer);
+    what was written (``b""``: nothing, and the connection's core writes all of it)."""
     try:
-        written = os.write(fd, preface)
+        return preface[: os.write(fd, preface)]
     except OSError:
         return b""
-    if written == len(preface):
-        return preface
-    return preface[:written]
 
 
 async def _run_connection(service: Service, stream: trio.abc.Stream, fd: int) -> None:
@@ -245,11 +241,11 @@ async def _run_connection(service: Service, stream: trio.abc.Stream, fd: int) ->
         quiet = _Unspoken()
         service.connections.add(quiet)
         try:
-            with quiet.scope, trio.move_on_at(deadline):
+            with quiet.scope, trio.move_on_at(deadline) as waited:
                 await trio.lowlevel.wait_readable(fd)
         finally:
             service.connections.discard(quiet)
-        if quiet.scope.cancelled_caught or trio.current_time() >= deadline:
+        if quiet.scope.cancelled_caught or waited.cancelled_caught:
             with trio.CancelScope(shield=True):
                 await trio.aclose_forcefully(stream)
             return
