@@ -68,6 +68,19 @@ def served_sides(
     ]
 
 
+def ceiling_row(unbatched: Any, batched: Any, fmt: Callable[..., str]) -> list[str]:
+    """Case 7's bound, as a table row: the batched run cannot step faster than its own
+    client process can (one Python thread: wall per step >= client CPU per step), so
+    batched / unbatched is at most the unbatched wall per step over the batched client's
+    CPU per step. Columns: batched client CPU (us/step), unbatched wall (us/step), bound."""
+    rate, cpu = unbatched.median_rate(), batched.median_cpu_us()
+    wall = 1e6 / rate if rate else None
+    bound = wall / cpu if wall and cpu else None
+    met = "n/a" if bound is None else ("yes" if bound >= TARGET_SERVED_VS_UNBATCHED else "no")
+    target = f">= {TARGET_SERVED_VS_UNBATCHED}"
+    return ["7 ceiling (client-bound)", fmt(cpu), fmt(wall), fmt(bound, ".2f"), target, met]
+
+
 def local_sides(
     env_id: str, seeds: list[int], ours: Callable[..., Any]
 ) -> list[tuple[str, Callable[[], Any]]]:

@@ -530,6 +530,7 @@ def _table(cases: list[Case], selected: set[str]) -> list[list[str]]:
         ratio_row("7 batch/unbatched", case, batched, sides["ours"], target)
         target = _torch_case.TARGET_SERVED_VS_RLMESH
         ratio_row("7 batch/rlmesh", case, batched, sides["theirs"], target)
+        rows.append(_torch_case.ceiling_row(sides["ours"], batched, _fmt))
     if "8" in by_key and "8" in selected:
         sides = {s.label: s for s in by_key["8"].sides}
         target = _torch_case.TARGET_LOCAL_VS_UNBATCHED
@@ -556,7 +557,9 @@ def _print_table(rows: list[list[str]]) -> None:
     for row in rows:
         print("  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)))
     print("(cases 1-4, 6, 9: steps/s, ratio = ours/theirs; cpu rows: client CPU us per step,")
-    print(" but servers' CPU us per step in '9 (server cpu us/step)')")
+    print(" but servers' CPU us per step in '9 (server cpu us/step)'; '7 ceiling': batched")
+    print(" client CPU us/step, unbatched wall us/step, and their ratio, the most batch/unbatched")
+    print(" can reach while the batched client is the bottleneck)")
     print("(measured on whatever load the machine had: compare ratios within one run)")
 
 

@@ -82,3 +82,22 @@ def test_neutral_client_case_rows_report_speed_and_server_cpu_ratios() -> None:
     speed, cpu = bench._table([case], {"9"})
     assert speed == ["9", "500", "250", "2.00", ">= 1.3", "yes"]
     assert cpu == ["9 (server cpu us/step)", "400", "800", "0.50", "<= 0.8x", "yes"]
+
+
+def test_served_batching_case_reports_its_client_bound_ceiling() -> None:
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import compare_rlmesh as bench
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+
+    episodes = {0: (500, 500.0)}
+    # Unbatched: 500 steps in 0.1 s (200 us/step). Batched: 500 steps in 0.05 s, its client
+    # busy 0.04 s (80 us/step): batching cannot give more than 200 / 80 = 2.5x here.
+    ours = bench.Side("ours", lambda: bench.Sample(500, 0.1, 0.09, episodes))
+    batched = bench.Side("ours+batch", lambda: bench.Sample(500, 0.05, 0.04, episodes))
+    theirs = bench.Side("theirs", lambda: bench.Sample(500, 0.5, 0.1, episodes))
+    case = bench.Case("7", "served batching", [ours, batched, theirs])
+    bench._run_case(case, pairs=1, warmup=0)
+    _, _, ceiling = bench._table([case], {"7"})
+    assert ceiling == ["7 ceiling (client-bound)", "80", "200", "2.50", ">= 2.5", "yes"]
