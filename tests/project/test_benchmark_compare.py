@@ -11,6 +11,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -19,6 +20,16 @@ pytest.importorskip("rlmesh")
 pytestmark = [pytest.mark.interop, pytest.mark.slow]
 
 SCRIPT = Path(__file__).resolve().parents[2] / "benchmarks" / "compare_rlmesh.py"
+
+
+def _bench() -> Any:
+    """The scoreboard script as a module (benchmarks/ is not a package)."""
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import compare_rlmesh
+    finally:
+        sys.path.remove(str(SCRIPT.parent))
+    return compare_rlmesh
 
 
 @pytest.mark.timeout(300)
@@ -44,11 +55,7 @@ def test_compare_rlmesh_smallest_run_agrees_with_rlmesh(tmp_path: Path) -> None:
 
 
 def test_a_fast_wrong_answer_is_flagged(capsys: pytest.CaptureFixture[str]) -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import compare_rlmesh as bench
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    bench = _bench()
 
     def sample(episodes: dict[int, tuple[int, float]], wall: float) -> object:
         steps = sum(s for s, _ in episodes.values())
@@ -68,11 +75,7 @@ def test_a_fast_wrong_answer_is_flagged(capsys: pytest.CaptureFixture[str]) -> N
 
 
 def test_neutral_client_case_rows_report_speed_and_server_cpu_ratios() -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import compare_rlmesh as bench
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    bench = _bench()
 
     episodes = {0: (500, 500.0)}
     ours = bench.Side("ours", lambda: bench.Sample(500, 1.0, 0.1, episodes, server_cpu_s=0.2))
@@ -85,11 +88,7 @@ def test_neutral_client_case_rows_report_speed_and_server_cpu_ratios() -> None:
 
 
 def test_served_batching_case_reports_its_client_bound_ceiling() -> None:
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import compare_rlmesh as bench
-    finally:
-        sys.path.remove(str(SCRIPT.parent))
+    bench = _bench()
 
     episodes = {0: (500, 500.0)}
     # Unbatched: 500 steps in 0.1 s (200 us/step). Batched: 500 steps in 0.05 s, its client
