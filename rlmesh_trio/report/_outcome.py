@@ -52,7 +52,7 @@ class RunMeta:
         }
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class RouteOutcome:
     """How one route ended. ``report`` holds its episodes even when it failed.
 
@@ -69,6 +69,15 @@ class RouteOutcome:
     report: RouteReport | None
     wall_s: float = 0.0
     retries: int = 0
+
+    def __repr__(self) -> str:
+        # Counts, not contents (the episodes are in ``report``).
+        error = "None" if self.error is None else f"{type(self.error).__name__}(...)"
+        return (
+            f"RouteOutcome(route_id={self.route_id!r}, status={self.status!r}, "
+            f"episodes={self.total_episodes}, steps={self.total_steps}, error={error}, "
+            f"wall_s={self.wall_s:.3f})"
+        )
 
     @property
     def episodes(self) -> Sequence[EpisodeResult]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -25,7 +26,7 @@ REPORT_SCHEMA = "rlmesh-trio.report"
 REPORT_VERSION = 2
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class RunReport:
     """Everything a run produced, in route order.
 
@@ -44,6 +45,16 @@ class RunReport:
     recorded_telemetry: tuple[TelemetryRow, ...] | None = attrs.field(
         default=None, eq=False, repr=False
     )
+
+    def __repr__(self) -> str:
+        # Counts, not contents: a run of thousands of episodes prints on one line.
+        statuses = Counter(outcome.status for outcome in self.routes)
+        counted = ", ".join(f"{status}={n}" for status, n in sorted(statuses.items()))
+        return (
+            f"RunReport(routes={len(self.routes)} ({counted or 'none'}), "
+            f"episodes={self.total_episodes}, steps={self.total_steps}, "
+            f"wall_s={self.wall_s:.3f})"
+        )
 
     @property
     def episodes(self) -> list[EpisodeResult]:

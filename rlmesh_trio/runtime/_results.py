@@ -106,7 +106,7 @@ def _rows(values: Iterable[TelemetryRow]) -> tuple[TelemetryRow, ...]:
     return tuple(values)
 
 
-@attrs.frozen
+@attrs.frozen(repr=False)
 class RouteReport:
     """Everything a route did: totals, finished episodes (completion order) and telemetry.
 
@@ -125,6 +125,14 @@ class RouteReport:
     samples: Mapping[tuple[str, str, str], SeriesSnapshot] = attrs.field(
         factory=dict, eq=False, repr=False
     )
+
+    def __repr__(self) -> str:
+        # Counts, not contents: every episode and telemetry row is in the fields.
+        return (
+            f"RouteReport(route_id={self.route_id!r}, env_id={self.env_id!r}, "
+            f"episodes={self.total_episodes}, steps={self.total_steps}, "
+            f"telemetry_rows={len(self.telemetry)})"
+        )
 
     def to_dict(self) -> dict[str, Any]:
         return {
