@@ -142,6 +142,15 @@ def route_hooks(shared: RuntimeHooks | None, route: Route, env: Any) -> RuntimeH
     return own if shared is None else HookChain([shared, own])
 
 
+#: What ``shard``'s ``route_options`` may set: a Route's fields, less those it deals itself.
+_SHARD_OPTIONS = frozenset(
+    field.alias
+    for field in attrs.fields(Route)
+    if field.init
+    and field.alias not in {"env", "model", "seeds", "episodes", "route_id", "ticket_pool"}
+)
+
+
 def shard(
     envs: Sequence[Any],
     model: Any,
@@ -168,9 +177,21 @@ def shard(
     the next episodes as they come free (meant for identical env endpoints).
     Episode ``i`` of the list keeps seed ``seeds[i]`` and trial ``base + i``
     whichever endpoint runs it.
+
+    Raises:
+        InvalidSpec: no envs; an unknown ``dealing``; both or neither of
+            ``seeds`` and ``episodes``; an empty seed list; ``episodes < 1``;
+            or a ``route_options`` name or value that :class:`Route` refuses
+            (an unknown option, a bad limit, a negative cap).
     """
     if not envs:
         raise InvalidSpec("shard needs at least one env")
+    unknown = sorted(set(route_options) - _SHARD_OPTIONS)
+    if unknown:
+        raise InvalidSpec(
+            f"shard: unknown route option(s) {', '.join(unknown)}; a Route takes "
+            f"{', '.join(sorted(_SHARD_OPTIONS))}"
+        )
     if dealing not in _DEALINGS:
         raise InvalidSpec(f"dealing must be one of {_DEALINGS}, got {dealing!r}")
     if dealing == "dynamic":

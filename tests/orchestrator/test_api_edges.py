@@ -310,3 +310,12 @@ async def test_duck_typed_hooks_run_without_a_warning_per_event(
     await rt.run_routes(routes[1:], hooks=rt.HookChain([chained, rt.RuntimeHooks()]))  # type: ignore[list-item]
     assert (direct.completed, chained.completed) == (2, 2)
     assert [r for r in caplog.records if "hook" in r.getMessage()] == []
+
+
+def test_shard_refuses_an_unknown_route_option_by_name() -> None:
+    import gymnasium as gym
+
+    with pytest.raises(
+        rt.InvalidSpec, match=r"shard: unknown route option\(s\) bogus; a Route takes"
+    ):
+        rt.shard(envs=[gymnasium.make("CartPole-v1")], model=rt.RANDOM, seeds=[1], bogus=3)
