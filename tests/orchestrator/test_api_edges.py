@@ -313,8 +313,6 @@ async def test_duck_typed_hooks_run_without_a_warning_per_event(
 
 
 def test_shard_refuses_an_unknown_route_option_by_name() -> None:
-    import gymnasium as gym
-
     with pytest.raises(
         rt.InvalidSpec, match=r"shard: unknown route option\(s\) bogus; a Route takes"
     ):
