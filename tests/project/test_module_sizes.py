@@ -26,7 +26,11 @@ MAX_FUNCTION_LINES = 60
 # of a function, with the one-line reason it is over the budget. An entry whose piece
 # is back within the budget fails test_every_reason_names_a_current_offender, so the
 # list never names what is no longer there.
-REASONS: dict[str, str] = {}
+REASONS: dict[str, str] = {
+    "rlmesh_trio/orchestrator/_route.py::shard": (
+        "a public entry whose docstring states dealing, trials and every Raises in full"
+    ),
+}
 
 
 def _functions(tree: ast.AST, prefix: str = "") -> Iterator[tuple[str, int]]:
