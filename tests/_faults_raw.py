@@ -23,8 +23,8 @@ import grpclib.const
 import trio
 
 from rlmesh_trio import wire
-from rlmesh_trio.transport._client import ClientConnection
-from rlmesh_trio.transport._conn import Connection
+from rlmesh_trio.transport.client._channel import ClientConnection
+from rlmesh_trio.transport.client._conn import Connection
 
 __all__ = ["ENV_JOIN", "MODEL_JOIN", "RawStream", "ServerThread", "StreamEnd"]
 

@@ -164,7 +164,7 @@ SERVE_SCRIPT = textwrap.dedent(
     """
     import sys
     import gymnasium as gym
-    from rlmesh_trio.transport._env_server import EnvServer
+    from rlmesh_trio.transport.server._env_server import EnvServer
     EnvServer(gym.make("CartPole-v1"), "127.0.0.1:0").serve(ready_fd=int(sys.argv[1]))
     """
 )
@@ -174,7 +174,7 @@ CALLER_THREAD_SCRIPT = textwrap.dedent(
     """
     import sys, threading
     import gymnasium as gym
-    from rlmesh_trio.transport._env_server import EnvServer
+    from rlmesh_trio.transport.server._env_server import EnvServer
 
     class MainThreadOnly(gym.Wrapper):
         # A simulator that only works from the thread that created it.
@@ -208,7 +208,7 @@ WORKER_SCRIPT = textwrap.dedent(
     """
     import sys, threading
     import gymnasium as gym
-    from rlmesh_trio.transport._env_server import EnvServer
+    from rlmesh_trio.transport.server._env_server import EnvServer
 
     class Where(gym.Wrapper):
         def step(self, action):

@@ -6,8 +6,8 @@ import pytest
 
 from rlmesh_trio.runtime import RouteDriver, RouteSpec
 from rlmesh_trio.testing import RecordingHooks
-from rlmesh_trio.transport._remote_env import RemoteEnv
-from rlmesh_trio.transport._remote_model import RemoteModel
+from rlmesh_trio.transport.client._remote_env import RemoteEnv
+from rlmesh_trio.transport.client._remote_model import RemoteModel
 
 from .._rlmesh_procs import RlmeshServers
 

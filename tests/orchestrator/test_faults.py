@@ -43,7 +43,7 @@ import pytest
 import rlmesh_trio as rt
 from rlmesh_trio._errors import CLOSED_CONNECTION_HINT
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
-from rlmesh_trio.transport._env_server import BUSY_MESSAGE
+from rlmesh_trio.transport.server._env_server import BUSY_MESSAGE
 
 from .._cli import CLI
 from .._faults_procs import REPO, ServerProc, faulty_server, our_env, our_model

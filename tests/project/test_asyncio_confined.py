@@ -2,7 +2,7 @@
 
 The clients run on the I/O-free wire core over Trio sockets (issue 13), and so
 do the servers, each on a ``trio.run`` of a thread of its own (issue 22,
-``transport/_server_thread.py``). The generated ``_proto`` package is exempt.
+``transport/server/_thread.py``). The generated ``_proto`` package is exempt.
 Imports are found with ``ast``, so ``import asyncio`` inside a function,
 ``from asyncio import ...`` and ``import asyncio.events`` all count; a mention
 in a string or comment does not.
@@ -17,7 +17,7 @@ import pytest
 
 from .._package_scan import PACKAGE, package_modules, sites_in
 
-SERVER_THREAD = Path("transport/_server_thread.py")
+SERVER_THREAD = Path("transport/server/_thread.py")
 ALLOWED: set[Path] = set()
 FORBIDDEN = ("asyncio", "trio_asyncio")
 
@@ -44,7 +44,7 @@ def _import_sites(source: str) -> list[tuple[int, str]]:
 
 def test_only_the_servers_loop_imports_asyncio() -> None:
     modules = package_modules()
-    assert Path("transport/_env_server.py") in modules  # the scan sees the servers
+    assert Path("transport/server/_env_server.py") in modules  # the scan sees the servers
     offenders = sites_in([path for path in modules if path not in ALLOWED], _import_sites)
     assert offenders == [], "asyncio outside the servers' loop module:\n" + "\n".join(offenders)
 

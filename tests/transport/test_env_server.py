@@ -16,7 +16,7 @@ from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 from rlmesh_trio import spaces
 from rlmesh_trio._wire import core_pb, env_pb, spaces_pb
 from rlmesh_trio.transport import serve_env
-from rlmesh_trio.transport._env_server import BUSY_MESSAGE, EnvServer
+from rlmesh_trio.transport.server._env_server import BUSY_MESSAGE, EnvServer
 
 from .. import _asyncio_bridge as bridge
 from .._env_raw_client import RawJoin, handshake, rpc_once_free, unary
@@ -297,7 +297,7 @@ async def test_unreadable_requests_end_the_stream_with_a_status(monkeypatch) -> 
     import grpclib.client
     import grpclib.const
 
-    from rlmesh_trio.transport import _server_net
+    from rlmesh_trio.transport.server import _net as _server_net
 
     from .._raw_codec import RawCodec
 
@@ -376,7 +376,7 @@ async def test_disconnect_mid_call_frees_the_slot_only_after_the_call() -> None:
 async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
     monkeypatch, env_thread: str
 ) -> None:
-    from rlmesh_trio.transport import _env_server
+    from rlmesh_trio.transport.server import _env_server
 
     monkeypatch.setattr(_env_server, "DRAIN_TIMEOUT", 0.3)
     monkeypatch.setattr(_env_server, "CLOSE_TIMEOUT", 0.3)
@@ -407,7 +407,7 @@ async def test_leaving_serve_env_is_bounded_even_with_a_hung_env_call(
 
 
 async def test_remote_shutdown_with_an_open_session_is_bounded(monkeypatch) -> None:
-    from rlmesh_trio.transport import _env_server
+    from rlmesh_trio.transport.server import _env_server
 
     monkeypatch.setattr(_env_server, "DRAIN_TIMEOUT", 0.4)
     request = env_pb.ShutdownRequest(base=core_pb.ShutdownRequest(reason="owner shutdown"))

@@ -13,7 +13,7 @@ import trio
 import trio.testing
 
 from rlmesh_trio import wire
-from rlmesh_trio.transport._server_call import CallLost, ServerCall
+from rlmesh_trio.transport.server._call import CallLost, ServerCall
 
 
 class _Conn:

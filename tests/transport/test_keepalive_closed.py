@@ -14,8 +14,8 @@ import pytest
 import trio
 
 from rlmesh_trio import wire
-from rlmesh_trio.transport import _conn
-from rlmesh_trio.transport._conn import Connection
+from rlmesh_trio.transport.client import _conn
+from rlmesh_trio.transport.client._conn import Connection
 
 
 class _Handler:

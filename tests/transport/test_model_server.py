@@ -25,7 +25,7 @@ from rlmesh_trio._wire import CAP_CONCURRENT_PREDICT, core_pb
 from rlmesh_trio.inprocess._demo_policy import CARTPOLE_POLICY, cartpole_policy
 from rlmesh_trio.transport import serve_model
 from rlmesh_trio.transport._address import parse_address
-from rlmesh_trio.transport._model_server import ModelServer
+from rlmesh_trio.transport.server._model_server import ModelServer
 
 from .. import _asyncio_bridge as _bridge
 from .._grpc_services import model_pb
@@ -444,7 +444,7 @@ def test_bind_address_forms() -> None:
 
 
 async def test_remote_model_client_against_our_server() -> None:
-    remote = pytest.importorskip("rlmesh_trio.transport._remote_model")
+    remote = pytest.importorskip("rlmesh_trio.transport.client._remote_model")
     async with served(CARTPOLE_POLICY) as server:
         model = remote.RemoteModel(server.address)
         try:
@@ -463,7 +463,7 @@ async def test_remote_model_client_against_our_server() -> None:
 SERVE_SCRIPT = """
 import sys
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
-from rlmesh_trio.transport._model_server import ModelServer
+from rlmesh_trio.transport.server._model_server import ModelServer
 
 threaded, shutdown = sys.argv[2] == "threaded", sys.argv[3] == "shutdown"
 server = ModelServer(

@@ -27,7 +27,8 @@ from grpclib.const import Status
 import rlmesh_trio as rt
 from rlmesh_trio._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
-from rlmesh_trio.transport import _server_conn, _server_net
+from rlmesh_trio.transport.server import _conn as _server_conn
+from rlmesh_trio.transport.server import _net as _server_net
 from rlmesh_trio.wire import check_size
 
 from .._faults_procs import our_env, our_model

@@ -31,9 +31,9 @@ from rlmesh_trio._errors import (
 from rlmesh_trio._wire import PROTOCOL_GENERATION, core_pb, env_pb, model_pb, spaces_pb
 from rlmesh_trio.transport._address import Address, parse_address
 from rlmesh_trio.transport._handshake import local_peer_info
-from rlmesh_trio.transport._health import check_health
-from rlmesh_trio.transport._remote_env import RemoteEnv
-from rlmesh_trio.transport._remote_model import RemoteModel
+from rlmesh_trio.transport.client._health import check_health
+from rlmesh_trio.transport.client._remote_env import RemoteEnv
+from rlmesh_trio.transport.client._remote_model import RemoteModel
 
 from .. import _asyncio_bridge as bridge
 from .._raw_codec import RawCodec

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from rlmesh_trio import spaces
 from rlmesh_trio._wire import core_pb, model_pb, spaces_pb
-from rlmesh_trio.transport._model_server import ModelServer, _completed
+from rlmesh_trio.transport.server._model_server import ModelServer, _completed
 from rlmesh_trio.wire._model_codec import decode_join_request, encode_join_response
 from rlmesh_trio.wire._model_parts import encode_predict_reply, read_predict
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from rlmesh_trio import wire
 from rlmesh_trio._wire import env_pb, model_pb, spaces_pb
-from rlmesh_trio.transport._server_net import SizeLimitedCodec
+from rlmesh_trio.transport.server._net import SizeLimitedCodec
 from rlmesh_trio.wire._client_codec import decode_env_response, decode_model_response
 from rlmesh_trio.wire._pb import server_counts
 

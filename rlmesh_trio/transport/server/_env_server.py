@@ -18,17 +18,17 @@ from typing import Any, ClassVar
 import betterproto2
 import trio
 
-from .. import wire
-from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
-from .._signals import SERVER_SIGNALS, on_first_signal
-from .._wire import core_pb, env_pb
-from ..wire._env_codec import decode_join_arm, decode_step_arm, encode_step_reply
-from ..wire._step_parts import StepParts, encode_step_parts
-from ._handshake import ENV_COMPONENT
-from ._server_base import ServerBase
-from ._server_call import CallLost, ServerCall
-from ._server_net import CODEC, THREAD_DECODE_BYTES, decode_request
-from ._server_thread import EnvWorkers, ServingThread, serving_in_thread
+from ... import wire
+from ..._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
+from ..._signals import SERVER_SIGNALS, on_first_signal
+from ..._wire import core_pb, env_pb
+from ...wire._env_codec import decode_join_arm, decode_step_arm, encode_step_reply
+from ...wire._step_parts import StepParts, encode_step_parts
+from .._handshake import ENV_COMPONENT
+from ._base import ServerBase
+from ._call import CallLost, ServerCall
+from ._net import CODEC, THREAD_DECODE_BYTES, decode_request
+from ._thread import EnvWorkers, ServingThread, serving_in_thread
 
 __all__ = ["BUSY_MESSAGE", "EnvServer", "serve_env"]
 

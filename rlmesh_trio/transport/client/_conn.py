@@ -16,10 +16,10 @@ from typing import Protocol
 
 import trio
 
-from .. import wire
-from ._address import Address
+from ... import wire
+from .._address import Address
+from .._writing import SocketWriter
 from ._reading import CLOSED, RECEIVE_SIZE, ReplyWait, SharedReader
-from ._writing import SocketWriter
 
 __all__ = ["CLOSED", "Connection", "ConnectionLost", "StreamHandler"]
 

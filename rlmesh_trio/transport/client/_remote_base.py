@@ -11,14 +11,14 @@ from typing import Any, ClassVar, Self
 import betterproto2
 import trio
 
-from .. import wire
-from .._endpoints import EndpointInfo
-from .._errors import ConnectError, ProtocolError
-from .._wire import core_pb
-from ..wire import GrpcError
-from ._client import ClientConnection
+from ... import wire
+from ..._endpoints import EndpointInfo
+from ..._errors import ConnectError, ProtocolError
+from ..._wire import core_pb
+from ...wire import GrpcError
+from .._handshake import handshake_failure, handshake_request
+from ._channel import ClientConnection
 from ._conn import Connection, ConnectionLost
-from ._handshake import handshake_failure, handshake_request
 from ._join import JoinSession
 
 __all__ = [

@@ -11,13 +11,13 @@ from typing import Any, ClassVar
 
 import trio
 
-from .._endpoints import EndpointInfo, Reply
-from .._errors import ConnectError, EnvRpcError, HandshakeError
-from .._wire import env_pb
-from ..wire import GrpcStatus
-from ..wire._client_codec import decode_env_response, encode_env_step
-from ._client import time_limit
-from ._handshake import ENV_COMPONENT, parse_env_handshake
+from ..._endpoints import EndpointInfo, Reply
+from ..._errors import ConnectError, EnvRpcError, HandshakeError
+from ..._wire import env_pb
+from ...wire import GrpcStatus
+from ...wire._client_codec import decode_env_response, encode_env_step
+from .._handshake import ENV_COMPONENT, parse_env_handshake
+from ._channel import time_limit
 from ._join import JoinSession, SessionClosed
 from ._remote_base import (
     CLOSE_GRACE,

@@ -18,8 +18,8 @@ from typing import Any, ClassVar, TypeVar, cast
 import betterproto2
 import trio
 
-from .. import wire
-from .._modelhost import (
+from ... import wire
+from ..._modelhost import (
     Invoke,
     ModelFault,
     ModelHost,
@@ -28,13 +28,13 @@ from .._modelhost import (
     answer_row,
     inline_invoke,
 )
-from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
-from ..wire._model_parts import encode_predict_reply, read_predict
-from ._handshake import MODEL_COMPONENT
-from ._server_base import ServerBase
-from ._server_call import ServerCall
-from ._server_net import CODEC, THREAD_DECODE_BYTES, decode_request
-from ._server_thread import serving_in_thread
+from ..._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from ...wire._model_parts import encode_predict_reply, read_predict
+from .._handshake import MODEL_COMPONENT
+from ._base import ServerBase
+from ._call import ServerCall
+from ._net import CODEC, THREAD_DECODE_BYTES, decode_request
+from ._thread import serving_in_thread
 
 __all__ = ["ModelServer", "serve_model"]
 

@@ -1,6 +1,6 @@
 """One served gRPC call as its handler sees it: messages in, messages out, a status.
 
-A :class:`ServerCall` belongs to one connection (:mod:`._server_conn`) and is
+A :class:`ServerCall` belongs to one connection (:mod:`._conn`) and is
 used only from that server's Trio run.
 
 A handler whose per-message work is synchronous may set :attr:`ServerCall.inline`:
@@ -18,7 +18,7 @@ from typing import Protocol
 
 import trio
 
-from ..wire import GrpcError, GrpcStatus
+from ...wire import GrpcError, GrpcStatus
 
 __all__ = ["CallConnection", "CallLost", "Handler", "ServerCall"]
 

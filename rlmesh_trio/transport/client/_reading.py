@@ -16,14 +16,11 @@ stream is read by its own task).
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 import trio
 
-if TYPE_CHECKING:
-    from ._conn import Connection
-
-__all__ = ["CLOSED", "IDLE", "RECEIVE_SIZE", "ReplyWait", "SharedReader"]
+__all__ = ["CLOSED", "IDLE", "RECEIVE_SIZE", "ReaderOwner", "ReplyWait", "SharedReader"]
 
 CLOSED = "connection closed"
 #: Seconds without a foreground reader before the background reader takes the socket.
@@ -40,10 +37,29 @@ class ReplyWait(Protocol):
     def done(self) -> bool: ...
 
 
+class ReaderOwner(Protocol):
+    """The connection whose socket is read: it takes the bytes and knows what is owed."""
+
+    #: Why the connection is gone (``None`` while it is up).
+    lost: str | None
+
+    def process(self, data: bytes) -> None:
+        """Feed received bytes to the connection's core and hand out what they finish."""
+        ...
+
+    def lose(self, detail: str) -> None:
+        """Mark the connection gone (once) and fail everything waiting on it."""
+        ...
+
+    def replies_owed(self) -> bool:
+        """Whether replies are due that no task is waiting to read for itself."""
+        ...
+
+
 class SharedReader:
     """The read role of one plain socket (descriptor ``fd``) of the connection ``owner``."""
 
-    def __init__(self, fd: int, owner: Connection) -> None:
+    def __init__(self, fd: int, owner: ReaderOwner) -> None:
         self._fd = fd
         self._owner = owner
         self._reader: str | None = None  # "fg", "bg", "baton" (handed over) or None

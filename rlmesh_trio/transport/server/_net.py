@@ -18,11 +18,11 @@ from typing import Any
 import betterproto2
 import trio
 
-from .. import wire
-from .._wire import MAX_MESSAGE_BYTES
-from ._address import Address
-from ._server_call import Handler, ServerCall
-from ._server_conn import ServerConnection, Service
+from ... import wire
+from ..._wire import MAX_MESSAGE_BYTES
+from .._address import Address
+from ._call import Handler, ServerCall
+from ._conn import ServerConnection, Service
 
 __all__ = ["Listener", "Service", "SizeLimitedCodec", "decode_request", "open_listener", "unary"]
 

@@ -12,16 +12,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from .. import wire
-from .._endpoints import EndpointInfo, Reply
-from .._errors import (
+from ... import wire
+from ..._endpoints import EndpointInfo, Reply
+from ..._errors import (
     ConnectError,
     ModelRouteMismatch,
     ModelRpcError,
     ProtocolError,
 )
-from .._wire import model_pb
-from ..wire._client_codec import (
+from ..._wire import model_pb
+from ...wire._client_codec import (
     GroupedEnvelope,
     GroupOutcome,
     decode_grouped_results,
@@ -30,8 +30,8 @@ from ..wire._client_codec import (
     encode_model_grouped_predict,
     encode_model_predict,
 )
-from ._client import time_limit
-from ._handshake import MODEL_COMPONENT, endpoint_info
+from .._handshake import MODEL_COMPONENT, endpoint_info
+from ._channel import time_limit
 from ._join import JoinSession, SessionClosed
 from ._remote_base import RemoteEndpoint, code_label, reply_telemetry
 

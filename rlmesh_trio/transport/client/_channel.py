@@ -8,9 +8,9 @@ from collections.abc import Callable, Iterator
 
 import trio
 
-from .. import wire
-from .._errors import ConnectError, format_duration
-from ._address import parse_address
+from ... import wire
+from ..._errors import ConnectError, format_duration
+from .._address import parse_address
 from ._conn import Connection, ConnectionLost
 
 __all__ = ["ClientConnection", "time_limit"]

@@ -17,12 +17,12 @@ from typing import Protocol
 
 import trio
 
-from .. import wire
-from .._wire import MAX_MESSAGE_BYTES
-from ..wire._h2server import ServerCore
-from ..wire._limits import ByteBudget, RateBudget
-from ._server_call import CallLost, Handler, ServerCall
-from ._writing import CLOSED_ERRORS, SocketWriter
+from ... import wire
+from ..._wire import MAX_MESSAGE_BYTES
+from ...wire._h2server import ServerCore
+from ...wire._limits import ByteBudget, RateBudget
+from .._writing import CLOSED_ERRORS, SocketWriter
+from ._call import CallLost, Handler, ServerCall
 
 __all__ = ["ServerConnection", "Service"]
 

@@ -17,14 +17,14 @@ from typing import Any, ClassVar
 
 import trio
 
-from .. import wire
-from .._signals import SERVER_SIGNALS, describe_signal, wait_for_signal
-from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
-from ._address import parse_address
-from ._handshake import local_peer_info
-from ._server_call import Handler
-from ._server_net import Listener, Service, open_listener, unary
-from ._server_thread import ServingThread, serving_in_thread
+from ... import wire
+from ..._signals import SERVER_SIGNALS, describe_signal, wait_for_signal
+from ..._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
+from .._address import parse_address
+from .._handshake import local_peer_info
+from ._call import Handler
+from ._net import Listener, Service, open_listener, unary
+from ._thread import ServingThread, serving_in_thread
 
 __all__ = ["ServerBase"]
 
