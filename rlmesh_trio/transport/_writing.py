@@ -1,18 +1,19 @@
 """Writing one connection's queued bytes: what the client's and the server's connections share.
 
-A write the socket buffer takes whole goes straight to a plain TCP or unix
-descriptor: ``send_all`` always yields once, a trip through Trio's scheduler
-per reply that a small write does not need. What the socket does not take
-(a full buffer, or any TLS stream) goes through the Trio stream.
+A write the stream takes whole without waiting (``ByteStream.send_now``: a
+plain socket's descriptor) needs no await: ``send_all`` always yields once, a
+trip through Trio's scheduler per reply that a small write does not need. What
+it does not take (a full buffer, or a TLS stream) goes through ``send_all``.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Protocol
 
 import trio
+
+from ._stream import ByteStream
 
 __all__ = ["CLOSED_ERRORS", "Queued", "SocketWriter"]
 
@@ -36,8 +37,8 @@ class Owner(Protocol):
 
 
 class SocketWriter:
-    """The write side of one connection: the core's bytes to ``stream`` (to its
-    descriptor ``fd`` directly when ``fd >= 0``), one writer at a time.
+    """The write side of one connection: the core's bytes to ``stream``, one writer
+    at a time.
 
     ``lose(detail)`` is called once a write finds the connection gone;
     ``wake()`` asks the connection's writer task to flush what a cancelled or
@@ -49,9 +50,9 @@ class SocketWriter:
     __slots__ = (
         "_checkpoints",
         "_core",
-        "_fd",
         "_lose",
         "_owner",
+        "_send_now",
         "_stream",
         "_wake",
         "unsent",
@@ -61,8 +62,7 @@ class SocketWriter:
     def __init__(
         self,
         core: Queued,
-        stream: trio.abc.Stream,
-        fd: int,
+        stream: ByteStream,
         owner: Owner,
         *,
         lose: Callable[[str], None],
@@ -71,7 +71,7 @@ class SocketWriter:
     ) -> None:
         self._core = core
         self._stream = stream
-        self._fd = fd
+        self._send_now = stream.send_now
         self._owner = owner
         self._lose = lose
         self._wake = wake
@@ -95,8 +95,6 @@ class SocketWriter:
         """
         if self.writing or self._owner.lost is not None or not self.pending:
             return True
-        if self._fd < 0:
-            return False
         self.unsent = self._write_direct(self.unsent + self._core.data_to_send())
         return not self.unsent
 
@@ -104,16 +102,16 @@ class SocketWriter:
         """Best-effort, without waiting: the core's last words (a GOAWAY) on a plain socket."""
         data = self.unsent + self._core.data_to_send()
         self.unsent = b""
-        if data and self._fd >= 0:
+        if data:
             self._write_direct(data)
 
     def _write_direct(self, data: bytes) -> bytes:
         """What of ``data`` the socket did not take at once (``b""`` after a loss)."""
         try:
-            sent = os.write(self._fd, data)
+            sent = self._send_now(data)
         except BlockingIOError:
             return data
-        except OSError:
+        except CLOSED_ERRORS:
             self._lose("connection closed")
             return b""
         return data[sent:]
@@ -137,10 +135,9 @@ class SocketWriter:
                 if owner.lost is not None:
                     return  # closed while we were away: the descriptor may be gone
                 data, self.unsent = self.unsent + core.data_to_send(), b""
-                if self._fd >= 0:
-                    data = self._write_direct(data)
-                    if not data:
-                        continue
+                data = self._write_direct(data)
+                if not data:
+                    continue
                 try:
                     await self._stream.send_all(data)
                 except CLOSED_ERRORS:

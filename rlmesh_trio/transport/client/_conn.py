@@ -18,8 +18,9 @@ import trio
 
 from ... import wire
 from .._address import Address
+from .._stream import ByteStream, byte_stream
 from .._writing import SocketWriter
-from ._reading import CLOSED, RECEIVE_SIZE, ReplyWait, SharedReader
+from ._reading import CLOSED, ReplyWait, SharedReader
 
 __all__ = ["CLOSED", "Connection", "ConnectionLost", "StreamHandler"]
 
@@ -31,7 +32,6 @@ KEEPALIVE_INTERVAL = 30.0
 KEEPALIVE_TIMEOUT = 10.0
 #: Reads at the start of a connection that are always acknowledged at once (see below).
 EAGER_ACK_READS = 16
-_TCP_QUICKACK: int | None = getattr(socket, "TCP_QUICKACK", None)
 
 
 class ConnectionLost(Exception):
@@ -56,9 +56,7 @@ class StreamHandler(Protocol):
     def replies_owed(self) -> bool: ...
 
 
-async def _open_stream(
-    address: Address, ssl: _ssl.SSLContext | None
-) -> tuple[trio.abc.Stream, trio.SocketStream]:
+async def _open_stream(address: Address, ssl: _ssl.SSLContext | None) -> ByteStream:
     if address.path is not None:
         tcp = await trio.open_unix_socket(address.path)
     else:
@@ -67,7 +65,7 @@ async def _open_stream(
         tcp = await trio.open_tcp_stream(address.host, address.port)
         tcp.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     if ssl is None:
-        return tcp, tcp
+        return byte_stream(tcp)
     # gRPC over TLS negotiates HTTP/2 by ALPN; a caller's context may not say so.
     ssl.set_alpn_protocols(["h2"])
     tls = trio.SSLStream(tcp, ssl, server_hostname=address.host or None)
@@ -76,17 +74,14 @@ async def _open_stream(
     except BaseException:
         await trio.aclose_forcefully(tcp)
         raise
-    return tls, tcp
+    return byte_stream(tls)
 
 
 class Connection:
     """A live HTTP/2 connection. Make one with :meth:`open`; never reused after loss."""
 
-    def __init__(
-        self, stream: trio.abc.Stream, socket_stream: trio.SocketStream, authority: str, scheme: str
-    ) -> None:
+    def __init__(self, stream: ByteStream, authority: str, scheme: str) -> None:
         self._stream = stream
-        self._socket = socket_stream
         self.authority = authority
         self.scheme = scheme
         self._core = wire.ClientCore()
@@ -96,28 +91,33 @@ class Connection:
         self._stopped = trio.Event()
         self.lost: str | None = None
         self.token = trio.lowlevel.current_trio_token()
-        # Plain TCP/unix: small writes go straight to the descriptor (see flush).
-        self._fd = socket_stream.socket.fileno() if stream is socket_stream else -1
         self._writer = SocketWriter(
             self._core,
             stream,
-            self._fd,
             self,
             lose=self.lose,
             wake=self._write_wanted_set,
             checkpoints=True,
         )
-        family = socket_stream.socket.family
-        self._quickack = _TCP_QUICKACK if family in (socket.AF_INET, socket.AF_INET6) else None
         self._eager = EAGER_ACK_READS
-        self._reading: SharedReader | None = None
+        self._reading = SharedReader(stream, self)
         #: Wait until a waiter is answered (or failed), reading the socket if no one
         #: is. Cancellation: returns the read role to the connection; the request's
         #: owner decides what the cancelled wait means. (Bound once: called per reply.)
-        self.wait_reply: Callable[[ReplyWait], Awaitable[None]] = self._wait_woken
-        if self._fd >= 0:
-            self._reading = SharedReader(self._fd, self)
-            self.wait_reply = self._reading.wait_reply
+        self.wait_reply: Callable[[ReplyWait], Awaitable[None]] = self._reading.wait_reply
+
+    @classmethod
+    async def over(cls, stream: ByteStream, authority: str, scheme: str = "http") -> Connection:
+        """A connection over an open byte stream: the preface sent, its tasks started as
+        system tasks (as :meth:`open` without a nursery). For tests and custom streams.
+
+        Cancellation: a cancelled start leaves the connection lost, its stream closed.
+        """
+        conn = cls(stream, authority, scheme)
+        conn._core.initiate()
+        trio.lowlevel.spawn_system_task(conn._run)
+        await conn.flush()
+        return conn
 
     @classmethod
     async def open(
@@ -134,9 +134,9 @@ class Connection:
             ssl.SSLError: the TLS handshake failed.
         Cancellation: a cancelled open leaves nothing behind.
         """
-        stream, tcp = await _open_stream(address, ssl)
+        stream = await _open_stream(address, ssl)
         authority = "localhost" if address.path is not None else f"{address.host}:{address.port}"
-        conn = cls(stream, tcp, authority, "https" if ssl is not None else "http")
+        conn = cls(stream, authority, "https" if ssl is not None else "http")
         conn._core.initiate()
         if nursery is not None:
             nursery.start_soon(conn._run)
@@ -248,18 +248,11 @@ class Connection:
         finally:
             self.lose(CLOSED)
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self._stream)
-
-    async def _wait_woken(self, waiter: ReplyWait) -> None:
-        """``wait_reply`` on a TLS stream: its reader task wakes the waiter."""
-        while not waiter.done:
-            event = waiter.event = trio.Event()
-            await event.wait()
+                await self._stream.aclose()
 
     def wake_reader(self) -> None:
         """Replies are owed that no task will wait for: have the background reader read."""
-        if self._reading is not None:
-            self._reading.wake_background()
+        self._reading.wake_background()
 
     def replies_owed(self) -> bool:
         for handler in self._handlers.values():
@@ -268,19 +261,7 @@ class Connection:
         return False
 
     async def _read_loop(self) -> None:
-        if self._reading is not None:
-            await self._reading.background()
-            return
-        # A TLS stream: this task reads everything.
-        while self.lost is None:
-            try:
-                data = bytes(await self._stream.receive_some(RECEIVE_SIZE))
-            except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                data = b""
-            if not data:
-                self.lose(CLOSED)
-                return
-            self.process(data)
+        await self._reading.background()
 
     def process(self, data: bytes) -> None:
         """Feed bytes read to the core and hand out what happened. Never raises."""
@@ -301,7 +282,7 @@ class Connection:
                     handler.on_message(event.data)
             else:
                 self._dispatch(event)
-        if self._quickack is not None:
+        if self._stream.acknowledges:
             self._acknowledge_if_owed()
         if self._core.wants_write:
             self._write_wanted.set()
@@ -315,10 +296,7 @@ class Connection:
             self._eager -= 1
         elif not self.replies_owed():
             return
-        try:
-            self._socket.setsockopt(socket.IPPROTO_TCP, self._quickack, 1)  # type: ignore[arg-type]
-        except OSError:
-            self._quickack = None
+        self._stream.acknowledge_now()
 
     def _dispatch(self, event: wire.Event) -> None:
         if isinstance(event, wire.ResponseHeaders):

@@ -9,23 +9,25 @@ The background reader covers the rest (``submit`` callbacks, unary calls,
 pings, GOAWAY, EOF on an idle connection). It takes the socket after
 :data:`IDLE` seconds (at most twice that) without a foreground reader, or at
 once when such replies are owed, and gives it up (its wait is cancelled) the
-moment a waiting task wants to read. Plain TCP and unix sockets only (a TLS
-stream is read by its own task).
+moment a waiting task wants to read. It reads through the byte-stream seam
+(:mod:`.._stream`): a plain socket's descriptor directly, a TLS or in-memory
+stream through its buffer (whose receive is safe to cancel once the TLS
+handshake is done, which :func:`._conn._open_stream` waits for).
 """
 
 from __future__ import annotations
 
-import os
 from typing import Protocol
 
 import trio
 
-__all__ = ["CLOSED", "IDLE", "RECEIVE_SIZE", "ReaderOwner", "ReplyWait", "SharedReader"]
+from .._stream import ByteStream
+
+__all__ = ["CLOSED", "IDLE", "ReaderOwner", "ReplyWait", "SharedReader"]
 
 CLOSED = "connection closed"
 #: Seconds without a foreground reader before the background reader takes the socket.
 IDLE = 0.05
-RECEIVE_SIZE = 256 * 1024
 
 
 class ReplyWait(Protocol):
@@ -57,10 +59,11 @@ class ReaderOwner(Protocol):
 
 
 class SharedReader:
-    """The read role of one plain socket (descriptor ``fd``) of the connection ``owner``."""
+    """The read role of the byte stream ``stream`` of the connection ``owner``."""
 
-    def __init__(self, fd: int, owner: ReaderOwner) -> None:
-        self._fd = fd
+    def __init__(self, stream: ByteStream, owner: ReaderOwner) -> None:
+        self._receive_now = stream.receive_now
+        self._wait_receivable = stream.wait_receivable
         self._owner = owner
         self._reader: str | None = None  # "fg", "bg", "baton" (handed over) or None
         self._baton: ReplyWait | None = None
@@ -74,10 +77,10 @@ class SharedReader:
     def _read_once_ready(self) -> bool:
         """Read what is there and process it; ``False`` when the connection is gone."""
         try:
-            data = os.read(self._fd, RECEIVE_SIZE)
+            data = self._receive_now()
         except BlockingIOError:
             return True
-        except OSError:
+        except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
             data = b""
         if not data:
             self._owner.lose(CLOSED)
@@ -101,8 +104,8 @@ class SharedReader:
                     try:
                         while not waiter.done:
                             try:
-                                await trio.lowlevel.wait_readable(self._fd)
-                            except (trio.ClosedResourceError, OSError):
+                                await self._wait_receivable()
+                            except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                                 owner.lose(CLOSED)
                                 return
                             if not self._read_once_ready():
@@ -168,8 +171,8 @@ class SharedReader:
             with trio.CancelScope() as scope:
                 self._bg_scope = scope
                 try:
-                    await trio.lowlevel.wait_readable(self._fd)
-                except (trio.ClosedResourceError, OSError):
+                    await self._wait_receivable()
+                except (trio.ClosedResourceError, trio.BrokenResourceError, OSError):
                     owner.lose(CLOSED)
                     return
             self._bg_scope = None

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hmac
 import logging
-import os
 import time
 from typing import Protocol
 
@@ -21,14 +20,14 @@ from ... import wire
 from ..._wire import MAX_MESSAGE_BYTES
 from ...wire._h2server import ServerCore
 from ...wire._limits import ByteBudget, RateBudget
+from .._stream import ByteStream
 from .._writing import CLOSED_ERRORS, SocketWriter
 from ._call import CallLost, Handler, ServerCall
 
-__all__ = ["ServerConnection", "Service"]
+__all__ = ["RECEIVE_SIZE", "ServerConnection", "Service"]
 
 log = logging.getLogger("rlmesh_trio.transport.server")
 
-RECEIVE_SIZE = 65536
 #: Bytes of one read fed to the core before the reader yields to other connections:
 #: the most, for cheap bytes; a turn that took over ``TURN_SECONDS`` shrinks the next
 #: ones (to ``MIN_TURN_BYTES`` at least: one HEADERS frame and its reset fit).
@@ -39,6 +38,8 @@ COSTLY_TURN_YIELDS = 3
 #: Bytes a call may have queued for a client that is not reading before send waits.
 SEND_QUEUE_BYTES = 4 * 1024 * 1024
 STOPPING = "the server is shutting down"
+#: The most one read of a client's bytes takes (its turns cut it smaller still).
+RECEIVE_SIZE = 65536
 
 
 class ServerConnection:
@@ -47,8 +48,7 @@ class ServerConnection:
     def __init__(
         self,
         service: Service,
-        stream: trio.abc.Stream,
-        fd: int,
+        stream: ByteStream,
         *,
         handshake_deadline: float | None = None,
         preface_sent: bytes = b"",
@@ -56,7 +56,6 @@ class ServerConnection:
         self._service = service
         self._preface_sent = preface_sent  # our SETTINGS, already written at accept
         self._stream = stream
-        self._fd = fd  # plain TCP/unix: small writes go straight to the descriptor
         limits = service.limits
         self._limits = limits
         self.core = ServerCore(
@@ -68,7 +67,6 @@ class ServerConnection:
         self._writer = SocketWriter(
             self.core,
             stream,
-            fd,
             self,
             lose=self._lose,
             wake=self._wake_writer,
@@ -111,16 +109,15 @@ class ServerConnection:
             self._lose("connection closed")
             self.core.dispose()
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(self._stream)
+                await self._stream.aclose()
 
     async def _handshake(self) -> bool:
         """TLS (when configured) and the client's preface, within the handshake deadline."""
         with trio.move_on_at(self._handshake_deadline):
-            if isinstance(self._stream, trio.SSLStream):
-                try:
-                    await self._stream.do_handshake()
-                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
-                    return False
+            try:
+                await self._stream.handshake()
+            except CLOSED_ERRORS:
+                return False
             self.core.initiate(self._preface_sent)
             await self.flush()
             while not self.core.preface_received:
@@ -131,20 +128,16 @@ class ServerConnection:
         return False
 
     async def _read_loop(self) -> None:
-        fd = self._fd
-        if fd < 0:
-            while self.lost is None:
-                if not await self._read_once():
-                    return
-            return
-        # A plain socket: :meth:`_read_once` and :meth:`_receive` written out in the
-        # loop, since it runs once per request (two coroutines fewer per request).
-        wait_readable = trio.lowlevel.wait_readable
-        read = os.read
+        # :meth:`_read_once` written out in the loop, since it runs once per request
+        # (a coroutine fewer per request). The stream is waited on first and read once
+        # it is readable: the next request is rarely there already, so trying first
+        # would cost a failed read per request.
+        wait_receivable = self._stream.wait_receivable
+        receive_now = self._stream.receive_now
         while self.lost is None:
             try:
-                await wait_readable(fd)
-                data = read(fd, RECEIVE_SIZE)
+                await wait_receivable()
+                data = receive_now()
             except BlockingIOError:
                 continue
             except CLOSED_ERRORS:
@@ -159,18 +152,12 @@ class ServerConnection:
                 return
 
     async def _receive(self) -> bytes:
-        """The next bytes from the client (``b""``: it closed).
-
-        A plain socket is waited on first and read once it is readable: the
-        next request is rarely there already, so trying first would cost a
-        failed read per request.
-        """
-        if self._fd < 0:
-            return bytes(await self._stream.receive_some(RECEIVE_SIZE))
+        """The next bytes from the client (``b""``: it closed)."""
+        stream = self._stream
         while True:
-            await trio.lowlevel.wait_readable(self._fd)
+            await stream.wait_receivable()
             try:
-                return os.read(self._fd, RECEIVE_SIZE)
+                return stream.receive_now()
             except BlockingIOError:
                 continue
 

@@ -21,8 +21,9 @@ import trio
 from ... import wire
 from ..._wire import MAX_MESSAGE_BYTES
 from .._address import Address
+from .._stream import BufferedByteStream, ByteStream, SocketByteStream
 from ._call import Handler, ServerCall
-from ._conn import ServerConnection, Service
+from ._conn import RECEIVE_SIZE, ServerConnection, Service
 
 __all__ = ["Listener", "Service", "SizeLimitedCodec", "decode_request", "open_listener", "unary"]
 
@@ -193,12 +194,11 @@ class Listener:
             if len(service.connections) >= limit:
                 await trio.aclose_forcefully(tcp)
                 continue
-            stream: trio.abc.Stream = tcp
-            fd = tcp.socket.fileno()
+            stream: ByteStream = SocketByteStream(tcp, RECEIVE_SIZE)
             if self._ssl is not None:
-                stream = trio.SSLStream(tcp, self._ssl, server_side=True)
-                fd = -1
-            service.nursery.start_soon(_run_connection, service, stream, fd)
+                tls = trio.SSLStream(tcp, self._ssl, server_side=True)
+                stream = BufferedByteStream(tls, RECEIVE_SIZE)
+            service.nursery.start_soon(_run_connection, service, stream)
 
     def remove_file(self) -> None:
         """Remove a unix socket's file (when stopping)."""
@@ -223,33 +223,34 @@ class _Unspoken:
         self.scope.cancel()
 
 
-def _write_preface(fd: int, preface: bytes) -> bytes:
+def _write_preface(stream: ByteStream, preface: bytes) -> bytes:
     """Write our preface on a fresh socket now (one write: it fits an empty send buffer);
-    what was written (``b""``: nothing, and the connection's core writes all of it)."""
+    what was written (``b""``: nothing, and the connection's core writes all of it; a
+    TLS stream writes nothing before its handshake)."""
     try:
-        return preface[: os.write(fd, preface)]
-    except OSError:
+        return preface[: stream.send_now(preface)]
+    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError):
         return b""
 
 
-async def _run_connection(service: Service, stream: trio.abc.Stream, fd: int) -> None:
+async def _run_connection(service: Service, stream: ByteStream) -> None:
     """Serve one accepted connection; a plain socket's client must send its first bytes
     within the handshake deadline, or it is closed with nothing built for it."""
     deadline = trio.current_time() + service.limits.handshake_timeout
-    sent = _write_preface(fd, service.preface) if fd >= 0 else b""
+    sent = _write_preface(stream, service.preface)
     if sent:
         quiet = _Unspoken()
         service.connections.add(quiet)
         try:
             with quiet.scope, trio.move_on_at(deadline) as waited:
-                await trio.lowlevel.wait_readable(fd)
+                await stream.wait_receivable()
         finally:
             service.connections.discard(quiet)
         if quiet.scope.cancelled_caught or waited.cancelled_caught:
             with trio.CancelScope(shield=True):
-                await trio.aclose_forcefully(stream)
+                await stream.aclose()
             return
-    conn = ServerConnection(service, stream, fd, handshake_deadline=deadline, preface_sent=sent)
+    conn = ServerConnection(service, stream, handshake_deadline=deadline, preface_sent=sent)
     service.connections.add(conn)
     try:
         await conn.run()
