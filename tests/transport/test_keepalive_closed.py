@@ -14,6 +14,7 @@ import pytest
 import trio
 
 from rlmesh_trio import wire
+from rlmesh_trio.transport._stream import SocketByteStream
 from rlmesh_trio.transport.client import _conn
 from rlmesh_trio.transport.client._conn import Connection
 
@@ -55,7 +56,7 @@ async def test_keepalive_after_goaway_stops_without_pinging(
 ) -> None:
     ours, theirs = trio.socket.socketpair()
     stream = trio.SocketStream(ours)
-    conn = Connection(stream, stream, "localhost", "http")
+    conn = Connection(SocketByteStream(stream), "localhost", "http")
     conn._core.initiate()
     handler = _Handler()
     stream_id = conn.open_stream("/rlmesh.env.v1.EnvService/Join", handler, metadata=None)
