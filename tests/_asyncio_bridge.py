@@ -1,7 +1,7 @@
 """A test helper: drive grpclib peers (clients, servers) from Trio tests.
 
-The package needs no asyncio bridge (its clients are Trio-native; each server
-runs a plain asyncio loop of its own). Tests that talk to our servers through
+The package needs no asyncio bridge (its clients and servers run on Trio, over
+its own wire core). Tests that talk to our servers through
 grpclib's own client, as a third-party peer would, run those coroutines here:
 on one plain asyncio loop in a background thread of the test process, so a
 grpclib channel opened in one call can be used in the next.

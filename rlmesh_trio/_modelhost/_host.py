@@ -7,9 +7,9 @@ validation message, the adapter map and the fused batched calls.
 
 The host is framework-neutral: it never sleeps, locks or spawns. The only
 place it awaits is the ``invoke`` callable its caller passes in, which runs
-one user function in the caller's world (inline, in a worker thread, or
-across the Trio/asyncio bridge). So the same coroutine runs on Trio (the
-in-process model) and on asyncio (the grpclib server).
+one user function in the caller's world (inline or in a worker thread). So
+the same coroutine serves the in-process model (on the caller's Trio run) and
+the gRPC ``ModelServer`` (on the server thread's own ``trio.run``).
 
 Adapters live in one map keyed by ``env_id`` for the whole host, shared by
 all streams, as in 0.1.0: a Close on one stream releases every adapter.

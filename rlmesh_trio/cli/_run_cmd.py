@@ -83,7 +83,9 @@ __all__ = ["run_cmd", "write_outputs"]
 @click.option(
     "--batch-predicts",
     is_flag=True,
-    help="Group predicts of routes sharing a model server into one round trip.",
+    help="Group the predicts of routes sharing one model (a served address or one "
+    "in-process policy) into one batched call, while that measures faster than single "
+    "calls; see docs/guide/batching.md.",
 )
 @click.option(
     "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."

@@ -54,7 +54,11 @@ PREDATES_IDENTITY = (
     "start a new ledger (rlmesh-trio report still reads this one)"
 )
 
-_PACKAGES = ("rlmesh-trio", "trio", "grpclib", "gymnasium", "numpy", "rlmesh")
+#: What a run's results stand on: the event loop, the HTTP/2 and header-compression
+#: libraries the wire core drives (h2, hpack), the protobuf codec, the env and array
+#: libraries, and rlmesh when its servers are driven. Test-only peers (grpclib) are not
+#: recorded: they never run in a run.
+_PACKAGES = ("rlmesh-trio", "trio", "h2", "hpack", "betterproto2", "gymnasium", "numpy", "rlmesh")
 
 
 def package_versions() -> dict[str, str]:

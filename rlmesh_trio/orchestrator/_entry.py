@@ -8,7 +8,8 @@ The caller's library is read with ``sniffio`` (which Trio and asyncio both
 answer to) rather than from ``trio.lowlevel.current_trio_token()``: under
 trio-asyncio's loop an asyncio coroutine runs inside a Trio run, so a Trio
 token exists there although the caller is asyncio code. (sniffio also
-keeps asyncio itself out of this module: only the transport bridge imports it.)
+keeps asyncio itself out of this module, as out of every module of the
+package: clients and servers alike run on Trio.)
 """
 
 from __future__ import annotations

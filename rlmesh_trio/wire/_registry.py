@@ -1,9 +1,9 @@
 """One codec registry: the hand codecs of the hot Join messages, by message type.
 
-Every other message goes through betterproto2 (or, for grpclib's own health
-service, through grpclib's protobuf codec). The servers' codec looks the Join
-types up here; the client's Join sessions bind their reply decoder (the one
-listed here) once per stream.
+Every other message goes through betterproto2 (the health service's two tiny
+messages are encoded by hand in ``transport/_health_service.py``). The servers'
+codec looks the Join types up here; the client's Join sessions bind their reply
+decoder (the one listed here) once per stream.
 """
 
 from __future__ import annotations

@@ -239,9 +239,10 @@ def _serve_in_subprocess(script: str, *args: str) -> tuple[subprocess.Popen[byte
 
 @pytest.mark.parametrize("env_thread", ["caller", "loop", "auto"])
 def test_blocking_serve_can_keep_env_calls_on_the_calling_thread(env_thread: str) -> None:
-    """``caller`` (Trio on a background thread) and ``loop`` (plain asyncio, env calls
-    inline; what ``auto`` picks for one env) both keep every env call and the close on
-    the thread that called ``serve()``."""
+    """``caller`` (the server's Trio loop on a background thread) and ``loop`` (the
+    server's ``trio.run`` on the calling thread, env calls inline; what ``auto`` picks
+    for one env) both keep every env call and the close on the thread that called
+    ``serve()``."""
     proc, address = _serve_in_subprocess(CALLER_THREAD_SCRIPT, env_thread)
     try:
         assert address.startswith("tcp://127.0.0.1:")

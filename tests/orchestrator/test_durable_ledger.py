@@ -45,7 +45,10 @@ def test_ledger_holds_a_header_and_every_episode(tmp_path: Path) -> None:
     assert header["schema"] == LEDGER_SCHEMA and header["version"] == 1
     assert header["plan_digest"] == report.meta.plan_digest
     assert {"versions", "argv", "started_at", "plan"} <= set(header)
-    assert "rlmesh-trio" in header["versions"]
+    versions = header["versions"]
+    assert {"rlmesh-trio", "trio", "h2", "hpack", "betterproto2"} <= set(versions)
+    assert "grpclib" not in versions  # a test-only peer, never used by a run
+    assert report.meta is not None and report.meta.versions == versions
     episodes = [json.loads(line) for line in lines[1:]]
     assert len(episodes) == 12
     first = episodes[0]

@@ -58,3 +58,17 @@ def test_readme_set_up_commands_are_what_ci_runs() -> None:
     assert "python -m pytest" in commands
     for command in commands:
         assert command in ci_commands, f"README runs {command!r}, .ci/run does not"
+
+
+def _bash_blocks(text: str) -> list[str]:
+    return re.findall(r"```bash\n(.*?)```", text, flags=re.S)
+
+
+def test_install_page_runs_the_readme_test_commands() -> None:
+    """The test commands of docs/guide/install.md are the README's, extras and all."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    page = (ROOT / "docs" / "guide" / "install.md").read_text(encoding="utf-8")
+    readme_tests = _bash_blocks(readme)[1]
+    assert "python -m pytest" in readme_tests
+    section = page.split("## Run the tests", 1)[1].split("\n## ", 1)[0]
+    assert _bash_blocks(section) == [readme_tests]
