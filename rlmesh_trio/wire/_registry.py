@@ -1,7 +1,7 @@
 """One codec registry: the hand codecs of the hot Join messages, by message type.
 
 Every other message goes through betterproto2 (the health service's two tiny
-messages are encoded by hand in ``transport/_health_service.py``). The servers'
+messages are encoded by hand in ``transport/server/_health_service.py``). The servers'
 codec looks the Join types up here; the client's Join sessions bind their reply
 decoder (the one listed here) once per stream.
 """
