@@ -125,16 +125,24 @@ class LaneBlockEnv(Protocol):
 
 @runtime_checkable
 class LaneBlockModel(Protocol):
-    """A model that answers one batched forward pass over an array of observation rows."""
+    """A model that answers one batched forward pass over an array of observation rows.
 
-    @property
-    def block_ready(self) -> bool:
-        """Whether :meth:`predict_rows` can be used (connected, a policy that takes
-        batches, an action space the block checks: Discrete or Box)."""
+    ``env_id`` is the route's (``RouteSpec.env_id``): a model serves many routes,
+    each through the adapter its ResolveAdapter made, so rows are predicted
+    the way that route's adapter predicts them.
+    """
+
+    def block_ready(self, env_id: str) -> bool:
+        """Whether :meth:`predict_rows` can serve route ``env_id`` (its adapter is
+        resolved, its policy takes batches, its action space is Discrete or Box and
+        its observation space an array)."""
         ...
 
-    async def predict_rows(self, observations: np.ndarray, timeout: float) -> np.ndarray:
-        """One action row per observation row, through the model's adapter and coercion.
+    async def predict_rows(
+        self, env_id: str, observations: np.ndarray, timeout: float
+    ) -> np.ndarray:
+        """One action row per observation row, through the adapter's policy and coercion:
+        the actions stacked on a leading axis, in the action space's dtype.
 
         Raises:
             ModelRpcError: the policy raised, or its outputs do not fit the action
