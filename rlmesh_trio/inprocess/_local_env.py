@@ -18,13 +18,16 @@ thread pool.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+import numpy as np
 import trio
 
+from .._blocks import BlockReset, BlockStep
 from .._endpoints import EndpointInfo, Reply
 from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, make_host
+from .._envhost._block import EnvBlock, block_of
 from .._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
 from .._wire import WORKFLOW_EDITION, env_pb, spaces_pb
 from ..runtime._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement, settle_inline
@@ -112,6 +115,7 @@ class LocalEnv:
         self._close_env = (not given_env) if close_env is None else close_env
         self._label = label
         self._host: EnvHost | None = None
+        self._block: EnvBlock | None = None
         #: Where env calls run now (``placement.inline``); see the class doc.
         # The time slice: a route whose env and policy both run inline still lets others run.
         self.placement = CallPlacement(threaded, inline_limit=inline_limit, time_slice=TIME_SLICE)
@@ -211,6 +215,67 @@ class LocalEnv:
         await settle_inline(yield_now=turn)
         return self._settled(host, call, start)
 
+    # -- LaneBlockEnv (rlmesh_trio._blocks) ---------------------------------------------
+
+    @property
+    def block_ready(self) -> bool:
+        """Whether the lanes can be driven as one block (connected; a list of envs or a
+        DISABLED ``VectorEnv``; Box/Discrete observations; Discrete/Box actions)."""
+        return self._block is not None and not self._aclosed and not self._session_ended
+
+    @property
+    def num_lanes(self) -> int:
+        return self._host.num_envs if self._host is not None else 1
+
+    async def reset_lanes(
+        self,
+        lanes: np.ndarray,
+        seeds: Sequence[int | None],
+        options: Sequence[Mapping[str, Any] | None],
+        timeout: float,
+    ) -> BlockReset:
+        """Reset ``lanes`` in one call, where the placement says (``timeout`` is the
+        caller's to keep). Cancellation as for :meth:`reset`.
+
+        Raises:
+            EnvRpcError: a lane's reset raised (``env_index`` names it).
+        """
+        block = self._live_block("reset")
+        reply: BlockReset = await self._block_call(block.reset, lanes, seeds, options)
+        return reply
+
+    async def step_lanes(self, lanes: np.ndarray, actions: np.ndarray, timeout: float) -> BlockStep:
+        """Step ``lanes`` in one call, where the placement says (``timeout`` is the
+        caller's to keep). Cancellation as for :meth:`step`.
+
+        Raises:
+            EnvRpcError: an invalid action, or a lane's env raised (``env_index`` names it).
+        """
+        block = self._live_block("step")
+        reply: BlockStep = await self._block_call(block.step, lanes, actions)
+        return reply
+
+    def _live_block(self, kind: str) -> EnvBlock:
+        if self._block is None or self._aclosed or self._session_ended:
+            raise EnvRpcError(f"env.{kind}", 0, _SESSION_ENDED)
+        self._session_open = True
+        return self._block
+
+    async def _block_call(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` where the placement says, judged per lane; an env failure
+        ends the session as a non-recoverable env error does on the message path."""
+        start = time.perf_counter_ns()
+        try:
+            reply = await self.placement.run(fn, *args, rows=len(args[0]))
+        except EnvRpcError as exc:
+            if not exc.recoverable and self._host is not None:
+                self._session_ended = True
+                self._host.end_session()
+            raise
+        took = (time.perf_counter_ns() - start) / 1e6
+        reply.telemetry.update({"endpoint.total": took, "endpoint.user": took})
+        return reply
+
     async def render(self, request: env_pb.RenderRequest | None = None) -> env_pb.RenderResponse:
         """Render one lane (PNG bytes in ``frame``, or an empty response for no frame)."""
         body = request if request is not None else env_pb.RenderRequest()
@@ -288,6 +353,7 @@ class LocalEnv:
                 raise InvalidSpec(f"env {self.label} cannot be served: {exc}") from exc
             self.placement.set_limiter(trio.CapacityLimiter(host.num_envs + 1))
             self._host = host
+            self._block = block_of(host)
         return self._host
 
     async def _call(self, kind: str, body: Any) -> tuple[Any, dict[str, float]]:

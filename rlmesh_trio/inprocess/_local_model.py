@@ -11,11 +11,22 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+import numpy as np
 import trio
 
 from .._endpoints import EndpointInfo, Reply
 from .._errors import ModelRpcError
-from .._modelhost import ModelFault, ModelHost, PlacedInvoker, decode_row, encode_row, sync_row
+from .._modelhost import (
+    Adapter,
+    ModelFault,
+    ModelHost,
+    PlacedInvoker,
+    decode_row,
+    encode_row,
+    sync_row,
+)
+from .._modelhost._host import NOT_RESOLVED
+from .._modelhost._rows import RowsPlan, predict_rows, rows_plan
 from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 from ..runtime._placement import DEFAULT_INLINE_LIMIT, CallPlacement, settle_inline
 
@@ -97,6 +108,8 @@ class LocalModel:
             start_inline=True,
         )
         self._invoke = PlacedInvoker(self.placement)
+        # Block-predict plans by env_id, with the adapter each was planned for.
+        self._plans: dict[str, tuple[Adapter, RowsPlan | None]] = {}
 
     def _fused_invoke(self, rows: int) -> PlacedInvoker:
         """The invoke of one fused call of ``rows`` rows: the placement judges it per row
@@ -174,6 +187,48 @@ class LocalModel:
             return encode_row(plan, action)
         except ModelFault as fault:
             raise self._error(fault) from fault.__cause__
+
+    # -- LaneBlockModel (rlmesh_trio._blocks) -------------------------------------------
+
+    def _rows_plan(self, env_id: str) -> RowsPlan | None:
+        adapter = self.host.adapters.get(env_id)
+        if adapter is None:
+            return None
+        cached = self._plans.get(env_id)
+        if cached is not None and cached[0] is adapter:
+            return cached[1]
+        chunked = adapter.execution_horizon > 1 and adapter.policy.predict_chunk is not None
+        plan = rows_plan(adapter, chunked)
+        self._plans[env_id] = (adapter, plan)
+        return plan
+
+    def block_ready(self, env_id: str) -> bool:
+        """Whether route ``env_id`` can predict blocks of rows: its adapter is resolved, its
+        policy has a batched form (a torch module, ``predict_batch``), single actions,
+        an array observation space and a Discrete or Box action space."""
+        return self._rows_plan(env_id) is not None
+
+    async def predict_rows(
+        self, env_id: str, observations: np.ndarray, timeout: float
+    ) -> np.ndarray:
+        """One batched policy call over ``observations`` for route ``env_id``, where the
+        placement says (judged per row); ``timeout`` is the caller's to keep.
+
+        Cancellation: as :meth:`predict`.
+
+        Raises:
+            ModelRpcError: the adapter is gone, the policy raised, or its output does
+                not fit the action space (the message path's messages).
+        """
+        plan = self._rows_plan(env_id)
+        if plan is None:
+            raise ModelRpcError(self.label, NOT_RESOLVED)
+        try:
+            actions = await predict_rows(plan, observations, self._fused_invoke(len(observations)))
+        except ModelFault as fault:
+            raise self._error(fault) from fault.__cause__
+        await settle_inline()
+        return actions
 
     async def grouped_predict(
         self, requests: Sequence[model_pb.PredictRequest]

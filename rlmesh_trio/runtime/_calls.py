@@ -381,7 +381,14 @@ def _env_error(exc: Exception, op: str, step: int) -> Exception | None:
     """
     if isinstance(exc, RlmeshTrioError):
         if isinstance(exc, EnvRpcError) and (exc.operation != op or exc.step != step):
-            return EnvRpcError(op, step, exc.message, code=exc.code, recoverable=exc.recoverable)
+            return EnvRpcError(
+                op,
+                step,
+                exc.message,
+                code=exc.code,
+                recoverable=exc.recoverable,
+                env_index=exc.env_index,
+            )
         return None
     return EnvRpcError(op, step, f"{type(exc).__name__}: {exc}")
 
@@ -394,7 +401,13 @@ def _model_error(exc: Exception, component: str) -> Exception | None:
     """
     if isinstance(exc, RlmeshTrioError):
         if isinstance(exc, ModelRpcError) and exc.component_id != component:
-            return ModelRpcError(component, exc.message, code=exc.code, recoverable=exc.recoverable)
+            return ModelRpcError(
+                component,
+                exc.message,
+                code=exc.code,
+                recoverable=exc.recoverable,
+                env_index=exc.env_index,
+            )
         return None
     return ModelRpcError(component, f"{type(exc).__name__}: {exc}")
 

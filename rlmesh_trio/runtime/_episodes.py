@@ -142,40 +142,55 @@ class EpisodeBook:
 
     def finish(self, lane: Lane, meta: env_pb.EpisodeMetadata | None) -> EpisodeResult:
         """Record the end of ``lane``'s episode: an env completion, or runtime truncation."""
+        if meta is None:
+            return self.finish_as(lane, terminated=False, truncated=True, success=None)
+        start_ns, end_ns = meta.start_timestamp_ns, meta.end_timestamp_ns
+        duration = (end_ns - start_ns) / 1e9 if start_ns > 0 and end_ns >= start_ns else None
+        return self.finish_as(
+            lane,
+            steps=meta.step_count,
+            reward=meta.cumulative_reward,
+            terminated=meta.terminated,
+            truncated=meta.truncated,
+            success=episode_success(meta.final_info),
+            duration=duration,
+        )
+
+    def finish_as(
+        self,
+        lane: Lane,
+        *,
+        terminated: bool,
+        truncated: bool,
+        success: bool | None,
+        duration: float | None = None,
+        steps: int | None = None,
+        reward: float | None = None,
+    ) -> EpisodeResult:
+        """Record the end of ``lane``'s episode with these end flags; ``steps``/``reward``
+        (default: the lane's own count) and ``duration`` (seconds, default: the
+        runtime's wall clock) as the env reported them."""
         record = lane.record
         assert record is not None
         lane.active = False
         lane.rolling = False
-        wall = self._now() - lane.started_at
-        final_info = None
-        if meta is not None:
-            steps, reward = meta.step_count, meta.cumulative_reward
-            terminated, truncated = meta.terminated, meta.truncated
-            final_info = meta.final_info
-            start_ns, end_ns = meta.start_timestamp_ns, meta.end_timestamp_ns
-            duration = (end_ns - start_ns) / 1e9 if start_ns > 0 and end_ns >= start_ns else wall
-        else:
-            steps, reward, terminated, truncated, duration = (
-                lane.steps,
-                lane.reward,
-                False,
-                True,
-                wall,
-            )
+        if duration is None:
+            duration = self._now() - lane.started_at
+        counted = lane.steps
         result = EpisodeResult(
             index=record.index,
             episode_id=record.episode_id,
             env_index=lane.env_index,
             seed=record.seed,
-            steps=steps,
-            reward=reward,
+            steps=counted if steps is None else steps,
+            reward=lane.reward if reward is None else reward,
             terminated=terminated,
             truncated=truncated,
-            success=episode_success(final_info),
+            success=success,
             duration_s=duration,
             record_id=record.record_id,
-            predict_ms=lane.predict_ms / lane.steps if lane.steps else None,
-            step_ms=lane.step_ms / lane.steps if lane.steps else None,
+            predict_ms=lane.predict_ms / counted if counted else None,
+            step_ms=lane.step_ms / counted if counted else None,
             trial=lane.trial,
         )
         self.results.append(result)

@@ -8,7 +8,9 @@
 * :class:`LaneMode` -- one lane of a vector env stepped lane by lane
   (DISABLED with the ``subset_step`` capability, ``num_envs > 1``):
   :func:`run_lanes` gives every lane its own task, so exactly one request per
-  lane is in flight and lanes reset independently (``env_indices=[k]``).
+  lane is in flight and lanes reset independently (``env_indices=[k]``);
+* the block mode (``_block_loop.py``) -- every lane of a lane-block env in one
+  task, one predict and one step per round over arrays (see :func:`block_endpoints`).
 
 Each loop task owns a :class:`~._timer.WatchdogTimer` guarding its loop.
 """
@@ -19,13 +21,23 @@ from collections.abc import Sequence
 
 import trio
 
+from .._blocks import LaneBlockEnv, LaneBlockModel
+from .._errors import InvalidSpec
 from .._wire import env_pb, spaces_pb
+from ._block_loop import BlockDrive
 from ._episodes import Lane
 from ._loop import Answer, RouteLoop
-from ._session import Session
+from ._session import VECTOR_REFUSED, Session
 from ._timer import WatchdogTimer
 
-__all__ = ["LaneMode", "NextStepVector", "WholeEnv", "drive_route", "run_lanes"]
+__all__ = [
+    "LaneMode",
+    "NextStepVector",
+    "WholeEnv",
+    "block_endpoints",
+    "drive_route",
+    "run_lanes",
+]
 
 
 class WholeEnv:
@@ -198,6 +210,27 @@ async def run_lanes(loop: RouteLoop, lanes: Sequence[Lane]) -> None:
         raise failures[0]
 
 
+def block_endpoints(
+    loop: RouteLoop, session: Session
+) -> tuple[LaneBlockEnv, LaneBlockModel] | None:
+    """The route's env and model as a lane block, when the block mode drives it: both
+    ready, driver-owned resets, two lanes or more, no observation/action/step hook."""
+    env, model, gate = loop.calls.env, loop.calls.model, loop.gate
+    if session.env_owns_resets or session.num_envs < 2:
+        return None
+    if gate.transform_observation or gate.observation or gate.transform_action:
+        return None
+    if gate.action or gate.step:
+        return None
+    if not (isinstance(env, LaneBlockEnv) and env.block_ready):
+        return None
+    if env.num_lanes != session.num_envs:
+        return None
+    if not (isinstance(model, LaneBlockModel) and model.block_ready(loop.calls.spec.env_id)):
+        return None
+    return env, model
+
+
 async def drive_route(loop: RouteLoop, session: Session) -> None:
     """Drive the route in the mode its session calls for, until its budget is spent.
 
@@ -206,6 +239,14 @@ async def drive_route(loop: RouteLoop, session: Session) -> None:
         RlmeshTrioError: the route error that ended it.
     """
     lanes = loop.book.open_lanes(session.num_envs, session.env_owns_resets, session.trial_option)
+    block = block_endpoints(loop, session)
+    if block is not None:
+        timer = WatchdogTimer(loop.calls.spec.route_id, loop.now)
+        async with timer.guard():
+            await BlockDrive(loop, *block, timer).run()
+        return
+    if session.block_only:
+        raise InvalidSpec(VECTOR_REFUSED.format(num_envs=session.num_envs))
     if session.lanes:
         await run_lanes(loop, lanes)
         return

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import attrs
 
+from .._blocks import LaneBlockEnv
 from .._editions import EditionOffer, describe_offers, select_edition
 from .._endpoints import EndpointInfo
 from .._errors import HandshakeError, InvalidSpec, ProtocolError
@@ -20,7 +21,14 @@ from ._meta import TRIAL_INDEX_OPTION, declares_reset_option
 from ._spec import RouteSpec
 from ._timer import OperationTimer
 
-__all__ = ["Session", "check_contract", "configure", "handshake"]
+__all__ = ["VECTOR_REFUSED", "Session", "check_contract", "configure", "handshake"]
+
+VECTOR_REFUSED = (
+    "vectorized runtime sessions (num_envs > 1) require NEXT_STEP autoreset unless "
+    "the env steps lanes individually (the `subset_step` capability) or as one block "
+    "(a lane block env with a batch policy and no observation, action or step hook); "
+    "this env reports num_envs={num_envs} with autoreset disabled and no `subset_step`"
+)
 
 
 @attrs.frozen
@@ -28,7 +36,8 @@ class Session:
     """What setup settled: the contract, the edition and the drive mode it implies.
 
     ``env_owns_resets`` is NEXT_STEP autoreset; ``lanes`` is per-lane driving
-    (autoreset disabled, ``num_envs > 1``, the ``subset_step`` capability).
+    (autoreset disabled, ``num_envs > 1``, the ``subset_step`` capability, or
+    ``block_only``: a lane block env without it, which only the block mode drives).
     """
 
     contract: core_pb.EnvContract
@@ -37,6 +46,7 @@ class Session:
     lanes: bool
     trial_option: bool
     edition: str = ""
+    block_only: bool = False
 
     @property
     def action_space(self) -> spaces_pb.SpaceSpec | None:
@@ -64,7 +74,8 @@ async def handshake(spec: RouteSpec, calls: RouteCalls, timer: OperationTimer) -
             timer, "model.connect", limits.model_connect_timeout, model.connect
         ),
     )
-    session = check_contract(spec, env_info)
+    block = isinstance(env, LaneBlockEnv) and env.block_ready
+    session = check_contract(spec, env_info, block=block)
     offers = [
         # (ignores: mypy's attrs plugin cannot type EditionOffer's ``converter=tuple``)
         EditionOffer("env", env_info.editions, env_info.preferred_edition),  # type: ignore[arg-type]
@@ -103,8 +114,12 @@ async def configure(
     )
 
 
-def check_contract(spec: RouteSpec, env_info: EndpointInfo) -> Session:
+def check_contract(spec: RouteSpec, env_info: EndpointInfo, *, block: bool = False) -> Session:
     """Validate the contract and autoreset mode exactly as the 0.1.0 runtime does (§4.1).
+
+    ``block``: the env endpoint is a ready lane block (``rlmesh_trio._blocks``), so a
+    vector env with autoreset disabled and no ``subset_step`` can still be driven,
+    by the block mode only (``Session.block_only``).
 
     Raises:
         ProtocolError: no contract, no spaces, or an unknown autoreset mode.
@@ -138,18 +153,18 @@ def check_contract(spec: RouteSpec, env_info: EndpointInfo) -> Session:
     next_step = mode == core_pb.AutoresetMode.NEXT_STEP
     if next_step:
         _refuse_driver_owned_options(spec)
-    elif num_envs > 1 and not env_info.has_capability(CAP_SUBSET_STEP):
-        raise InvalidSpec(
-            "vectorized runtime sessions (num_envs > 1) require NEXT_STEP autoreset unless "
-            "the env steps lanes individually (the `subset_step` capability); this env "
-            f"reports num_envs={num_envs} with autoreset disabled and no `subset_step`"
-        )
+    block_only = False
+    if not next_step and num_envs > 1 and not env_info.has_capability(CAP_SUBSET_STEP):
+        if not block:
+            raise InvalidSpec(VECTOR_REFUSED.format(num_envs=num_envs))
+        block_only = True
     return Session(
         contract=contract,
         num_envs=num_envs,
         env_owns_resets=next_step,
         lanes=not next_step and num_envs > 1,
         trial_option=declares_reset_option(contract.spec.metadata, TRIAL_INDEX_OPTION),
+        block_only=block_only,
     )
 
 
