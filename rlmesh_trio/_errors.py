@@ -135,6 +135,9 @@ class EnvRpcError(RlmeshTrioError):
     ``CLOSED_CONNECTION_SOURCE`` (a served env's stream closed before it
     replied): for an env error, an in-process env or an invalid action the
     hint would point the wrong way.
+
+    ``env_index`` names the lane at fault when a call covered many lanes
+    (a lane block); the text then says ``on env_index K``.
     """
 
     def __init__(
@@ -145,20 +148,27 @@ class EnvRpcError(RlmeshTrioError):
         *,
         code: int | None = None,
         recoverable: bool = False,
+        env_index: int | None = None,
     ) -> None:
         self.operation = operation
         self.step = step
         self.message = message
         self.code = code
         self.recoverable = recoverable
-        text = f"environment {operation} failed at runtime step {step}: {message}"
+        self.env_index = env_index
+        where = "" if env_index is None else f" on env_index {env_index}"
+        text = f"environment {operation} failed at runtime step {step}{where}: {message}"
         if message == CLOSED_CONNECTION_SOURCE:
             text = f"{text}. {CLOSED_CONNECTION_HINT}"
         super().__init__(text)
 
 
 class ModelRpcError(RlmeshTrioError):
-    """The model endpoint failed a request (a ``ModelError``, or the connection broke)."""
+    """The model endpoint failed a request (a ``ModelError``, or the connection broke).
+
+    ``env_index`` names the lane whose row was at fault in a block predict, when
+    one row was; the text then says ``on env_index K``.
+    """
 
     def __init__(
         self,
@@ -167,12 +177,15 @@ class ModelRpcError(RlmeshTrioError):
         *,
         code: int | None = None,
         recoverable: bool = False,
+        env_index: int | None = None,
     ) -> None:
         self.component_id = component_id
         self.message = message
         self.code = code
         self.recoverable = recoverable
-        super().__init__(f"model endpoint {component_id} request failed: {message}")
+        self.env_index = env_index
+        where = "" if env_index is None else f" on env_index {env_index}"
+        super().__init__(f"model endpoint {component_id} request failed{where}: {message}")
 
 
 class ModelRouteMismatch(RlmeshTrioError):
