@@ -160,3 +160,15 @@ async def test_no_block_for_dict_spaces_or_a_vector_env() -> None:
                 assert not env.block_ready
             finally:
                 await env.aclose()
+
+
+async def test_seeded_and_unseeded_lanes_reset_in_separate_requests() -> None:
+    # One ResetRequest carries seeds for all its lanes or none: the block splits them.
+    async with serve_env([CountingEnv() for _ in range(3)], "127.0.0.1:0") as server:
+        env = await _connected(server.address)
+        try:
+            got = await env.reset_lanes(np.array([0, 1, 2]), [5, None, 0], [None] * 3, 10.0)
+        finally:
+            await env.aclose()
+    assert [info["seed"] for info in got.infos or ()] == [5, None, 0]
+    np.testing.assert_array_equal(got.observations, np.zeros((3, 1), dtype=np.float32))
