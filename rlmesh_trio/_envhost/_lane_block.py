@@ -19,22 +19,62 @@ warnings carries an empty ``infos`` (the layout would repeat the masks).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, TypeVar
 
 import gymnasium as gym
 import numpy as np
 
+from .._errors import ProtocolError
 from .._wire import spaces_pb
-from ._checks import find_nan
+from ._checks import action_error_text, find_nan
 from ._conformance import Conformance
-from ._host import invalid_action
+from ._host import EnvFailure, invalid_action
 from ._one_lane import may_be_nan, may_warn
 from ._values import lanes_info_map
 
-__all__ = ["LaneChecks", "empty_info"]
+__all__ = ["LaneChecks", "action_failure", "empty_info", "lanes_infos", "on_lane"]
 
+T = TypeVar("T")
 Warnings = list[list[dict[str, str]]]
+#: The codec's per-lane prefix: the lane's position in the request.
+_CODEC_LANE = re.compile(r"^lane (\d+): ")
+
+
+def naming(lane: int, failure: EnvFailure) -> EnvFailure:
+    """``failure`` with its message prefixed ``env_index K: `` (a several-lane request's)."""
+    return EnvFailure(
+        failure.code,
+        f"env_index {lane}: {failure.message}",
+        recoverable=failure.recoverable,
+        end_stream=failure.end_stream,
+        debug_info=failure.debug_info,
+    )
+
+
+def on_lane(named: bool, lane: int, run: Callable[..., T], *args: Any) -> T:
+    """``run(*args)`` for ``lane``; with ``named`` (several lanes), its failure names the lane.
+
+    Raises:
+        EnvFailure: ``run``'s, prefixed ``env_index K: `` when ``named``.
+    """
+    try:
+        return run(*args)
+    except EnvFailure as failure:
+        if not named:
+            raise
+        raise naming(lane, failure) from failure
+
+
+def action_failure(exc: ProtocolError, lanes: Sequence[int]) -> EnvFailure:
+    """INVALID_ACTION for a malformed action slab; in a several-lane request a value
+    fault names its lane (the codec counts lanes by position in the request)."""
+    failure = invalid_action(action_error_text(exc))
+    at = _CODEC_LANE.match(exc.detail)
+    if len(lanes) > 1 and at is not None and int(at[1]) < len(lanes):
+        return naming(lanes[int(at[1])], failure)
+    return failure
 
 
 def empty_info(info: Any) -> bool:
@@ -75,19 +115,20 @@ class LaneChecks:
         """Each lane's action warnings (``[]`` each where the space can have none).
 
         Raises:
-            EnvFailure: INVALID_ACTION for a NaN element (or a warning under ``strict``).
+            EnvFailure: INVALID_ACTION for a NaN element (or a warning under ``strict``),
+                naming the lane in a several-lane request.
         """
         warned: Warnings = [[] for _ in lanes]
         if not (self._action_nan or self._action_warns):
             return warned
-        space, conformance = self._action_space, self._conformance
+        space, conformance, named = self._action_space, self._conformance, len(lanes) > 1
         for k, (lane, action) in enumerate(zip(lanes, actions, strict=True)):
             if self._action_nan:
                 nan = find_nan(space, action)
                 if nan:
-                    raise invalid_action(nan)
+                    raise naming(lane, invalid_action(nan)) if named else invalid_action(nan)
             if self._action_warns:
-                warned[k] = conformance.check(lane, "action", space, action)
+                warned[k] = on_lane(named, lane, conformance.check, lane, "action", space, action)
         return warned
 
     def observations(

@@ -6,7 +6,8 @@ answered in the order named) from clients that read ``CAP_MULTI_LANE_SUBSET``,
 which this host advertises beside ``subset_step``. Lanes of different requests
 run concurrently, each in its own worker thread. With no ``env_indices`` a
 request covers every lane. The checks of a several-lane request are planned
-once (``_lane_block``); an env failure in one names its lane. Autoreset is DISABLED: the
+once (``_lane_block``); its errors start with ``env_index K: `` (the lane at
+fault), which one-lane requests never do (their messages are 0.1.0's). Autoreset is DISABLED: the
 runtime resets a finished lane itself (protocol notes §4.2, §4.5).
 """
 
@@ -23,11 +24,10 @@ from .. import spaces
 from .._errors import ProtocolError
 from .._wire import CAP_MULTI_LANE_SUBSET, CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
 from ..wire._step_parts import StepParts
-from ._checks import action_error_text
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvFailure, EnvHost, invalid_action, unsupported
-from ._lane_block import LaneChecks, lanes_infos
+from ._lane_block import LaneChecks, action_failure, lanes_infos, on_lane
 from ._legacy import normalize_reset, normalize_step, reset_env
 from ._one_lane import OneLanePlan
 from ._values import encode_observations, info_map, options_of, render_response
@@ -41,11 +41,6 @@ _LaneStep = tuple[Any, float, bool, bool, Any]
 def _reset_lane(env: Any, seed: int | None, options: dict[str, Any] | None) -> tuple[Any, Any]:
     # The legacy gym API too (a bare observation; a reset without seed/options keywords).
     return normalize_reset(reset_env(env, seed, options), env.observation_space)
-
-
-def _what(op: str, lane: int, named: bool) -> str:
-    """The operation's name in an env failure: a several-lane request names the lane."""
-    return f"{op} (env_index {lane})" if named else op
 
 
 def _step_lane(env: Any, action: Any) -> _LaneStep:
@@ -180,7 +175,7 @@ class LaneHost(EnvHost):
 
         named = len(lanes) > 1
         results = [
-            call.env(_what("reset", lane, named), _reset_lane, self._lanes[lane], seed, options)
+            on_lane(named, lane, call.env, "reset", _reset_lane, self._lanes[lane], seed, options)
             for lane, seed in zip(lanes, seeds, strict=True)
         ]
         with call.encoding():
@@ -216,11 +211,11 @@ class LaneHost(EnvHost):
             try:
                 actions = spaces.decode_batch(self._action_spec, body.action, count)
             except ProtocolError as exc:
-                raise invalid_action(action_error_text(exc)) from exc
+                raise action_failure(exc, lanes) from exc
             warned = self._checks.actions(lanes, actions)
         named = count > 1
         results = [
-            call.env(_what("step", lane, named), _step_lane, self._lanes[lane], action)
+            on_lane(named, lane, call.env, "step", _step_lane, self._lanes[lane], action)
             for lane, action in zip(lanes, actions, strict=True)
         ]
         with call.encoding():

@@ -41,8 +41,8 @@ __all__ = ["RemoteLaneBlock", "block_info"]
 _ARRAY_KINDS = frozenset({"box", "discrete"})
 #: The autoreset modes under which the caller owns resets (a lane server's is DISABLED).
 _DRIVER_RESETS = frozenset({core_pb.AutoresetMode.DISABLED, core_pb.AutoresetMode.UNSPECIFIED})
-#: How our lane server names the lane of a several-lane request's env failure.
-_NAMED_LANE = re.compile(r"(\w+) \(env_index (\d+)\) failed: ")
+#: How our lane server names the lane at fault in a several-lane request's error.
+_NAMED_LANE = re.compile(r"env_index (\d+): ")
 
 
 def _is_array_space(spec: spaces_pb.SpaceSpec | None) -> bool:
@@ -262,10 +262,10 @@ async def _calling(
         return await call(request)
     except EnvRpcError as exc:
         message, lane = exc.message, lanes[0] if len(lanes) == 1 else None
-        named = _NAMED_LANE.search(message)
+        named = _NAMED_LANE.search(message) if len(lanes) > 1 else None
         if named is not None:
-            lane = int(named[2])
-            message = message[: named.start()] + f"{named[1]} failed: " + message[named.end() :]
+            lane = int(named[1])
+            message = message[: named.start()] + message[named.end() :]
         raise EnvRpcError(
             op, exc.step, message, code=exc.code, recoverable=exc.recoverable, env_index=lane
         ) from None

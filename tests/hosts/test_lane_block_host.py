@@ -103,7 +103,7 @@ def test_an_env_failure_in_a_multi_lane_step_names_its_lane() -> None:
     reset(host, env_indices=[0, 1, 2], episode_ids=["a", "b", "c"])
     error = step(host, 0, 0, 0, env_indices=[0, 1, 2]).response.error
     assert error.code == Code.INTERNAL and not error.is_recoverable
-    assert error.message == "step (env_index 2) failed: RuntimeError: boom"
+    assert error.message == "env_index 2: step failed: RuntimeError: boom"
 
 
 def test_a_one_lane_failure_keeps_the_0_1_0_message() -> None:

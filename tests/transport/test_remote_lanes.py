@@ -172,3 +172,39 @@ async def test_seeded_and_unseeded_lanes_reset_in_separate_requests() -> None:
             await env.aclose()
     assert [info["seed"] for info in got.infos or ()] == [5, None, 0]
     np.testing.assert_array_equal(got.observations, np.zeros((3, 1), dtype=np.float32))
+
+
+@pytest.mark.parametrize(
+    ("env_id", "actions", "lane", "text"),
+    [
+        (
+            "CartPole-v1",
+            np.array([0, 1, 5, 0]),
+            2,
+            "[InvalidAction] $: value 5 not in range [0, 2)",
+        ),
+        (
+            "Pendulum-v1",
+            np.array([[0.0], [0.0], [0.0], [np.nan]], dtype=np.float32),
+            3,
+            "[InvalidAction] $: Box value at element 0 is NaN",
+        ),
+    ],
+)
+async def test_a_bad_action_names_its_lane(
+    env_id: str, actions: np.ndarray, lane: int, text: str
+) -> None:
+    async with serve_env([gym.make(env_id) for _ in range(4)], "127.0.0.1:0") as server:
+        env = await _connected(server.address)
+        try:
+            lanes = np.arange(4)
+            await env.reset_lanes(lanes, [1, 2, 3, 4], [None] * 4, 10.0)
+            with pytest.raises(EnvRpcError) as failed:
+                await env.step_lanes(lanes, actions, 10.0)
+            # The error is recoverable: the lanes go on.
+            again = await env.step_lanes(lanes, np.zeros_like(actions), 10.0)
+        finally:
+            await env.aclose()
+    assert failed.value.env_index == lane and failed.value.recoverable
+    assert failed.value.message == f"environment error: {text}"
+    assert again.observations.shape[0] == 4
