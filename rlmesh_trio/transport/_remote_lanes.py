@@ -228,7 +228,8 @@ class RemoteLaneBlock:
     def _observations(self, value: spaces_pb.SpaceValue | None, lanes: list[int]) -> np.ndarray:
         if value is None:
             raise ProtocolError(f"the env sent no observation for lanes {lanes}")
-        rows = spaces.decode_stacked(self._observation_spec, value, len(lanes), copy=False)
+        # Writable rows (one small copy): a policy may write into what it receives.
+        rows = spaces.decode_stacked(self._observation_spec, value, len(lanes))
         assert isinstance(rows, np.ndarray)
         return rows
 
