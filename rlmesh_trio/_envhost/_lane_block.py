@@ -30,11 +30,11 @@ from .._errors import ProtocolError
 from .._wire import spaces_pb
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance
-from ._host import EnvFailure, invalid_action
+from ._host import Call, EnvFailure, invalid_action
 from ._one_lane import may_be_nan, may_warn
-from ._values import lanes_info_map
+from ._values import encode_observations, encode_stacked_observations, lanes_info_map
 
-__all__ = ["LaneChecks", "action_failure", "empty_info", "lanes_infos", "on_lane"]
+__all__ = ["LaneChecks", "action_failure", "empty_info", "lanes_infos", "run_lanes"]
 
 T = TypeVar("T")
 Warnings = list[list[dict[str, str]]]
@@ -53,18 +53,34 @@ def naming(lane: int, failure: EnvFailure) -> EnvFailure:
     )
 
 
-def on_lane(named: bool, lane: int, run: Callable[..., T], *args: Any) -> T:
-    """``run(*args)`` for ``lane``; with ``named`` (several lanes), its failure names the lane.
+def run_lanes(
+    call: Call,
+    op: str,
+    lanes: Sequence[int],
+    args: Sequence[tuple[Any, ...]],
+    fn: Callable[..., T],
+) -> list[T]:
+    """``fn(*args[k])`` for every lane, in order, as ONE timed env call of ``call``.
 
+    Synchronous (the request's worker thread); no cancellation point.
     Raises:
-        EnvFailure: ``run``'s, prefixed ``env_index K: `` when ``named``.
+        EnvFailure: INTERNAL ``"<op> failed: Type: msg"`` for the first lane whose env
+            raised, prefixed ``env_index K: `` when the request names several lanes.
     """
+    out: list[T] = []
+    append = out.append
+
+    def each() -> None:
+        for arg in args:
+            append(fn(*arg))
+
     try:
-        return run(*args)
+        call.env(op, each)
     except EnvFailure as failure:
-        if not named:
+        if len(lanes) < 2:
             raise
-        raise naming(lane, failure) from failure
+        raise naming(lanes[len(out)], failure) from failure
+    return out
 
 
 def action_failure(exc: ProtocolError, lanes: Sequence[int]) -> EnvFailure:
@@ -92,6 +108,7 @@ class LaneChecks:
         "_box",
         "_conformance",
         "_observation_space",
+        "_observation_spec",
         "_observation_warns",
     )
 
@@ -100,16 +117,22 @@ class LaneChecks:
         *,
         action_space: gym.Space[Any],
         observation_space: gym.Space[Any],
+        observation_spec: spaces_pb.SpaceSpec,
         conformance: Conformance,
     ) -> None:
         checking = conformance.policy != "off"
         self._action_space = action_space
         self._observation_space = observation_space
+        self._observation_spec = observation_spec
         self._conformance = conformance
         self._action_nan = may_be_nan(action_space)
         self._action_warns = checking and may_warn(action_space)
         self._observation_warns = checking and may_warn(observation_space)
-        self._box = observation_space if isinstance(observation_space, gym.spaces.Box) else None
+        # A float Box: the lanes' observations stack into one array, encoded and
+        # bounds-checked once (other kinds go lane by lane through the codec).
+        box = observation_space if isinstance(observation_space, gym.spaces.Box) else None
+        floating = box is not None and bool(np.issubdtype(box.dtype, np.floating))
+        self._box = box if floating else None
 
     def actions(self, lanes: Sequence[int], actions: Sequence[Any]) -> Warnings:
         """Each lane's action warnings (``[]`` each where the space can have none).
@@ -128,32 +151,50 @@ class LaneChecks:
                 if nan:
                     raise naming(lane, invalid_action(nan)) if named else invalid_action(nan)
             if self._action_warns:
-                warned[k] = on_lane(named, lane, conformance.check, lane, "action", space, action)
+                try:
+                    warned[k] = conformance.check(lane, "action", space, action)
+                except EnvFailure as failure:  # strict: the warning refuses the action
+                    if not named:
+                        raise
+                    raise naming(lane, failure) from failure
         return warned
 
     def observations(
+        self, what: str, lanes: Sequence[int], observations: Sequence[Any], warned: Warnings
+    ) -> spaces_pb.SpaceValue:
+        """The lanes' observations encoded as one slab; each lane's warnings added to
+        ``warned`` (a float Box: one stack, one encode, one bounds check for all lanes).
+
+        Raises:
+            EnvFailure: INTERNAL for an observation that does not fit the space.
+        """
+        box, spec = self._box, self._observation_spec
+        stacked = _stack(observations) if box is not None and len(lanes) > 1 else None
+        if box is None or stacked is None or stacked.shape[1:] != box.shape:
+            value = encode_observations(what, spec, observations)
+            self._lane_by_lane(lanes, observations, warned)
+            return value
+        value = encode_stacked_observations(what, spec, stacked, len(lanes))
+        if self._observation_warns and ((stacked > box.high).any() or (stacked < box.low).any()):
+            self._lane_by_lane(lanes, observations, warned)  # who, and once per lane
+        return value
+
+    def _lane_by_lane(
         self, lanes: Sequence[int], observations: Sequence[Any], warned: Warnings
     ) -> None:
-        """Add each lane's observation warnings to ``warned`` (one stacked check for a Box)."""
         if not self._observation_warns:
-            return
-        box = self._box
-        if box is not None and len(lanes) > 1 and self._in_bounds(box, observations):
             return
         space, conformance = self._observation_space, self._conformance
         for k, (lane, obs) in enumerate(zip(lanes, observations, strict=True)):
             warned[k] += conformance.check(lane, "observation", space, obs)
 
-    @staticmethod
-    def _in_bounds(box: gym.spaces.Box, observations: Sequence[Any]) -> bool:
-        """Whether every lane's observation is surely inside the Box (NaN passes, as per lane)."""
-        try:
-            stacked = np.asarray(observations)
-        except (ValueError, TypeError):
-            return False  # ragged: the per-lane checks say what is wrong
-        if stacked.shape[1:] != box.shape:
-            return False
-        return not ((stacked > box.high).any() or (stacked < box.low).any())
+
+def _stack(observations: Sequence[Any]) -> np.ndarray | None:
+    """The observations on a leading axis, or None when they do not stack (ragged)."""
+    try:
+        return np.asarray(observations)
+    except (ValueError, TypeError):
+        return None
 
 
 def lanes_infos(

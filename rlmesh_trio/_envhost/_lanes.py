@@ -27,10 +27,10 @@ from ..wire._step_parts import StepParts
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvFailure, EnvHost, invalid_action, unsupported
-from ._lane_block import LaneChecks, action_failure, lanes_infos, on_lane
+from ._lane_block import LaneChecks, action_failure, lanes_infos, run_lanes
 from ._legacy import normalize_reset, normalize_step, reset_env
 from ._one_lane import OneLanePlan
-from ._values import encode_observations, info_map, options_of, render_response
+from ._values import info_map, options_of, render_response
 
 __all__ = ["LaneHost"]
 
@@ -92,6 +92,7 @@ class LaneHost(EnvHost):
         self._checks = LaneChecks(
             action_space=self._action_space,
             observation_space=self._observation_space,
+            observation_spec=self._observation_spec,
             conformance=self._conformance,
         )
         # A single env: its step's checks are planned once (the common in-process case).
@@ -173,16 +174,19 @@ class LaneHost(EnvHost):
         ids = [ids_in[k] if k < len(ids_in) else "" for k in range(len(lanes))]
         options = options_of(body.options)
 
-        named = len(lanes) > 1
-        results = [
-            on_lane(named, lane, call.env, "reset", _reset_lane, self._lanes[lane], seed, options)
-            for lane, seed in zip(lanes, seeds, strict=True)
-        ]
+        envs = self._lanes
+        results = run_lanes(
+            call,
+            "reset",
+            lanes,
+            [(envs[k], seed, options) for k, seed in zip(lanes, seeds, strict=True)],
+            _reset_lane,
+        )
         with call.encoding():
-            observations = [obs for obs, _ in results]
-            observation = encode_observations("reset", self._observation_spec, observations)
             warned: list[list[dict[str, str]]] = [[] for _ in lanes]
-            self._checks.observations(lanes, observations, warned)
+            observation = self._checks.observations(
+                "reset", lanes, [obs for obs, _ in results], warned
+            )
             infos = [with_warnings(info, w) for (_, info), w in zip(results, warned, strict=True)]
             if len(lanes) == 1:
                 info_msg = info_map("reset", infos[0])
@@ -213,15 +217,16 @@ class LaneHost(EnvHost):
             except ProtocolError as exc:
                 raise action_failure(exc, lanes) from exc
             warned = self._checks.actions(lanes, actions)
-        named = count > 1
-        results = [
-            on_lane(named, lane, call.env, "step", _step_lane, self._lanes[lane], action)
-            for lane, action in zip(lanes, actions, strict=True)
-        ]
+        envs = self._lanes
+        results = run_lanes(
+            call,
+            "step",
+            lanes,
+            [(envs[k], a) for k, a in zip(lanes, actions, strict=True)],
+            _step_lane,
+        )
         with call.encoding():
-            observations = [r[0] for r in results]
-            observation = encode_observations("step", self._observation_spec, observations)
-            self._checks.observations(lanes, observations, warned)
+            observation = self._checks.observations("step", lanes, [r[0] for r in results], warned)
             raw_infos = [with_warnings(r[4], w) for r, w in zip(results, warned, strict=True)]
             ended = [r[2] or r[3] for r in results]
             if count == 1:

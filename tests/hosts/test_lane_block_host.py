@@ -17,7 +17,7 @@ from rlmesh_trio import spaces
 from rlmesh_trio._envhost import HostReply, LaneHost, make_host
 from rlmesh_trio._wire import CAP_MULTI_LANE_SUBSET, env_pb, spaces_pb
 
-from .._envhost_envs import CountingEnv
+from .._envhost_envs import BoxActionEnv, CountingEnv
 
 Code = env_pb.EnvErrorCode
 
@@ -127,3 +127,25 @@ def test_out_of_bounds_observations_warn_per_lane_once() -> None:
     lane_warnings = [info.get("rlmesh.conformance.warning") for info in both["final_info"]]
     assert lane_warnings[0] is not None and len(lane_warnings[0]) == 1  # lane 0: first time
     assert lane_warnings[1] is None  # lane 1 was warned on its one-lane step already
+
+
+def _box_actions(*rows: tuple[float, float]) -> spaces_pb.SpaceValue:
+    return spaces_pb.SpaceValue(leaves=[np.asarray(rows, dtype="<f4").tobytes()])
+
+
+def test_strict_validation_refuses_an_out_of_bounds_action_naming_its_lane() -> None:
+    host = LaneHost([BoxActionEnv() for _ in range(3)], validation="strict")
+    reset(host, env_indices=[0, 1, 2], episode_ids=["a", "b", "c"])
+    action = _box_actions((0.0, 0.0), (0.5, 0.5), (0.0, 3.0))
+    request = env_pb.StepRequest(action=action, env_indices=[2, 0, 1])
+    error = host.handle(env_pb.JoinRequest(step=request)).response.error
+    assert error.code == Code.INVALID_ACTION and error.is_recoverable
+    assert error.message == "env_index 1: $: Box value at element 1 out of bounds: above high bound"
+
+
+def test_a_nan_action_in_a_multi_lane_step_names_its_lane() -> None:
+    host = LaneHost([BoxActionEnv() for _ in range(2)])
+    reset(host, env_indices=[0, 1], episode_ids=["a", "b"])
+    request = env_pb.StepRequest(action=_box_actions((np.nan, 0.0), (0.0, 0.0)), env_indices=[1, 0])
+    error = host.handle(env_pb.JoinRequest(step=request)).response.error
+    assert error.message == "env_index 1: $: Box value at element 0 is NaN"
