@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import resource
 import sys
 import time
 import warnings
@@ -230,7 +231,8 @@ def compare(
 ) -> list[dict[str, Any]]:
     """The whole case: servers up, then ``pairs`` interleaved rounds (served block, async
     and, with ``per_lane``, the one-request-per-lane shape). One row per round:
-    steps/s per side and served/async. Raises AssertionError when the sides disagree."""
+    steps/s and CPU per step (every process of the side) per side, and served/async.
+    Raises AssertionError when the sides disagree."""
     policy = policy or default_policy()
     seeds = list(range(SERVERS * LANES * episodes))
     rows: list[dict[str, Any]] = []
@@ -238,10 +240,13 @@ def compare(
         addresses = [s.address for s in servers]
         for round_no in range(pairs):
             row: dict[str, Any] = {"round": round_no + 1}
+            cpu = _cpu(servers)
             served, wall = served_block_episodes(addresses, seeds, policy, max_steps)
-            row["served"] = sum(e[1] for e in served) / wall
+            steps = sum(e[1] for e in served)
+            row["served"], row["served_cpu_us"] = steps / wall, (_cpu(servers) - cpu) / steps * 1e6
+            cpu = _cpu(servers)
             theirs, wall = async_vector_episodes(seeds, policy, max_steps)
-            row["async"] = sum(e[1] for e in theirs) / wall
+            row["async"], row["async_cpu_us"] = steps / wall, (_cpu(servers) - cpu) / steps * 1e6
             if served != theirs:
                 raise AssertionError(f"served and async episodes disagree: {served} vs {theirs}")
             if per_lane:
@@ -256,15 +261,30 @@ def compare(
             report(_format(row))
     best = max(r["ratio"] for r in rows)
     median = sorted(r["ratio"] for r in rows)[len(rows) // 2]
+    cpu = sorted(r["async_cpu_us"] / r["served_cpu_us"] for r in rows)[len(rows) // 2]
     report(f"served/async: median {median:.2f}x, best {best:.2f}x (target >= {TARGET}x)")
+    report(f"CPU per step, async/served (all processes; load-robust): median {cpu:.2f}x")
     return rows
+
+
+def _cpu(servers: Sequence[Server]) -> float:
+    """CPU seconds so far of this process, the servers, and reaped children (the
+    AsyncVectorEnv workers, once closed)."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (
+        time.process_time()
+        + children.ru_utime
+        + children.ru_stime
+        + sum(s.cpu_seconds() for s in servers)
+    )
 
 
 def _format(row: dict[str, Any]) -> str:
     extra = f"  per-lane {row['per_lane']:8.0f}" if "per_lane" in row else ""
     return (
-        f"round {row['round']}: served block {row['served']:8.0f} steps/s  "
-        f"async {row['async']:8.0f} steps/s  ratio {row['ratio']:.2f}x{extra}"
+        f"round {row['round']}: served block {row['served']:8.0f} steps/s "
+        f"({row['served_cpu_us']:.0f} us CPU/step)  async {row['async']:8.0f} steps/s "
+        f"({row['async_cpu_us']:.0f} us CPU/step)  ratio {row['ratio']:.2f}x{extra}"
     )
 
 
