@@ -11,6 +11,8 @@ bounds check on Discrete actions, one bounds check over the stacked
 observations of a Box space (per-lane checks, with their once-per-lane
 reporting, only when that finds something).
 
+Errors of a subset request naming several lanes start with ``env_index K: ``
+(the lane at fault); whole-width and one-lane requests keep 0.1.0's text.
 Answers keep their meaning: a lane's warnings, a lane's final info and the
 0.1.0 lane layout in ``infos`` whenever any lane has an info or a warning.
 Only a multi-lane subset answer whose lanes all have empty infos and no
@@ -59,13 +61,14 @@ def run_lanes(
     lanes: Sequence[int],
     args: Sequence[tuple[Any, ...]],
     fn: Callable[..., T],
+    named: bool,
 ) -> list[T]:
     """``fn(*args[k])`` for every lane, in order, as ONE timed env call of ``call``.
 
     Synchronous (the request's worker thread); no cancellation point.
     Raises:
         EnvFailure: INTERNAL ``"<op> failed: Type: msg"`` for the first lane whose env
-            raised, prefixed ``env_index K: `` when the request names several lanes.
+            raised, prefixed ``env_index K: `` when ``named`` (a subset of several lanes).
     """
     out: list[T] = []
     append = out.append
@@ -77,18 +80,18 @@ def run_lanes(
     try:
         call.env(op, each)
     except EnvFailure as failure:
-        if len(lanes) < 2:
+        if not named:
             raise
         raise naming(lanes[len(out)], failure) from failure
     return out
 
 
-def action_failure(exc: ProtocolError, lanes: Sequence[int]) -> EnvFailure:
+def action_failure(exc: ProtocolError, lanes: Sequence[int], named: bool) -> EnvFailure:
     """INVALID_ACTION for a malformed action slab; in a several-lane request a value
     fault names its lane (the codec counts lanes by position in the request)."""
     failure = invalid_action(action_error_text(exc))
     at = _CODEC_LANE.match(exc.detail)
-    if len(lanes) > 1 and at is not None and int(at[1]) < len(lanes):
+    if named and at is not None and int(at[1]) < len(lanes):
         return naming(lanes[int(at[1])], failure)
     return failure
 
@@ -134,7 +137,7 @@ class LaneChecks:
         floating = box is not None and bool(np.issubdtype(box.dtype, np.floating))
         self._box = box if floating else None
 
-    def actions(self, lanes: Sequence[int], actions: Sequence[Any]) -> Warnings:
+    def actions(self, lanes: Sequence[int], actions: Sequence[Any], named: bool) -> Warnings:
         """Each lane's action warnings (``[]`` each where the space can have none).
 
         Raises:
@@ -144,7 +147,7 @@ class LaneChecks:
         warned: Warnings = [[] for _ in lanes]
         if not (self._action_nan or self._action_warns):
             return warned
-        space, conformance, named = self._action_space, self._conformance, len(lanes) > 1
+        space, conformance = self._action_space, self._conformance
         for k, (lane, action) in enumerate(zip(lanes, actions, strict=True)):
             if self._action_nan:
                 nan = find_nan(space, action)

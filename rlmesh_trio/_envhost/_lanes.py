@@ -6,9 +6,10 @@ answered in the order named) from clients that read ``CAP_MULTI_LANE_SUBSET``,
 which this host advertises beside ``subset_step``. Lanes of different requests
 run concurrently, each in its own worker thread. With no ``env_indices`` a
 request covers every lane. The checks of a several-lane request are planned
-once (``_lane_block``); its errors start with ``env_index K: `` (the lane at
-fault), which one-lane requests never do (their messages are 0.1.0's). Autoreset is DISABLED: the
-runtime resets a finished lane itself (protocol notes §4.2, §4.5).
+once (``_lane_block``); the errors of a subset naming several lanes start with
+``env_index K: `` (the lane at fault); other requests keep 0.1.0's messages.
+Autoreset is DISABLED: the runtime resets a finished lane itself (protocol
+notes §4.2, §4.5).
 """
 
 from __future__ import annotations
@@ -181,6 +182,7 @@ class LaneHost(EnvHost):
             lanes,
             [(envs[k], seed, options) for k, seed in zip(lanes, seeds, strict=True)],
             _reset_lane,
+            len(body.env_indices) > 1,
         )
         with call.encoding():
             warned: list[list[dict[str, str]]] = [[] for _ in lanes]
@@ -209,14 +211,16 @@ class LaneHost(EnvHost):
             self._subset("subset step", body.env_indices) if subset else list(range(self.num_envs))
         )
         count = len(lanes)
+        named = subset and count > 1  # errors name the lane at fault (ours only: 0.1.0
+        # runtimes never send several lanes in one request)
         if body.action is None:
             raise invalid_action(f"expected {count} actions, got 0")
         with call.decoding():
             try:
                 actions = spaces.decode_batch(self._action_spec, body.action, count)
             except ProtocolError as exc:
-                raise action_failure(exc, lanes) from exc
-            warned = self._checks.actions(lanes, actions)
+                raise action_failure(exc, lanes, named) from exc
+            warned = self._checks.actions(lanes, actions, named)
         envs = self._lanes
         results = run_lanes(
             call,
@@ -224,6 +228,7 @@ class LaneHost(EnvHost):
             lanes,
             [(envs[k], a) for k, a in zip(lanes, actions, strict=True)],
             _step_lane,
+            named,
         )
         with call.encoding():
             observation = self._checks.observations("step", lanes, [r[0] for r in results], warned)

@@ -106,13 +106,17 @@ def test_an_env_failure_in_a_multi_lane_step_names_its_lane() -> None:
     assert error.message == "env_index 2: step failed: RuntimeError: boom"
 
 
-def test_a_one_lane_failure_keeps_the_0_1_0_message() -> None:
+def test_one_lane_and_whole_width_failures_keep_the_0_1_0_message() -> None:
     envs = [CountingEnv(done_at=9) for _ in range(2)]
     envs[1].fail_with = RuntimeError("boom")
     host = make_host(envs)
     reset(host, env_indices=[1], episode_ids=["b"])
     error = step(host, 0, env_indices=[1]).response.error
     assert error.message == "step failed: RuntimeError: boom"
+    # A whole-width request (no env_indices) too: only a several-lane subset names lanes.
+    reset(host, episode_ids=["a", "b"])
+    whole = step(host, 0, 0).response.error
+    assert whole.message == "step failed: RuntimeError: boom"
 
 
 def test_out_of_bounds_observations_warn_per_lane_once() -> None:
