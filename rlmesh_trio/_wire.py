@@ -13,6 +13,7 @@ from ._proto.rlmesh.spaces import v1 as spaces_pb
 
 __all__ = [
     "CAP_CONCURRENT_PREDICT",
+    "CAP_MULTI_LANE_SUBSET",
     "CAP_OBSERVATION_HISTORY",
     "CAP_SUBSET_STEP",
     "MAX_MESSAGE_BYTES",
@@ -27,6 +28,9 @@ __all__ = [
 PROTOCOL_GENERATION = "rlmesh-wire-v1"
 WORKFLOW_EDITION = "2026.06"
 CAP_SUBSET_STEP = "subset_step"
+#: Ours, beside ``subset_step``: one StepRequest/ResetRequest may name several lanes in
+#: ``env_indices`` (answered in that order). 0.1.0 peers neither send nor read it.
+CAP_MULTI_LANE_SUBSET = "rlmesh_trio.env.multi_lane_subset.v1"
 CAP_CONCURRENT_PREDICT = "rlmesh.model.concurrent_predict.v1"
 CAP_OBSERVATION_HISTORY = "rlmesh.model.observation_history.v1"
 MAX_MESSAGE_BYTES = 256 * 1024 * 1024

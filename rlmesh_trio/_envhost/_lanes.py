@@ -1,10 +1,15 @@
 """The lane flavour: one gymnasium env, or a list of them served as lanes (``subset_step``).
 
 Each lane is a separate single env. A request may name lanes with
-``env_indices`` (one per request in 0.1.0 runtimes, several accepted); lanes
-of different requests run concurrently, each in its own worker thread. With
-no ``env_indices`` a request covers every lane. Autoreset is DISABLED: the
-runtime resets a finished lane itself (protocol notes §4.2, §4.5).
+``env_indices``: one per request in 0.1.0 runtimes; several (a lane block,
+answered in the order named) from clients that read ``CAP_MULTI_LANE_SUBSET``,
+which this host advertises beside ``subset_step``. Lanes of different requests
+run concurrently, each in its own worker thread. With no ``env_indices`` a
+request covers every lane. The checks of a several-lane request are planned
+once (``_lane_block``); the errors of a subset naming several lanes start with
+``env_index K: `` (the lane at fault); other requests keep 0.1.0's messages.
+Autoreset is DISABLED: the runtime resets a finished lane itself (protocol
+notes §4.2, §4.5).
 """
 
 from __future__ import annotations
@@ -18,15 +23,15 @@ import gymnasium as gym
 
 from .. import spaces
 from .._errors import ProtocolError
-from .._wire import CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
+from .._wire import CAP_MULTI_LANE_SUBSET, CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
 from ..wire._step_parts import StepParts
-from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvFailure, EnvHost, invalid_action, unsupported
+from ._lane_block import LaneChecks, action_failure, lanes_infos, run_lanes
 from ._legacy import normalize_reset, normalize_step, reset_env
 from ._one_lane import OneLanePlan
-from ._values import encode_observations, info_map, lanes_info_map, options_of, render_response
+from ._values import info_map, options_of, render_response
 
 __all__ = ["LaneHost"]
 
@@ -85,6 +90,12 @@ class LaneHost(EnvHost):
         self._groups = [frozenset(by_object[id(env)]) for env in self._lanes]
         unique = list({id(env): env for env in self._lanes}.values())
         self._concurrent = len(unique) > 1
+        self._checks = LaneChecks(
+            action_space=self._action_space,
+            observation_space=self._observation_space,
+            observation_spec=self._observation_spec,
+            conformance=self._conformance,
+        )
         # A single env: its step's checks are planned once (the common in-process case).
         self._one: OneLanePlan | None = None
         if len(self._lanes) == 1:
@@ -97,7 +108,7 @@ class LaneHost(EnvHost):
             )
         super().__init__(
             contract=contract,
-            capabilities={CAP_SUBSET_STEP: "true"},
+            capabilities={CAP_SUBSET_STEP: "true", CAP_MULTI_LANE_SUBSET: "true"},
             closers=[env.close for env in unique] if close_envs else [],
         )
 
@@ -164,25 +175,26 @@ class LaneHost(EnvHost):
         ids = [ids_in[k] if k < len(ids_in) else "" for k in range(len(lanes))]
         options = options_of(body.options)
 
-        results = [
-            call.env("reset", _reset_lane, self._lanes[lane], seed, options)
-            for lane, seed in zip(lanes, seeds, strict=True)
-        ]
+        envs = self._lanes
+        results = run_lanes(
+            call,
+            "reset",
+            lanes,
+            [(envs[k], seed, options) for k, seed in zip(lanes, seeds, strict=True)],
+            _reset_lane,
+            len(body.env_indices) > 1,
+        )
         with call.encoding():
-            observation = encode_observations(
-                "reset", self._observation_spec, [obs for obs, _ in results]
+            warned: list[list[dict[str, str]]] = [[] for _ in lanes]
+            observation = self._checks.observations(
+                "reset", lanes, [obs for obs, _ in results], warned
             )
-            warned = [
-                self._conformance.check(lane, "observation", self._observation_space, obs)
-                for lane, (obs, _) in zip(lanes, results, strict=True)
-            ]
             infos = [with_warnings(info, w) for (_, info), w in zip(results, warned, strict=True)]
             if len(lanes) == 1:
                 info_msg = info_map("reset", infos[0])
             else:
-                info_msg = lanes_info_map(
-                    "reset", infos, [True] * len(lanes), [w for ws in warned for w in ws]
-                )
+                flags = [True] * len(lanes)
+                info_msg = lanes_infos("reset", infos, flags, warned, bool(body.env_indices))
         call.check_deadline()
         for lane, episode_id, seed in zip(lanes, ids, seeds, strict=True):
             self.book.start(lane, episode_id, seed)
@@ -199,45 +211,41 @@ class LaneHost(EnvHost):
             self._subset("subset step", body.env_indices) if subset else list(range(self.num_envs))
         )
         count = len(lanes)
+        named = subset and count > 1  # errors name the lane at fault (ours only: 0.1.0
+        # runtimes never send several lanes in one request)
         if body.action is None:
             raise invalid_action(f"expected {count} actions, got 0")
         with call.decoding():
             try:
                 actions = spaces.decode_batch(self._action_spec, body.action, count)
             except ProtocolError as exc:
-                raise invalid_action(action_error_text(exc)) from exc
-            warned: list[list[dict[str, str]]] = []
-            for lane, action in zip(lanes, actions, strict=True):
-                nan = find_nan(self._action_space, action)
-                if nan:
-                    raise invalid_action(nan)
-                warned.append(self._conformance.check(lane, "action", self._action_space, action))
-
-        results = [
-            call.env("step", _step_lane, self._lanes[lane], action)
-            for lane, action in zip(lanes, actions, strict=True)
-        ]
+                raise action_failure(exc, lanes, named) from exc
+            warned = self._checks.actions(lanes, actions, named)
+        envs = self._lanes
+        results = run_lanes(
+            call,
+            "step",
+            lanes,
+            [(envs[k], a) for k, a in zip(lanes, actions, strict=True)],
+            _step_lane,
+            named,
+        )
         with call.encoding():
-            observation = encode_observations(
-                "step", self._observation_spec, [r[0] for r in results]
-            )
-            for k, (lane, result) in enumerate(zip(lanes, results, strict=True)):
-                warned[k] += self._conformance.check(
-                    lane, "observation", self._observation_space, result[0]
-                )
+            observation = self._checks.observations("step", lanes, [r[0] for r in results], warned)
             raw_infos = [with_warnings(r[4], w) for r, w in zip(results, warned, strict=True)]
-            lane_infos = [info_map("step", info) for info in raw_infos]
+            ended = [r[2] or r[3] for r in results]
             if count == 1:
-                info_msg = lane_infos[0]
+                info_msg = info_map("step", raw_infos[0])
+                finals: list[spaces_pb.MetaMap | None] = [info_msg]
             else:
-                info_msg = lanes_info_map(
-                    "step",
-                    raw_infos,
-                    [r[2] or r[3] for r in results],
-                    [w for ws in warned for w in ws],
-                )
+                info_msg = lanes_infos("step", raw_infos, ended, warned, subset)
+                # A lane's own info map is its final info: built for ended lanes only.
+                finals = [
+                    info_map("step", info) if done else None
+                    for info, done in zip(raw_infos, ended, strict=True)
+                ]
         call.check_deadline()
-        return self._answer_step(lanes, results, lane_infos, observation, info_msg, subset)
+        return self._answer_step(lanes, results, finals, observation, info_msg, subset)
 
     @property
     def one_lane(self) -> bool:
@@ -279,7 +287,7 @@ class LaneHost(EnvHost):
         self,
         lanes: list[int],
         results: list[_LaneStep],
-        lane_infos: list[spaces_pb.MetaMap],
+        finals: list[spaces_pb.MetaMap | None],
         observation: spaces_pb.SpaceValue,
         info_msg: spaces_pb.MetaMap,
         subset: bool,
@@ -294,7 +302,7 @@ class LaneHost(EnvHost):
         """
         completed = self.book.drain_interrupted()
         for lane, (_, reward, terminated, truncated, _), final in zip(
-            lanes, results, lane_infos, strict=True
+            lanes, results, finals, strict=True
         ):
             record = self.book.step(
                 lane, reward, terminated=terminated, truncated=truncated, final_info=final

@@ -118,7 +118,11 @@ serving_options = stack_options(
 @click.argument("env")
 @listen_option
 @click.option("--num-envs", type=click.IntRange(1), help="Serve a gymnasium vector env of N envs.")
-@click.option("--lanes", type=click.IntRange(1), help="Serve N copies as independent lanes.")
+@click.option(
+    "--lanes",
+    type=click.IntRange(1),
+    help="Serve N copies as independent lanes (a client may step several in one request).",
+)
 @serving_options
 @click.option(
     "--env-thread",

@@ -13,11 +13,14 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlmesh_trio import spaces
 from rlmesh_trio._envhost import INTERRUPTED_BUFFER, HostReply, LaneHost, VectorHost, make_host
-from rlmesh_trio._wire import core_pb, env_pb, spaces_pb
+from rlmesh_trio._wire import CAP_MULTI_LANE_SUBSET, core_pb, env_pb, spaces_pb
 
 from .._envhost_envs import BoxActionEnv, CountingEnv, RichEnv, TextEnv
 
 Code = env_pb.EnvErrorCode
+
+#: A lane endpoint advertises 0.1.0's per-lane subsets and our multi-lane ones.
+LANE_CAPS = {"subset_step": "true", CAP_MULTI_LANE_SUBSET: "true"}
 
 
 def act(*values: int) -> spaces_pb.SpaceValue:
@@ -48,7 +51,7 @@ def test_cartpole_contract_matches_0_1_0() -> None:
     assert contract.num_envs == 1
     assert contract.render_mode == ""
     assert contract.autoreset_mode == core_pb.AutoresetMode.DISABLED
-    assert host.capabilities == {"subset_step": "true"}
+    assert host.capabilities == LANE_CAPS
     obs = contract.spec.observation_space
     assert obs.dtype == spaces_pb.DataType.FLOAT32
     assert obs.box.elementwise.low.hex() == "9a9999c0000080ff5077d6be000080ff"
@@ -312,7 +315,7 @@ def test_render_png_no_frame_and_too_many_lanes() -> None:
 def test_lanes_subset_reset_and_step() -> None:
     host = make_host([CountingEnv(done_at=1), CountingEnv(done_at=2)])
     assert isinstance(host, LaneHost) and host.num_envs == 2
-    assert host.capabilities == {"subset_step": "true"}
+    assert host.capabilities == LANE_CAPS
     r0 = reset(host, seeds=[10], env_indices=[1], episode_ids=["b"])
     assert spaces.meta_to_python(r0.response.reset.infos) == {"seed": 10, "options": None}
     reset(host, seeds=[11], env_indices=[0], episode_ids=["a"])
@@ -452,7 +455,7 @@ def test_vector_disabled_and_single_lane_and_same_step() -> None:
     host = make_host(_vector(AutoresetMode.DISABLED))
     assert host.contract.autoreset_mode == core_pb.AutoresetMode.DISABLED
     one = make_host(SyncVectorEnv([lambda: CountingEnv(done_at=1)]))
-    assert isinstance(one, LaneHost) and one.capabilities == {"subset_step": "true"}
+    assert isinstance(one, LaneHost) and one.capabilities == LANE_CAPS
     assert one.contract.autoreset_mode == core_pb.AutoresetMode.DISABLED
     reset(one, seeds=[2], episode_ids=["x"])
     (ep,) = step(one, 1).response.step.completed_episodes

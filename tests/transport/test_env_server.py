@@ -14,7 +14,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from rlmesh_trio import spaces
-from rlmesh_trio._wire import core_pb, env_pb, spaces_pb
+from rlmesh_trio._wire import CAP_MULTI_LANE_SUBSET, core_pb, env_pb, spaces_pb
 from rlmesh_trio.transport import serve_env
 from rlmesh_trio.transport.server._env_server import BUSY_MESSAGE, EnvServer
 
@@ -42,7 +42,7 @@ async def test_handshake_contract_and_generation_check() -> None:
         reply = await handshake(server.address)
         base = reply.base
         assert base.compatible and base.supported_workflow_editions == ["2026.06"]
-        assert base.capabilities == {"subset_step": "true"}
+        assert base.capabilities == {"subset_step": "true", CAP_MULTI_LANE_SUBSET: "true"}
         assert base.peer_info.component == "rlmesh-env"
         assert reply.env_contract.spec.id == "CartPole-v1"
         assert reply.env_contract.num_envs == 1

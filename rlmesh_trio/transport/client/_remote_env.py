@@ -1,4 +1,5 @@
-"""``RemoteEnv``: a wire-v1 env endpoint reached over gRPC, as a ``RuntimeEnv``.
+"""``RemoteEnv``: a wire-v1 env endpoint reached over gRPC, as a ``RuntimeEnv``
+(and, for a lane server with array spaces, a ``LaneBlockEnv``: see ``_remote_lanes``).
 
 Errors raise :class:`EnvRpcError` with ``step=0``: the client does not know
 the runtime step, so the driver re-raises with the real one (``message``,
@@ -7,10 +8,13 @@ the runtime step, so the driver re-raises with the real one (``message``,
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any, ClassVar
 
+import numpy as np
 import trio
 
+from ..._blocks import BlockReset
 from ..._endpoints import EndpointInfo, Reply
 from ..._errors import ConnectError, EnvRpcError, HandshakeError
 from ..._wire import env_pb
@@ -19,6 +23,7 @@ from ...wire._client_codec import decode_env_response, encode_env_step
 from .._handshake import ENV_COMPONENT, parse_env_handshake
 from ._channel import time_limit
 from ._join import JoinSession, SessionClosed
+from ._lane_values import ServedBlockStep
 from ._remote_base import (
     CLOSE_GRACE,
     SHUTDOWN_CONNECTION_LOST,
@@ -26,6 +31,7 @@ from ._remote_base import (
     code_label,
     reply_telemetry,
 )
+from ._remote_lanes import RemoteLaneBlock, block_info
 
 __all__ = ["SHUTDOWN_CONNECTION_LOST", "RemoteEnv"]
 
@@ -36,6 +42,7 @@ class RemoteEnv(RemoteEndpoint):
     _session: JoinSession[env_pb.JoinResponse] | None
     _kind: ClassVar[str] = "env"
     _pb: ClassVar[Any] = env_pb
+    _block: RemoteLaneBlock | None = None
 
     async def connect(self) -> EndpointInfo:
         """Handshake: learn the contract, editions and capabilities. Takes no session slot.
@@ -55,6 +62,8 @@ class RemoteEnv(RemoteEndpoint):
             await session.end(CLOSE_GRACE)
         data = await self._handshake(ENV_COMPONENT)
         self._info = parse_env_handshake(self.address, data)
+        usable = block_info(self._info)
+        self._block = RemoteLaneBlock(self, usable) if usable is not None else None
         return self._info
 
     async def configure(self, edition: str) -> None:
@@ -134,6 +143,54 @@ class RemoteEnv(RemoteEndpoint):
             with trio.move_on_after(CLOSE_GRACE):
                 await session.wait_finished()
         return list(reply.final_episodes)
+
+    # -- the lane block (rlmesh_trio._blocks.LaneBlockEnv) -------------------------------
+
+    @property
+    def block_ready(self) -> bool:
+        """Whether the handshake found a lane server this client can drive as a block
+        (``subset_step``, driver-owned resets, Box or Discrete spaces); see
+        :class:`~._remote_lanes.RemoteLaneBlock`."""
+        return self._block is not None
+
+    @property
+    def num_lanes(self) -> int:
+        """The endpoint's lanes (its contract's ``num_envs``; 1 before the handshake)."""
+        contract = self._info.contract if self._info is not None else None
+        return max(1, contract.num_envs) if contract is not None else 1
+
+    def _lane_block(self) -> RemoteLaneBlock:
+        if self._block is None:
+            raise RuntimeError(f"{self!r} has no lane block (see block_ready)")
+        return self._block
+
+    async def reset_lanes(
+        self,
+        lanes: np.ndarray,
+        seeds: Sequence[int | None],
+        options: Sequence[Mapping[str, Any] | None],
+        timeout: float,
+        *,
+        episode_ids: Sequence[str] | None = None,
+    ) -> BlockReset:
+        """:meth:`RemoteLaneBlock.reset_lanes`. Cancellation tears the stream down.
+
+        Raises:
+            EnvRpcError: a lane's reset failed (``env_index`` set).
+        """
+        return await self._lane_block().reset_lanes(
+            lanes, seeds, options, timeout, episode_ids=episode_ids
+        )
+
+    async def step_lanes(
+        self, lanes: np.ndarray, actions: np.ndarray, timeout: float
+    ) -> ServedBlockStep:
+        """:meth:`RemoteLaneBlock.step_lanes`. Cancellation tears the stream down.
+
+        Raises:
+            EnvRpcError: a lane's step failed (``env_index`` set where known).
+        """
+        return await self._lane_block().step_lanes(lanes, actions, timeout)
 
     async def _call(
         self, kind: str, envelope: env_pb.JoinRequest | env_pb.StepRequest
