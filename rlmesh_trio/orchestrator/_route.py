@@ -144,10 +144,11 @@ def route_hooks(shared: RuntimeHooks | None, route: Route, env: Any) -> RuntimeH
 
 #: What ``shard``'s ``route_options`` may set: a Route's fields, less those it deals itself.
 _SHARD_OPTIONS = frozenset(
-    field.alias
+    name
     for field in attrs.fields(Route)
     if field.init
-    and field.alias not in {"env", "model", "seeds", "episodes", "route_id", "ticket_pool"}
+    and (name := field.alias or field.name)
+    not in {"env", "model", "seeds", "episodes", "route_id", "ticket_pool"}
 )
 
 

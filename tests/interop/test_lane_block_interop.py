@@ -14,7 +14,7 @@ import pytest
 
 from rlmesh_trio._wire import CAP_MULTI_LANE_SUBSET, WORKFLOW_EDITION
 from rlmesh_trio.transport import RemoteEnv
-from rlmesh_trio.transport._remote_lanes import RemoteLaneBlock
+from rlmesh_trio.transport.client._remote_lanes import RemoteLaneBlock
 
 from .._lane_block_loop import angle_policy, drive_block, plain_episodes
 from .._rlmesh_procs import rlmesh_env

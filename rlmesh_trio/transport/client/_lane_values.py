@@ -13,10 +13,10 @@ from typing import Any
 import attrs
 import numpy as np
 
-from .. import spaces
-from .._blocks import BlockStep
-from .._errors import ProtocolError
-from .._wire import env_pb, spaces_pb
+from ... import spaces
+from ..._blocks import BlockStep
+from ..._errors import ProtocolError
+from ..._wire import env_pb, spaces_pb
 
 __all__ = ["ServedBlockStep", "join_steps", "lane_infos", "step_arrays"]
 
