@@ -34,8 +34,8 @@ def vector_loop(venv: Any, episodes_per_lane: int) -> dict[int, Outcome]:
 
     One ``act`` (one forward) and one ``step`` per round over all lanes; lanes
     that ended are reset together with ``reset_mask``, each with its next seed.
-    Lanes done with their episodes keep being stepped (a vector env steps all
-    its lanes) and their results are dropped.
+    Lanes done with their episodes keep being reset and stepped (a vector env
+    steps all its lanes) and their results are dropped.
     """
     n = venv.num_envs
     obs, _ = venv.reset(seed=list(range(n)))
@@ -58,9 +58,11 @@ def vector_loop(venv: Any, episodes_per_lane: int) -> dict[int, Outcome]:
         lengths[ended] = 0
         again = ended & (done < episodes_per_lane)
         active &= ~ended | again
-        if again.any():
+        if active.any():
+            # Every ended lane is reset (a vector env with autoreset disabled refuses to
+            # step one that is not); those done with their episodes get no seed.
             seeds = [int(done[i] * n + i) if again[i] else None for i in range(n)]
-            obs, _ = venv.reset(seed=seeds, options={"reset_mask": again})
+            obs, _ = venv.reset(seed=seeds, options={"reset_mask": ended})
     return results
 
 

@@ -72,6 +72,7 @@ class Row:
     refused: str | None = None
     error: str | None = None
     mismatches: list[str] = field(default_factory=list)
+    unchecked: bool = False  # a run had no reference episodes to be checked against
 
     def best(self) -> Sample | None:
         return max(self.samples, key=lambda s: s.rate) if self.samples else None
@@ -116,12 +117,15 @@ def _run_row(row: Row, run: Callable[[int, int | None], Sample], args: Any, ref:
         row.error = f"{type(exc).__name__}: {exc}".splitlines()[0][:160]
         return
     row.samples.append(sample)
-    reference = ref.samples[0] if ref.samples else None
-    if reference is not None and sample is not reference:
-        diff = agreement(reference, sample)
-        if diff is not None:
-            row.mismatches.append(diff)
-            print(f"MISMATCH {row.key} run {len(row.samples)}: {diff}", flush=True)
+    if row is ref:
+        return
+    if not ref.samples:
+        row.unchecked = True  # no reference run to check against
+        return
+    diff = agreement(ref.samples[0], sample)
+    if diff is not None:
+        row.mismatches.append(diff)
+        print(f"MISMATCH {row.key} run {len(row.samples)}: {diff}", flush=True)
 
 
 def _fmt(value: float | None, spec: str = ".0f") -> str:
@@ -148,7 +152,9 @@ def _table(rows: Sequence[Row]) -> list[list[str]]:
         vs_async = rate / asyncv.rate if rate and asyncv and asyncv.rate else None
         first = row.samples[0] if row.samples else None
         mb = first.rss_bytes / 2**20 / _hand_policy.LANES if first and first.rss_bytes else None
-        check = "MISMATCH" if row.mismatches else ("ok" if row.samples else "-")
+        check = "MISMATCH" if row.mismatches else "-"
+        if not row.mismatches and row.samples:
+            check = "ref" if row.key == "plain" else ("unchecked" if row.unchecked else "ok")
         speed = "refused" if row.refused else ("error" if row.error else _fmt(rate))
         ratios = [_fmt(vs_plain, ".2f"), _fmt(vs_async, ".2f")]
         met = _met(row, vs_plain, vs_async)
