@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import os
 import warnings
-from typing import Any
+from typing import Any, cast
 
 import _hand_policy as hp
 import gymnasium as gym
@@ -120,7 +120,7 @@ def sb3(episodes: int, max_steps: int | None) -> Sample:
     venv = DummyVecEnv([lane(i) for i in range(hp.LANES)])
     try:
         with meter.timed():
-            rewards, lengths = evaluate_policy(
+            answer = evaluate_policy(
                 hp.SB3Predictor(),
                 venv,
                 n_eval_episodes=hp.LANES * episodes,
@@ -128,6 +128,7 @@ def sb3(episodes: int, max_steps: int | None) -> Sample:
                 return_episode_rewards=True,
                 warn=False,
             )
+        rewards, lengths = cast(tuple[list[float], list[int]], answer)  # return_episode_rewards
         outcomes = [(int(s), float(r)) for s, r in zip(lengths, rewards, strict=True)]
         return meter.sample(outcomes)
     finally:
