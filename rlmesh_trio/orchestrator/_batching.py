@@ -28,15 +28,16 @@ from __future__ import annotations
 import math
 from collections import deque
 from collections.abc import Callable, Sequence
-from typing import Any, Protocol
+from typing import Any
 
 import trio
 
+from .._endpoints import SubmitsPredicts
 from .._wire import model_pb
 from ..runtime import EndpointInfo, Reply
 from ._grouping import GROUP, GroupingRule
 
-__all__ = ["MAX_HOLD", "GroupingModel", "PredictBatcher"]
+__all__ = ["MAX_HOLD", "PredictBatcher"]
 
 DEFAULT_MAX_GROUP = 64
 #: Grouped round trips in flight per model address. One: predicts that arrive
@@ -51,18 +52,6 @@ DEFAULT_IN_FLIGHT = 1
 #: (``benchmarks/orchestrator_fakes.py``: 30-50 us each), so a group waits for a route a few
 #: steps behind but never for one in a slow env call.
 MAX_HOLD = 0.0005
-
-
-class GroupingModel(Protocol):
-    """A model client that can send several routes' predicts in one round trip."""
-
-    async def predict(
-        self, request: model_pb.PredictRequest
-    ) -> Reply[model_pb.PredictResponse]: ...
-
-    async def grouped_predict(
-        self, requests: Sequence[model_pb.PredictRequest]
-    ) -> Sequence[Reply[model_pb.PredictResponse] | BaseException]: ...
 
 
 class _Stopped(RuntimeError):
@@ -130,7 +119,9 @@ class PredictBatcher:
         self._hold_over = False
         self._hold_armed = trio.Event()
         # The direct path (a client with submit_predicts): queued predicts, slots in use.
-        self._submit: Callable[..., bool] | None = getattr(model, "submit_predicts", None)
+        self._submit: Callable[..., bool] | None = (
+            model.submit_predicts if isinstance(model, SubmitsPredicts) else None
+        )
         self._queue: deque[_Pending] = deque()
         self._busy = 0
 

@@ -7,6 +7,7 @@ from typing import Any
 
 import attrs
 
+from .._endpoints import GroupsPredicts
 from .._errors import InvalidSpec
 from ..inprocess._local_env import LocalEnv
 from ..inprocess._local_model import LocalModel
@@ -131,7 +132,7 @@ class EndpointPool:
         if known is not None and known[0] is value:
             return known[1]
         if isinstance(value, RuntimeModel):
-            if not hasattr(value, "grouped_predict"):
+            if not isinstance(value, GroupsPredicts):
                 return None
             client: Any = value
             label = _env_label(value)

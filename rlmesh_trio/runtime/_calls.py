@@ -15,7 +15,14 @@ from typing import Any, TypeVar
 import attrs
 import trio
 
-from .._endpoints import Reply, RuntimeEnv, RuntimeModel
+from .._endpoints import (
+    EncodesObservations,
+    PredictsLeaves,
+    Reply,
+    RuntimeEnv,
+    RuntimeModel,
+    StepsOnLeaves,
+)
 from .._errors import EnvRpcError, ModelRouteMismatch, ModelRpcError, ProtocolError, RlmeshTrioError
 from .._wire import env_pb, model_pb, spaces_pb
 from ..spaces import check_batch
@@ -65,15 +72,15 @@ class RouteCalls:
     def set_observation_space(self, space: spaces_pb.SpaceSpec | None) -> None:
         """Check replies against ``space`` from now on (the session's contract).
 
-        An env endpoint object that encodes its observations in this process
-        with the codec, for exactly this spec object, says so through its
-        ``encoded_observation_space`` attribute (``LocalEnv``); its framing is
-        right by construction, so the per-step framing check is skipped. A
-        remote endpoint has no such attribute: whatever a server claims, its
-        bytes are always checked.
+        An env endpoint that encodes its observations in this process with the
+        codec, for exactly this spec object (:class:`EncodesObservations`:
+        ``LocalEnv``), frames them right by construction, so the per-step framing
+        check is skipped. A remote endpoint is no such thing: whatever a server
+        claims, its bytes are always checked.
         """
         self.observation_space = space
-        own = getattr(self.env, "encoded_observation_space", None)
+        env = self.env
+        own = env.encoded_observation_space if isinstance(env, EncodesObservations) else None
         self._framing_trusted = space is not None and own is space
 
     def __attrs_post_init__(self) -> None:
@@ -274,15 +281,20 @@ class RouteCalls:
         leaves with no messages (:meth:`step_leaves`): it frames its observations by
         construction for the session's own spec, so nothing is checked per step either
         way."""
-        return self._framing_trusted and bool(getattr(self.env, "steps_on_leaves", False))
+        env = self.env
+        return self._framing_trusted and isinstance(env, StepsOnLeaves) and env.steps_on_leaves
 
     def takes_leaves(self) -> bool:
         """Whether this route's env and model are an in-process pair that can trade frame
         leaves with no messages (:meth:`predict_leaves`, :meth:`step_leaves`): the env
         :meth:`env_takes_leaves`, and the model answers this route's predicts one action
         at a time with a synchronous policy."""
-        takes = getattr(self.model, "takes_leaves", None)
-        return self.env_takes_leaves() and takes is not None and bool(takes(self.spec.env_id))
+        model = self.model
+        return (
+            self.env_takes_leaves()
+            and isinstance(model, PredictsLeaves)
+            and model.takes_leaves(self.spec.env_id)
+        )
 
     async def predict_leaves(
         self, timer: OperationTimer, rows: Sequence[Lane], leaves: list[bytes], is_reset: bool
