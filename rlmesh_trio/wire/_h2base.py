@@ -6,6 +6,9 @@ flow control as plain arithmetic here. h2 never sees those (except a DATA
 frame that ends a stream, which it must), so its own windows are never used
 and never drift. :class:`~._h2core.ClientCore` and
 :class:`~._h2server.ServerCore` add what differs per side.
+
+Those frames skip h2's state machine: what the peer may send on a stream, by
+its state (RFC 9113 §5.1), is kept by :mod:`._streams`.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ import h2.settings
 import hpack.exceptions
 
 from . import _frames
-from ._events import ConnectionTerminated, Event, MessageReceived
+from ._events import ConnectionTerminated, Event, MessageReceived, StreamReset
 from ._grpc import FramingError, MessageReader, frame
 from ._limits import ByteBudget, RateBudget, ServerLimits
+from ._streams import Stream, StreamStates
 
 __all__ = ["INITIAL_WINDOW", "WINDOW", "H2Base", "ProtocolFailure", "Stream"]
 
@@ -37,41 +41,11 @@ _DEFAULT_LIMITS = ServerLimits()
 _CALM = h2.errors.ErrorCodes.ENHANCE_YOUR_CALM
 #: A WINDOW_UPDATE after at least this many DATA bytes from us is not rationed.
 _USEFUL_UPDATE = 1024
+_PROTOCOL = h2.errors.ErrorCodes.PROTOCOL_ERROR
 
 
 class ProtocolFailure(Exception):
     """The peer broke HTTP/2; the connection cannot be used any more."""
-
-
-class Stream:
-    """One stream's flow-control state and the messages being cut out of it."""
-
-    __slots__ = (
-        "head",
-        "headers",
-        "owed",
-        "pending",
-        "reader",
-        "refused",
-        "remote_open",
-        "trailers",
-        "want_end",
-        "window",
-    )
-
-    def __init__(self, stream_id: int, window: int, limit: int) -> None:
-        # What follows the length in a DATA frame of one whole message: type, flags,
-        # stream id, then the gRPC prefix's compressed flag.
-        self.head = _frames.data_frame_header(stream_id, 0)[3:] + b"\x00"
-        self.reader = MessageReader(limit)
-        self.window = window  # what the peer lets us send on this stream
-        self.owed = 0  # received bytes not yet credited back to the peer
-        self.pending = bytearray()  # framed bytes waiting for flow-control window
-        self.want_end = False  # end the stream once ``pending`` is out
-        self.refused = False  # input is dropped (a message it could not take)
-        self.remote_open = True  # the peer may still send on it
-        self.headers: list[tuple[str, str]] | None = None
-        self.trailers: list[tuple[str, str]] | None = None
 
 
 class H2Base:
@@ -114,6 +88,7 @@ class H2Base:
         #: this connection's own: a client that reconnects gets no fresh budget from it.
         self.shared_resets: RateBudget | None = None
         self._streams: dict[int, Stream] = {}
+        self._states = StreamStates()  # what the table does not hold (see _streams)
         self._out = bytearray()
         self._max_frame = h2c.local_settings.max_frame_size
         self._splitter = _frames.FrameSplitter(self._max_frame)
@@ -232,10 +207,12 @@ class H2Base:
             self._fail(h2.errors.ErrorCodes.FRAME_SIZE_ERROR, str(exc))
         to_h2_from = -1  # start of a run of frames for h2, not yet fed
         for kind, flags, stream_id, start, end in frames:
-            self._screen(kind, flags, end - start - 9)
-            # Ours: WINDOW_UPDATEs and DATA that does not end its stream; h2's: the rest.
-            if kind != _frames.WINDOW_UPDATE and (
-                kind != _frames.DATA or flags & _frames.END_STREAM
+            self._screen(kind, flags, stream_id, end - start - 9)
+            # Ours: WINDOW_UPDATEs and DATA that does not end its stream; h2's: the rest,
+            # and anything inside a header block (h2 refuses all but its CONTINUATIONs).
+            if self._header_block >= 0 or (
+                kind != _frames.WINDOW_UPDATE
+                and (kind != _frames.DATA or flags & _frames.END_STREAM)
             ):
                 if to_h2_from < 0:
                     to_h2_from = start
@@ -246,17 +223,19 @@ class H2Base:
             if kind == _frames.DATA:
                 self._on_data_frame(stream_id, flags, buffer[start + 9 : end], out)
             else:
-                self._on_window_update(stream_id, buffer[start + 9 : end])
+                self._on_window_update(stream_id, buffer[start + 9 : end], out)
         if to_h2_from >= 0:
             self._feed_h2(buffer[to_h2_from : frames[-1][4]], out)
         self._collect()
 
-    def _screen(self, kind: int, flags: int, length: int) -> None:
+    def _screen(self, kind: int, flags: int, stream_id: int, length: int) -> None:
         """Look at each frame's header before it is handled: frames that cost us work
-        and do none are rationed, a header block is bounded.
+        and do none are rationed, a header block is bounded, the streams the peer
+        opens are counted (a RST_STREAM on an idle one is refused: h2 lets it pass).
 
         Raises:
-            ProtocolFailure: past a budget (GOAWAY ENHANCE_YOUR_CALM is queued).
+            ProtocolFailure: past a budget (GOAWAY ENHANCE_YOUR_CALM is queued), or
+                a RST_STREAM on an idle stream (GOAWAY PROTOCOL_ERROR).
         """
         if self._header_block >= 0:
             if kind != _frames.CONTINUATION:
@@ -270,6 +249,10 @@ class H2Base:
         if kind == _frames.HEADERS or kind == _frames.PUSH_PROMISE:
             if not flags & _frames.END_HEADERS:
                 self._header_block = length
+            # A client's HEADERS opens its stream (h2 refuses one that cannot); counted
+            # here, before h2 has seen it, for a RST_STREAM later in the same read.
+            if kind == _frames.HEADERS and stream_id > self._states.opened_high:
+                self._states.opened_high = stream_id
             return
         if kind == _frames.DATA:
             if length or flags & _frames.END_STREAM:
@@ -283,6 +266,8 @@ class H2Base:
                 return  # it follows data we sent: flow control at work, not a flood
         elif kind != _frames.RST_STREAM:
             return
+        elif self._states.idle(stream_id):
+            self._fail(_PROTOCOL, f"RST_STREAM on idle stream {stream_id}")
         now = self._clock()
         if not self._rates[kind].spend(now) or (
             kind == _frames.RST_STREAM
@@ -347,24 +332,40 @@ class H2Base:
             if not payload or payload[0] >= len(payload):
                 self._fail(h2.errors.ErrorCodes.PROTOCOL_ERROR, "a DATA frame with bad padding")
             payload = payload[1 : len(payload) - payload[0]]
-        self._owed_total += credit
         stream = self._streams.get(stream_id)
+        if stream is None or not stream.taking:
+            self._data_off_path(stream_id, stream, credit)
+            return
+        self._owed_total += credit
+        stream.owed += credit
+        if (
+            # The hot path: the frame is exactly one whole message, nothing buffered.
+            len(payload) >= 5
+            and payload[0] == 0
+            and int.from_bytes(payload[1:5], "big") + 5 == len(payload)
+            and not stream.reader.partial
+            and len(payload) - 5 <= stream.reader.limit
+            and (self._budget is None or self._budget.take(len(payload)))
+        ):
+            out.append(MessageReceived(stream_id, payload[5:]))
+        elif payload:
+            self._feed_stream(stream_id, stream, payload, out)
+        if self._owed_total >= self._ack_threshold:
+            self._credit_all()
+
+    def _data_off_path(self, stream_id: int, stream: Stream | None, credit: int) -> None:
+        """DATA the hot path does not take: a connection error, or dropped with its
+        ``credit`` still counted and given back, by the stream's state (:mod:`._streams`).
+
+        Raises:
+            ProtocolFailure: the peer may not send DATA on this stream (GOAWAY queued).
+        """
+        refusal = self._states.data_refusal(stream_id, stream)
+        if refusal is not None:
+            self._fail(*refusal)
         if stream is not None:
             stream.owed += credit
-            if stream.refused:
-                pass
-            elif (
-                # The hot path: the frame is exactly one whole message, nothing buffered.
-                len(payload) >= 5
-                and payload[0] == 0
-                and int.from_bytes(payload[1:5], "big") + 5 == len(payload)
-                and not stream.reader.partial
-                and len(payload) - 5 <= stream.reader.limit
-                and (self._budget is None or self._budget.take(len(payload)))
-            ):
-                out.append(MessageReceived(stream_id, payload[5:]))
-            elif payload:
-                self._feed_stream(stream_id, stream, payload, out)
+        self._owed_total += credit
         if self._owed_total >= self._ack_threshold:
             self._credit_all()
 
@@ -409,7 +410,7 @@ class H2Base:
             self._out += _frames.window_update(0, self._owed_total)
             self._owed_total = 0
 
-    def _on_window_update(self, stream_id: int, payload: bytes) -> None:
+    def _on_window_update(self, stream_id: int, payload: bytes, out: list[Event]) -> None:
         if len(payload) != 4:
             self._fail(
                 h2.errors.ErrorCodes.FRAME_SIZE_ERROR, "a WINDOW_UPDATE frame of the wrong size"
@@ -427,9 +428,14 @@ class H2Base:
             return
         stream = self._streams.get(stream_id)
         if stream is None:
-            return  # a stream that is gone: nothing to send on it
+            if self._states.idle(stream_id):
+                self._fail(_PROTOCOL, f"WINDOW_UPDATE on idle stream {stream_id}")
+            return  # a stream that is gone: nothing to send on it (§6.9 allows it)
         if increment == 0 or stream.window + increment > MAX_WINDOW:
-            self.reset_stream(stream_id, h2.errors.ErrorCodes.FLOW_CONTROL_ERROR)
+            # A stream error (§6.9, §6.9.1), told to whoever serves or awaits the stream.
+            code = _PROTOCOL if increment == 0 else h2.errors.ErrorCodes.FLOW_CONTROL_ERROR
+            self.reset_stream(stream_id, code)
+            out.append(StreamReset(stream_id, code, "a WINDOW_UPDATE the stream cannot take"))
             return
         stream.window += increment
         if stream.pending:
@@ -445,6 +451,7 @@ class H2Base:
             self._h2.reset_stream(stream_id, error_code)
         except h2.exceptions.ProtocolError:
             return  # already closed on the h2 side: nothing to tell the peer
+        self._states.quieten(stream_id)  # its DATA in flight is still to come
         self._collect()
 
     def _drop(self, stream: Stream) -> None:

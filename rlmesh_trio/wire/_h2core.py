@@ -81,7 +81,10 @@ class ClientCore(H2Base):
         """Queue the connection preface and our settings (large receive windows)."""
         h2c = self._h2
         h2c.initiate_connection()
-        h2c.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: WINDOW})
+        # No server push: gRPC has none, and a stream only the server opened would be
+        # one our DATA rules call idle.
+        codes = h2.settings.SettingCodes
+        h2c.update_settings({codes.INITIAL_WINDOW_SIZE: WINDOW, codes.ENABLE_PUSH: 0})
         h2c.increment_flow_control_window(WINDOW - h2c.inbound_flow_control_window)
         self._collect()
 
@@ -99,7 +102,11 @@ class ClientCore(H2Base):
             h2c.send_headers(stream_id, headers)
         except h2.exceptions.ProtocolError as exc:
             raise ProtocolFailure(f"cannot open a stream: {exc}") from exc
-        self._streams[stream_id] = Stream(stream_id, self._stream_initial, MAX_MESSAGE_BYTES)
+        stream = self._streams[stream_id] = Stream(
+            stream_id, self._stream_initial, MAX_MESSAGE_BYTES
+        )
+        stream.taking = False  # until the response's headers are in
+        self._states.opened_high = stream_id
         self._collect()
         return stream_id
 
@@ -157,6 +164,7 @@ class ClientCore(H2Base):
             data[3:5] == b"\x00\x00"
             and int.from_bytes(data[:3], "big") + 9 == len(data)
             and not self._splitter.partial
+            and self._header_block < 0
         ):
             self._on_data_frame(int.from_bytes(data[5:9], "big") & 0x7FFFFFFF, 0, data[9:], out)
             return out
@@ -174,6 +182,7 @@ class ClientCore(H2Base):
             stream = self._streams.get(event.stream_id)
             if stream is not None:
                 stream.headers = _text_headers(event)
+                stream.taking = True
                 out.append(ResponseHeaders(event.stream_id, stream.headers))
         elif isinstance(event, h2.events.TrailersReceived):
             stream = self._streams.get(event.stream_id)
@@ -184,6 +193,8 @@ class ClientCore(H2Base):
         elif isinstance(event, h2.events.StreamEnded):
             self._on_end(event.stream_id, out)
         elif isinstance(event, h2.events.StreamReset):
+            if not event.remote_reset:
+                self._states.quieten(event.stream_id)  # h2 reset it (a frame it cannot take)
             if self._streams.pop(event.stream_id, None) is not None:
                 code = int(event.error_code or 0)
                 out.append(StreamReset(event.stream_id, code, _reset_detail(code)))

@@ -170,6 +170,8 @@ class ServerCore(H2Base):
             block = [*_RESPONSE_HEADERS, *block]  # trailers-only
         del self._streams[stream_id]
         self._drop(stream)
+        if stream.remote_open:
+            self._states.quieten(stream_id)  # half-closed (local): the client may still send
         # No RST_STREAM(NO_ERROR) after the trailers for a client still sending: some
         # clients (grpclib) take it for a failed call. Its further DATA is dropped.
         try:
@@ -225,6 +227,7 @@ class ServerCore(H2Base):
         self, stream_id: int, stream: Stream, error: FramingError | None, out: list[Event]
     ) -> None:
         stream.refused = True
+        stream.taking = False
         if error is None:
             status, text = GrpcStatus.RESOURCE_EXHAUSTED, "messages in flight over the budget"
         elif "compressed" in str(error):
@@ -242,16 +245,24 @@ class ServerCore(H2Base):
         elif isinstance(event, h2.events.DataReceived):
             self._on_final_data(event, out)
         elif isinstance(event, (h2.events.StreamEnded, h2.events.TrailersReceived)):
-            stream = self._streams.get(int(event.stream_id or 0))
-            if stream is not None and stream.remote_open:
-                stream.remote_open = False
-                out.append(RequestEnded(int(event.stream_id or 0)))
+            stream_id = int(event.stream_id or 0)
+            stream = self._streams.get(stream_id)
+            if stream is None:
+                self._states.forget(stream_id)  # the client is done sending on it
+            elif stream.remote_open:
+                stream.remote_open = stream.taking = False
+                out.append(RequestEnded(stream_id))
         elif isinstance(event, h2.events.StreamReset):
-            stream = self._streams.pop(int(event.stream_id or 0), None)
+            stream_id = int(event.stream_id or 0)
+            stream = self._streams.pop(stream_id, None)
+            if not event.remote_reset:
+                self._states.quieten(stream_id)  # h2 reset it (a frame the stream cannot take)
+            elif stream is None:
+                self._states.forget(stream_id)
             if stream is not None:
                 self._drop(stream)
                 code = int(event.error_code or 0)
-                out.append(StreamReset(int(event.stream_id or 0), code, "reset by the client"))
+                out.append(StreamReset(stream_id, code, "reset by the client"))
         elif isinstance(event, h2.events.ConnectionTerminated):
             self._on_terminated(event, out)
         elif isinstance(event, h2.events.RemoteSettingsChanged):

@@ -24,6 +24,7 @@ from hyperframe.frame import PingFrame, SettingsFrame, WindowUpdateFrame
 
 from ._streams import send_messages
 from ._wire import (
+    INITIAL_WINDOW,
     Conn,
     await_reactions,
     continuation,
@@ -33,6 +34,7 @@ from ._wire import (
     headers,
     raw_header,
     rst,
+    window_update,
 )
 
 RAPID_RESETS = 100_000
@@ -55,6 +57,12 @@ OVERSIZED_HEADER = 1024**2
 BOMB_VALUE = 4000  # one dynamic-table entry (4038 bytes of the default 4096)
 BOMB_REFERENCES = 16_000  # each one byte on the wire, 4 KB decoded: 64 MB per block
 ONE_SHOT_ROUNDS = 200
+#: What the DATA sent on a stream the server reset adds up to: our servers' whole
+#: stream and connection windows (16 MiB), all a well-behaved peer may send before
+#: it sees the reset; the connection window must come back for the next call.
+AFTER_RESET_BYTES = 16 * 1024**2
+DATA_CHUNK = 16_384  # the default SETTINGS_MAX_FRAME_SIZE
+WINDOW_WAIT = 2.0
 REACTION_WAIT = 1.0
 #: The attacker yields the CPU to the server and the legitimate client: on one machine
 #: it stands in for a peer elsewhere, whose sending costs the server nothing but the bytes.
@@ -286,6 +294,91 @@ def window_overflow(port: int, path: str, halt: Halt) -> Outcome:
     return _rounds(halt, lambda: _one_shot(port, halt, update * 2))
 
 
+def _state_attack(port: int, path: str, halt: Halt, *frames: bytes) -> Outcome:
+    """``frames`` in one write after a call's HEADERS on stream 1 (a gRPC request
+    for ``path``), on fresh connections: a frame its stream's state forbids (RFC 9113
+    §5.1), which skips h2's state machine on our servers (DATA, WINDOW_UPDATE)."""
+    opener = headers(1, grpc_request_block(path))
+    return _rounds(halt, lambda: _one_shot(port, halt, opener + b"".join(frames)))
+
+
+def data_on_stream_0(port: int, path: str, halt: Halt) -> Outcome:
+    """DATA on stream 0 (§6.1: PROTOCOL_ERROR)."""
+    message = grpc_prefix(0)
+    return _state_attack(port, path, halt, raw_header(len(message), 0x0, 0, 0) + message)
+
+
+def data_on_idle_stream(port: int, path: str, halt: Halt) -> Outcome:
+    """DATA on stream 3, never opened (§5.1 idle: PROTOCOL_ERROR)."""
+    return _state_attack(port, path, halt, data(3, grpc_prefix(0)))
+
+
+def data_after_end_stream(port: int, path: str, halt: Halt) -> Outcome:
+    """A request ended (END_STREAM), then more DATA on its stream (§5.1: STREAM_CLOSED)."""
+    message = grpc_prefix(0)
+    ended = data(1, message, end_stream=True)
+    return _state_attack(port, path, halt, ended, data(1, message))
+
+
+def data_after_rst_stream(port: int, path: str, halt: Halt) -> Outcome:
+    """A stream reset by the client (RST_STREAM), then DATA on it (§5.1: STREAM_CLOSED)."""
+    return _state_attack(port, path, halt, rst(1), data(1, grpc_prefix(0)))
+
+
+def window_update_idle(port: int, path: str, halt: Halt) -> Outcome:
+    """WINDOW_UPDATE on stream 3, never opened (§5.1 idle: PROTOCOL_ERROR)."""
+    return _state_attack(port, path, halt, window_update(3, 1000))
+
+
+def rst_stream_idle(port: int, path: str, halt: Halt) -> Outcome:
+    """RST_STREAM on stream 3, never opened (§6.4: PROTOCOL_ERROR). After a stream is
+    open: h2 refuses a RST_STREAM before any HEADERS itself, but lets this one pass."""
+    return _state_attack(port, path, halt, rst(3))
+
+
+def data_after_server_reset(port: int, path: str, halt: Halt) -> Outcome:
+    """Not an attack: a stream the server resets (a WINDOW_UPDATE pushes its window past
+    2^31-1) and a call opened beside it on stream 3; DATA on the reset stream as the
+    server's windows allow (16 MiB, as if sent before the reset arrived), then the
+    call's request. §5.1: the server drops that DATA but counts it toward the
+    connection window and gives it back, so the request can go and is answered.
+    ``extra["window_stalls"]``: connections where the window never came back."""
+    return _rounds(halt, lambda: _after_reset_once(port, path, halt))
+
+
+def _after_reset_once(port: int, path: str, halt: Halt) -> Outcome:
+    out, conn = Outcome(), Conn.open(port)
+    block = grpc_request_block(path)
+    # The call on stream 3 is opened first: the connection has a call the whole time
+    # (never idle, however slow the 16 MiB are on a loaded machine).
+    conn.send(headers(1, block) + window_update(1, 2**31 - 1) + headers(3, block))
+    halt.started.set()
+    chunk, sent = data(1, bytes(DATA_CHUNK)), 0
+
+    def room(size: int) -> bool:
+        """Wait (up to WINDOW_WAIT) until the connection window takes ``size`` bytes."""
+        deadline = time.monotonic() + WINDOW_WAIT
+        while INITIAL_WINDOW + conn.credit - sent < size:
+            if conn.ended or halt.hard.is_set() or time.monotonic() > deadline:
+                return False
+            conn.pump(0.05)
+        return True
+
+    while sent < AFTER_RESET_BYTES and room(DATA_CHUNK) and conn.send(chunk):
+        sent += DATA_CHUNK
+        conn.pump()
+    call = data(3, grpc_prefix(0), end_stream=True)
+    if sent >= AFTER_RESET_BYTES and room(len(grpc_prefix(0))) and conn.send(call):
+        deadline = time.monotonic() + REACTION_WAIT
+        while not conn.statuses and not conn.ended and time.monotonic() < deadline:
+            conn.pump(deadline - time.monotonic())
+    else:
+        out.extra["window_stalls"] = 1
+    out.units = sent
+    out.absorb(conn)
+    return out
+
+
 def _one_shot(port: int, halt: Halt, payload: bytes) -> Outcome:
     out, conn = Outcome(), Conn.open(port)
     conn.send(payload)
@@ -303,6 +396,8 @@ def _rounds(halt: Halt, one: Callable[[], Outcome]) -> Outcome:
         for field in attrs.fields(Outcome):
             if field.name != "extra":
                 setattr(total, field.name, getattr(total, field.name) + getattr(part, field.name))
+        for key, value in part.extra.items():  # counts: summed over the rounds
+            total.extra[key] = total.extra.get(key, 0) + value
         if halt.soft.is_set() or halt.hard.is_set():
             break
         time.sleep(0.01)  # a steady stream of bad connections, not a connect storm

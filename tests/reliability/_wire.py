@@ -3,9 +3,10 @@
 Frames are built with hyperframe and header blocks with hpack, so an attack can
 send what no well-behaved client library would (a frame header with no payload,
 garbage HPACK, a window past 2^31-1). What the server answers is parsed as it
-arrives: a GOAWAY's error code, RST_STREAM codes, ``grpc-status`` values, and
-whether it closed the connection or stopped reading (a send that stays blocked
-past ``SEND_STALL``: backpressure, which counts as a reaction too).
+arrives: a GOAWAY's error code, RST_STREAM codes, ``grpc-status`` values, the
+connection window it grants, and whether it closed the connection or stopped
+reading (a send that stays blocked past ``SEND_STALL``: backpressure, which
+counts as a reaction too).
 """
 
 from __future__ import annotations
@@ -26,12 +27,15 @@ from hyperframe.frame import (
     HeadersFrame,
     RstStreamFrame,
     SettingsFrame,
+    WindowUpdateFrame,
 )
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 #: A send blocked this long means the server stopped reading this connection.
 SEND_STALL = 2.0
 CONNECT_TIMEOUT = 3.0
+#: HTTP/2's initial connection flow-control window, before any WINDOW_UPDATE.
+INITIAL_WINDOW = 65_535
 
 
 def grpc_request_block(path: str) -> bytes:
@@ -67,6 +71,10 @@ def rst(stream_id: int, code: int = 0x8) -> bytes:
     return RstStreamFrame(stream_id, error_code=code).serialize()  # type: ignore[no-any-return]
 
 
+def window_update(stream_id: int, increment: int) -> bytes:
+    return WindowUpdateFrame(stream_id, window_increment=increment).serialize()  # type: ignore[no-any-return]
+
+
 def raw_header(length: int, frame_type: int, flags: int, stream_id: int) -> bytes:
     """A bare 9-byte frame header (the payload it announces is up to the caller)."""
     return length.to_bytes(3, "big") + bytes([frame_type, flags]) + stream_id.to_bytes(4, "big")
@@ -87,6 +95,8 @@ class Conn:
     closed: bool = False
     stalled: bool = False
     sent: int = 0
+    #: The connection window the server granted (WINDOW_UPDATEs on stream 0, summed).
+    credit: int = 0
     _inbox: bytearray = attrs.Factory(bytearray)
     _decoder: hpack.Decoder = attrs.Factory(hpack.Decoder)
 
@@ -162,6 +172,8 @@ class Conn:
             self.goaway = frame.error_code
         elif isinstance(frame, RstStreamFrame):
             self.rst_codes.append(frame.error_code)
+        elif isinstance(frame, WindowUpdateFrame) and frame.stream_id == 0:
+            self.credit += frame.window_increment
         elif isinstance(frame, HeadersFrame) and "END_HEADERS" in frame.flags:
             with contextlib.suppress(Exception):  # a reaction is what matters, not its text
                 for name, value in self._decoder.decode(frame.data, raw=True):

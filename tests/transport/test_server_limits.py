@@ -7,15 +7,19 @@ import subprocess
 import sys
 
 import gymnasium as gym
+import hpack
 import hyperframe.frame
 import pytest
 import trio
 
 import rlmesh_trio as rt
+from rlmesh_trio import wire
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.wire._h2server import PREFACE
 
 from ..wire.test_server_core import frames
+
+SETTINGS = hyperframe.frame.SettingsFrame(0)
 
 
 async def _until_closed(stream: trio.SocketStream, seconds: float) -> bytes:
@@ -77,6 +81,29 @@ async def test_connections_past_the_cap_are_closed_at_accept() -> None:
         await extra.aclose()
         for stream in held:
             await stream.aclose()
+
+
+async def test_a_stream_reset_for_its_window_update_ends_its_call() -> None:
+    # RFC 9113 §6.9.1: a stream window past 2^31-1 is a stream error. The call on that
+    # stream ends with it (it would wait for its request forever, and so would the
+    # idle timeout of its connection).
+    limits = rt.ServerLimits(idle_timeout=0.2)
+    async with rt.serve_model(cartpole_policy, limits=limits) as server:
+        stream = await trio.open_tcp_stream(*_address(server))
+        block = hpack.Encoder().encode(
+            wire.request_headers("/rlmesh.model.v1.ModelService/Handshake", "127.0.0.1:1")
+        )
+        opening = hyperframe.frame.HeadersFrame(1, data=block, flags=["END_HEADERS"])
+        overflow = hyperframe.frame.WindowUpdateFrame(1, window_increment=2**31 - 1)
+        await stream.send_all(
+            PREFACE + b"".join(f.serialize() for f in (SETTINGS, opening, overflow))
+        )
+        received = frames(await _until_closed(stream, 10))
+        await stream.aclose()
+        resets = [f for f in received if isinstance(f, hyperframe.frame.RstStreamFrame)]
+        assert [(f.stream_id, f.error_code) for f in resets] == [(1, 0x3)]  # FLOW_CONTROL
+        goaways = [f for f in received if isinstance(f, hyperframe.frame.GoAwayFrame)]
+        assert goaways and goaways[-1].error_code == 0  # idle: the call is over
 
 
 def test_limits_are_validated() -> None:

@@ -50,8 +50,11 @@ def _window_update(stream_id: int, increment: int) -> hyperframe.frame.WindowUpd
 )
 def test_the_client_core_rations_a_servers_frame_floods(make, limits) -> None:
     client = _client_after_settings(limits)
-    client.open_stream(wire.request_headers(PATH, "127.0.0.1:1"))
+    stream_id = client.open_stream(wire.request_headers(PATH, "127.0.0.1:1"))
     client.data_to_send()
+    # The response's headers first: DATA before them is a malformed response of its own.
+    response = hyperframe.frame.HeadersFrame(stream_id, data=b"\x88", flags=["END_HEADERS"])
+    assert client.receive_data(raw(response))
     with pytest.raises(wire.ProtocolFailure):
         client.receive_data(raw(make()) * 200)
     assert goaway_code(client.data_to_send()) == CALM

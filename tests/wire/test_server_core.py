@@ -7,6 +7,7 @@ on the server core's events and on the frames it queues.
 
 from __future__ import annotations
 
+import hpack
 import hyperframe.frame
 import pytest
 
@@ -177,9 +178,17 @@ def test_the_server_budget_is_shared_by_connections() -> None:
     assert budget.held == 0
 
 
+def request(stream_id: int, *, end_stream: bool = False) -> bytes:
+    """A client's HEADERS frame opening ``stream_id`` with a gRPC request."""
+    block = hpack.Encoder().encode(wire.request_headers(PATH, "127.0.0.1:1"))
+    flags = ["END_HEADERS", "END_STREAM"] if end_stream else ["END_HEADERS"]
+    return raw(hyperframe.frame.HeadersFrame(stream_id, data=block, flags=flags))
+
+
 def _flood(frame: hyperframe.frame.Frame, count: int, limits: wire.ServerLimits) -> int | None:
     server = started_server(limits)
-    data = raw(frame) * count
+    # Stream 1 opened first: a RST_STREAM on an idle stream is a PROTOCOL_ERROR of its own.
+    data = request(1) + raw(frame) * count
     with pytest.raises(wire.ProtocolFailure):
         server.receive_data(data)
     return goaway_code(server.data_to_send())
