@@ -52,6 +52,12 @@ def window_update(stream_id: int, increment: int) -> bytes:
 GOAWAY = 0x7
 
 
+def goaway(last_stream_id: int, code: int, debug: bytes = b"") -> bytes:
+    """A GOAWAY frame: streams above ``last_stream_id`` were not and will not be processed."""
+    payload = last_stream_id.to_bytes(4, "big") + code.to_bytes(4, "big") + debug
+    return len(payload).to_bytes(3, "big") + b"\x07\x00\x00\x00\x00\x00" + payload
+
+
 def with_goaway_code(data: bytes, code: int) -> bytes:
     """``data`` (whole frames) with every GOAWAY's error code set to ``code``; a
     truncated frame at the end is left as it is."""

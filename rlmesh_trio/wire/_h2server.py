@@ -26,6 +26,7 @@ import h2.events
 import h2.exceptions
 import h2.settings
 
+from . import _frames
 from ._events import (
     ConnectionTerminated,
     Event,
@@ -100,6 +101,8 @@ class ServerCore(H2Base):
         self._max_message = max_message_bytes
         self._preface = b""  # the client's preface, until all 24 bytes are in
         self.terminated: ConnectionTerminated | None = None
+        #: The last stream a graceful GOAWAY of ours let in (``None``: none sent).
+        self.goaway_last: int | None = None
 
     # ---- sending -------------------------------------------------------------
 
@@ -146,12 +149,27 @@ class ServerCore(H2Base):
         self._push(stream_id, stream)
 
     def close(self, error_code: int = h2.errors.ErrorCodes.NO_ERROR, detail: str = "") -> None:
-        """Queue GOAWAY: no new streams on this connection."""
-        try:
-            self._h2.close_connection(error_code, additional_data=detail.encode()[:256] or None)
-        except h2.exceptions.ProtocolError:
+        """Queue GOAWAY: no new streams on this connection.
+
+        A graceful one (``NO_ERROR``) is framed here, not by h2: h2's own GOAWAY
+        closes its state machine, which then refuses every frame the client still
+        sends (its END_STREAM on a call in flight, a WINDOW_UPDATE, a SETTINGS
+        acknowledgement) as a protocol error, where RFC 9113 §6.8 has the calls up
+        to the last stream id finish. Streams the client opens after it are
+        refused (RST_STREAM REFUSED_STREAM, :meth:`_refuse_late`).
+        """
+        if error_code != h2.errors.ErrorCodes.NO_ERROR:
+            try:
+                self._h2.close_connection(error_code, additional_data=detail.encode()[:256] or None)
+            except h2.exceptions.ProtocolError:
+                return
+            self._collect()
             return
-        self._collect()
+        if self.goaway_last is not None:
+            return
+        self._collect()  # what h2 queued goes first
+        self.goaway_last = int(self._h2.highest_inbound_stream_id)
+        self._out += _frames.goaway(self.goaway_last, error_code, detail.encode()[:256])
 
     @property
     def held_bytes(self) -> int:
@@ -223,6 +241,16 @@ class ServerCore(H2Base):
         self._feed_h2(PREFACE, [])
         return data[need:]
 
+    def _refuse_late(self, stream_id: int) -> None:
+        """A stream opened after our graceful GOAWAY: refused, never processed (the
+        client may retry it elsewhere); its DATA is dropped, its window credited."""
+        try:
+            self._h2.reset_stream(stream_id, h2.errors.ErrorCodes.REFUSED_STREAM)
+        except h2.exceptions.ProtocolError:
+            return
+        self._states.quieten(stream_id)
+        self._collect()
+
     def _refuse(
         self, stream_id: int, stream: Stream, error: FramingError | None, out: list[Event]
     ) -> None:
@@ -239,6 +267,9 @@ class ServerCore(H2Base):
     def _on_h2_event(self, event: h2.events.Event, out: list[Event]) -> None:
         if isinstance(event, h2.events.RequestReceived):
             stream_id = int(event.stream_id)
+            if self.goaway_last is not None and stream_id > self.goaway_last:
+                self._refuse_late(stream_id)
+                return
             self._streams[stream_id] = Stream(stream_id, self._stream_initial, self._max_message)
             headers = cast("list[tuple[str, str]]", list(event.headers or ()))
             out.append(RequestReceived(stream_id, headers))

@@ -265,3 +265,50 @@ def test_random_bytes_after_the_preface_end_in_a_goaway() -> None:
     with pytest.raises(wire.ProtocolFailure):
         server.receive_data(bytes(range(7, 250)) * 4)
     assert goaway_code(server.data_to_send()) is not None
+
+
+def test_a_graceful_goaway_lets_the_calls_in_flight_finish() -> None:
+    # RFC 9113 §6.8: after our GOAWAY the client's frames on the calls it let in are
+    # still taken (h2's own GOAWAY would refuse them all as protocol errors).
+    pair = Pair()
+    stream_id, events = pair.open()
+    assert [type(e) for e in events] == [wire.RequestReceived]
+    pair.server.close()
+    goaways = [
+        f for f in frames(pair.server.data_to_send()) if isinstance(f, hyperframe.frame.GoAwayFrame)
+    ]
+    assert [(g.last_stream_id, g.error_code) for g in goaways] == [(stream_id, 0)]
+    # The client still sends on its open call: a message, its END_STREAM, a PING.
+    pair.client.send_message(stream_id, b"request", end=True)
+    pair.client.ping(b"12345678")
+    events = pair.to_server()
+    assert [type(e) for e in events] == [wire.MessageReceived, wire.RequestEnded]
+    # The call is answered as usual, after the GOAWAY.
+    pair.server.finish(stream_id, wire.GrpcStatus.OK)
+    answered = [e for e in pair.to_client() if not isinstance(e, wire.PingAcknowledged)]
+    assert [type(e) for e in answered] == [wire.ResponseHeaders, wire.StreamEnded]
+    assert answered[1].status is wire.GrpcStatus.OK  # type: ignore[attr-defined]
+
+
+def test_a_stream_opened_after_a_graceful_goaway_is_refused() -> None:
+    pair = Pair()
+    first, _ = pair.open()
+    pair.server.close()
+    pair.server.data_to_send()
+    later = raw(
+        hyperframe.frame.HeadersFrame(
+            first + 2,
+            hpack.Encoder().encode(wire.request_headers(PATH, "127.0.0.1:1")),
+            flags=["END_HEADERS"],
+        )
+    )
+    assert pair.to_server(later) == []
+    resets = [
+        f
+        for f in frames(pair.server.data_to_send())
+        if isinstance(f, hyperframe.frame.RstStreamFrame)
+    ]
+    assert [(r.stream_id, r.error_code) for r in resets] == [(first + 2, 0x7)]  # REFUSED_STREAM
+    # Its DATA is dropped quietly (the connection window credited), not a protocol error.
+    data = raw(hyperframe.frame.DataFrame(first + 2, b"\x00\x00\x00\x00\x01x"))
+    assert pair.to_server(data) == []
