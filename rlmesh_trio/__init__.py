@@ -8,7 +8,8 @@ The public API is re-exported here; everything else lives in private modules::
     report = rt.run(routes)                  # or: await rt.run_routes(routes) inside Trio
 """
 
-from . import distributed, hooks, report, results, spaces
+from typing import TYPE_CHECKING
+
 from ._errors import (
     ConnectError,
     EnvRpcError,
@@ -27,52 +28,108 @@ from ._errors import (
     WrongEventLoop,
 )
 from ._extras import MissingExtra
-from ._modelhost import JaxPolicy, SB3Policy, TorchPolicy, policy
 from ._version import __version__
-from .distributed import run_distributed
-from .inprocess._local_env import LocalEnv
-from .inprocess._local_model import LocalModel
-from .inprocess._random_model import RANDOM
-from .orchestrator import (
-    LedgerError,
-    LedgerExists,
-    Orchestrator,
-    PlanMismatch,
-    Route,
-    RouteOutcome,
-    RunFailed,
-    RunInterrupted,
-    RunMeta,
-    RunReport,
-    load_ledger,
-    run,
-    run_routes,
-    shard,
-)
-from .runtime import (
-    EndpointInfo,
-    EpisodeResult,
-    HookChain,
-    Limits,
-    Reply,
-    RouteDriver,
-    RouteReport,
-    RouteSpec,
-    RuntimeEnv,
-    RuntimeHooks,
-    RuntimeModel,
-    TelemetryRow,
-)
-from .transport import (
-    EnvServer,
-    ModelServer,
-    RemoteEnv,
-    RemoteModel,
-    check_health,
-    serve_env,
-    serve_model,
-)
-from .wire import ServerLimits
+
+# Everything else is imported when first read (PEP 562, see _lazy): `import rlmesh_trio`
+# (and so every `rlmesh-trio` command, --help included) loads no runtime, wire, server or
+# extra until a name needs it. Type checkers and the docs read the imports below.
+if TYPE_CHECKING:
+    from . import distributed, hooks, report, results, spaces
+    from ._modelhost import JaxPolicy, SB3Policy, TorchPolicy, policy
+    from .distributed import run_distributed
+    from .inprocess import RANDOM, LocalEnv, LocalModel
+    from .orchestrator import (
+        LedgerError,
+        LedgerExists,
+        Orchestrator,
+        PlanMismatch,
+        Route,
+        RouteOutcome,
+        RunFailed,
+        RunInterrupted,
+        RunMeta,
+        RunReport,
+        load_ledger,
+        run,
+        run_routes,
+        shard,
+    )
+    from .runtime import (
+        EndpointInfo,
+        EpisodeResult,
+        HookChain,
+        Limits,
+        Reply,
+        RouteDriver,
+        RouteReport,
+        RouteSpec,
+        RuntimeEnv,
+        RuntimeHooks,
+        RuntimeModel,
+        TelemetryRow,
+    )
+    from .transport import (
+        EnvServer,
+        ModelServer,
+        RemoteEnv,
+        RemoteModel,
+        check_health,
+        serve_env,
+        serve_model,
+    )
+    from .wire import ServerLimits
+else:
+    from ._lazy import lazy_exports
+
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "._modelhost": ("JaxPolicy", "SB3Policy", "TorchPolicy", "policy"),
+            ".distributed": ("run_distributed",),
+            ".inprocess": ("RANDOM", "LocalEnv", "LocalModel"),
+            ".orchestrator": (
+                "LedgerError",
+                "LedgerExists",
+                "Orchestrator",
+                "PlanMismatch",
+                "Route",
+                "RouteOutcome",
+                "RunFailed",
+                "RunInterrupted",
+                "RunMeta",
+                "RunReport",
+                "load_ledger",
+                "run",
+                "run_routes",
+                "shard",
+            ),
+            ".runtime": (
+                "EndpointInfo",
+                "EpisodeResult",
+                "HookChain",
+                "Limits",
+                "Reply",
+                "RouteDriver",
+                "RouteReport",
+                "RouteSpec",
+                "RuntimeEnv",
+                "RuntimeHooks",
+                "RuntimeModel",
+                "TelemetryRow",
+            ),
+            ".transport": (
+                "EnvServer",
+                "ModelServer",
+                "RemoteEnv",
+                "RemoteModel",
+                "check_health",
+                "serve_env",
+                "serve_model",
+            ),
+            ".wire": ("ServerLimits",),
+        },
+        submodules=("distributed", "hooks", "report", "results", "spaces"),
+    )
 
 __all__ = [
     "RANDOM",

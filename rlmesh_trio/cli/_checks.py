@@ -10,13 +10,15 @@ from __future__ import annotations
 import math
 import os
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .._errors import InvalidSpec, RlmeshTrioError
-from ..orchestrator import RunReport
 from ..transport._address import parse_address
+
+if TYPE_CHECKING:
+    from ..orchestrator import RunReport
 
 __all__ = [
     "check_address",

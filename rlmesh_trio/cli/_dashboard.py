@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import trio
 
 from .._errors import InvalidSpec
 from ._common import fail, stack_options
@@ -111,6 +110,8 @@ def watch_cmd(ledger: Path, address: str, token: str | None) -> None:
         fail(str(exc))
     if ledger.is_dir():
         fail(f"ledger {ledger}: is a folder, not a file")
+    import trio
+
     from ..dashboard._thread import first_error
 
     try:
@@ -129,6 +130,8 @@ def watch_cmd(ledger: Path, address: str, token: str | None) -> None:
 
 
 async def _watch(ledger: Path, address: str, token: str | None) -> None:
+    import trio
+
     from ..dashboard import watch_ledger
 
     async with trio.open_nursery() as nursery:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from .._errors import InvalidSpec
-from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
 from ._checks import user_message
 from ._common import fail
+
+if TYPE_CHECKING:
+    from ..orchestrator import Route, RunReport
 
 __all__ = ["backend_options", "run_distributed_cli"]
 
@@ -61,6 +63,7 @@ def run_distributed_cli(
     """Run on the chosen backend; (report, exit code, message) as a local run gives them."""
     from ..distributed import run_distributed
     from ..hooks import RichProgress
+    from ..orchestrator import RunFailed, RunInterrupted
 
     chosen: Any = backend
     bars = RichProgress(routes, transient=True) if progress else None

@@ -2,6 +2,9 @@
 
 User mistakes (a bad address, an unknown env id, malformed options) end as
 one ``error: ...`` line and a non-zero exit, never a traceback.
+
+Each command imports what it runs when it runs: ``--help`` loads click and the
+option definitions, not Trio, the runtime, the servers or rich.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 import click
-import trio
 
 from .._errors import InvalidSpec, RlmeshTrioError
 from ._checks import check_address_option, check_finite, check_report_path, user_message
@@ -81,6 +83,8 @@ def demo(
     Everything runs in this process over real gRPC on 127.0.0.1: one env
     server per route and one shared model server.
     """
+    import trio
+
     from ._demo import run_demo
 
     if results.recording is not None:
@@ -262,6 +266,8 @@ def check(
     A peer that answers but speaks no HTTP/2 (a plain web server, say) is
     reported as "not a gRPC/HTTP2 endpoint".
     """
+    import trio
+
     from ._check import run_check
 
     tls = client_tls(tls_ca, use_tls)

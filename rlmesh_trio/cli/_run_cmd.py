@@ -7,13 +7,11 @@ import os
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import trio
 
 from .._errors import InvalidSpec, RlmeshTrioError
-from ..orchestrator import Orchestrator, PlanMismatch, RunFailed, RunInterrupted, RunReport
 from ._checks import check_report_path, spec_mistake, user_message
 from ._common import (
     EXIT_FAILED,
@@ -29,6 +27,9 @@ from ._results import ResultsOptions, results_options
 from ._summary import print_summary, write_report
 from ._targets import build_first_envs, parse_limits, parse_seeds, resolve_model
 from ._tls import client_tls_options
+
+if TYPE_CHECKING:  # the orchestrator is imported when the command runs, not for --help
+    from ..orchestrator import Orchestrator, RunReport
 
 __all__ = ["run_cmd", "write_outputs"]
 
@@ -143,8 +144,7 @@ def run_cmd(
         options = _run_options(on_failure, max_concurrency, batch_predicts, token, tls_ca, use_tls)
         options |= durable_kwargs(durable, local=backend == "local")
         if backend == "local":
-            orchestrator = Orchestrator(routes, **options)
-            _say_resumed(orchestrator.report().meta)
+            orchestrator = _local_orchestrator(routes, options)
     except click.UsageError as exc:
         fail(exc.format_message())
     except RlmeshTrioError as exc:
@@ -155,6 +155,15 @@ def run_cmd(
         bars = not no_progress
         outcome = run_distributed_cli(routes, backend, ray_address, shards, bars, **options)
     _finish(*outcome, json_path, results)
+
+
+def _local_orchestrator(routes: list[Any], options: dict[str, Any]) -> Orchestrator:
+    """The run in this process (the orchestrator is imported now, not for ``--help``)."""
+    from ..orchestrator import Orchestrator
+
+    orchestrator = Orchestrator(routes, **options)
+    _say_resumed(orchestrator.report().meta)
+    return orchestrator
 
 
 def _say_resumed(meta: Any) -> None:
@@ -209,6 +218,8 @@ def _run_local(
 ) -> tuple[RunReport, int, str]:
     """The run in this process, with progress bars and the dashboard when asked for; a
     second Ctrl+C during cleanup writes the partial report (``_abandon``)."""
+    import trio
+
     orchestrator.on_second_interrupt = functools.partial(_abandon, json_path)
     address, token = more.get("dashboard"), more.get("dashboard_token")
     live = open_dashboard(address, token, orchestrator.routes, results.recording)
@@ -284,6 +295,7 @@ async def _run_with_progress(
     orchestrator: Any, progress: bool, dashboard: Any = None
 ) -> tuple[RunReport, int, str]:
     from ..hooks import HookChain, RichProgress
+    from ..orchestrator import RunFailed, RunInterrupted
 
     bars = RichProgress(orchestrator.routes, transient=True) if progress else None
     watchers = [h for h in (bars, dashboard) if h is not None]
@@ -316,6 +328,8 @@ async def _run_with_progress(
 
 def _plan_mismatch(report: RunReport) -> str | None:
     """A resume that met another env than its ledger's: the user's mistake (exit 2)."""
+    from ..orchestrator import PlanMismatch
+
     for outcome in report.routes:
         if isinstance(outcome.error, PlanMismatch):
             return user_message(outcome.error)

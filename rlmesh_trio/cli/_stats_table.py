@@ -3,14 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
-
-from rich import box
-from rich.console import Console
-from rich.table import Table
+from typing import TYPE_CHECKING, Any
 
 from .._extras import MissingExtra
-from ..orchestrator import RunReport
+
+if TYPE_CHECKING:  # rich is imported when a table is printed, not for --help
+    from rich.console import Console
+
+    from ..orchestrator import RunReport
 
 __all__ = ["format_interval", "format_value", "print_statistics"]
 
@@ -54,6 +54,9 @@ def print_statistics(report: RunReport, console: Console) -> None:
         text = f"95% intervals left out: {exc}"
         console.print(text, style="dim", markup=False, highlight=False)
         return
+    from rich import box
+    from rich.table import Table
+
     table = Table(box=box.SIMPLE_HEAD, pad_edge=False, title_justify="left")
     for name in ("returns", "n", "mean", "95% CI", "IQM", "IQM 95% CI"):
         table.add_column(name, justify="left" if name == "returns" else "right")

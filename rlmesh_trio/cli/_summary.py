@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
-from rich import box
-from rich.console import Console
-from rich.table import Table
 
-from ..orchestrator import RunReport
 from ._stats_table import print_statistics
+
+if TYPE_CHECKING:  # rich is imported when a table is printed, not for --help
+    from rich.console import Console
+
+    from ..orchestrator import RunReport
 
 __all__ = ["print_summary", "write_report"]
 
@@ -23,6 +25,10 @@ def print_summary(
     report: RunReport, console: Console | None = None, title: str = "rlmesh-trio run"
 ) -> None:
     """Per route: status, episodes, steps, mean reward, steps/s; then the totals."""
+    from rich import box
+    from rich.console import Console
+    from rich.table import Table
+
     console = console or Console()
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     env_width = min(max((len(o.env) for o in report.routes), default=3), 28)

@@ -12,15 +12,17 @@ import os
 import re
 import sys
 from collections.abc import Callable, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 import click
 
 from .._errors import InvalidSpec
-from ..runtime import Limits
 from ._checks import check_address
 from ._envs import EnvFactory, unknown_env_id_message
+
+if TYPE_CHECKING:
+    from ..runtime import Limits
 
 __all__ = [
     "EnvIdFactory",
@@ -197,6 +199,8 @@ def parse_limits(text: str | None) -> Limits | None:
         raise click.UsageError(f"--timeouts is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise click.UsageError("--timeouts must be a JSON object of camelCase *TimeoutMs names")
+    from ..runtime import Limits
+
     try:
         return Limits.from_json(data)
     except InvalidSpec as exc:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
-import ssl
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
+
+if TYPE_CHECKING:  # ssl is imported when a context is made, not for --help
+    import ssl
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -22,6 +24,8 @@ def server_context(cert: Path | None, key: Path | None) -> ssl.SSLContext | None
         return None
     if cert is None or key is None:
         raise click.BadParameter("--tls-cert and --tls-key go together")
+    import ssl
+
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     try:
         context.load_cert_chain(cert, key)
@@ -37,6 +41,8 @@ def client_context(ca: Path | None, enabled: bool) -> ssl.SSLContext | None:
     """A client context: verify servers against ``--tls-ca``, or the system roots (``--tls``)."""
     if ca is None and not enabled:
         return None
+    import ssl
+
     try:
         context = ssl.create_default_context(
             ssl.Purpose.SERVER_AUTH, cafile=str(ca) if ca is not None else None

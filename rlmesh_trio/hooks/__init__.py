@@ -11,12 +11,7 @@ the wire's ``SpaceValue`` slabs.
 first use: it lives in :mod:`rlmesh_trio.dashboard`, above the orchestrator.
 """
 
-from typing import Any
-
-from ..runtime import HookChain, RuntimeHooks, events
-from ._logging import LoggingHooks
-from ._progress import RichProgress
-from ._values import ValueTransform
+from typing import TYPE_CHECKING
 
 __all__ = [
     "Dashboard",
@@ -28,10 +23,24 @@ __all__ = [
     "events",
 ]
 
+# Each name is imported when first read (PEP 562, see rlmesh_trio._lazy): rich is loaded
+# by the first RichProgress, the dashboard's web stack never by this package.
+if TYPE_CHECKING:
+    from ..dashboard import Dashboard
+    from ..runtime import HookChain, RuntimeHooks, events
+    from ._logging import LoggingHooks
+    from ._progress import RichProgress
+    from ._values import ValueTransform
+else:
+    from .._lazy import lazy_exports
 
-def __getattr__(name: str) -> Any:
-    if name == "Dashboard":
-        from ..dashboard import Dashboard
-
-        return Dashboard
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    __getattr__, __dir__ = lazy_exports(
+        __name__,
+        {
+            "..dashboard": ("Dashboard",),
+            "..runtime": ("HookChain", "RuntimeHooks", "events"),
+            "._logging": ("LoggingHooks",),
+            "._progress": ("RichProgress",),
+            "._values": ("ValueTransform",),
+        },
+    )

@@ -1,4 +1,8 @@
-"""Turning what a user put in a :class:`Route` into runtime endpoints, and labelling them."""
+"""Turning what a user put in a :class:`Route` into runtime endpoints, and labelling them.
+
+``LocalEnv`` and ``LocalModel`` are imported where an in-process env or policy is met, so
+a run of remote endpoints loads neither the env host nor the model host.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,6 @@ import attrs
 
 from .._endpoints import GroupsPredicts
 from .._errors import InvalidSpec
-from ..inprocess._local_env import LocalEnv
-from ..inprocess._local_model import LocalModel
 from ..inprocess._random_model import RandomBaseline, RandomModel
 from ..runtime import RuntimeEnv, RuntimeModel
 from ..transport import RemoteEnv, RemoteModel
@@ -100,6 +102,8 @@ class EndpointPool:
         if isinstance(value, RuntimeEnv):
             return ResolvedEnv(value, _env_label(value), owned=False)
         if _is_gym_env(value) or callable(value):
+            from ..inprocess._local_env import LocalEnv
+
             local = LocalEnv(value)
             return ResolvedEnv(local, _env_label(value), owned=True)
         raise InvalidSpec(
@@ -137,6 +141,8 @@ class EndpointPool:
             client: Any = value
             label = _env_label(value)
         elif _is_policy(value):
+            from ..inprocess._local_model import LocalModel
+
             client, label = LocalModel(value), _policy_name(value)
         else:
             return None
@@ -165,6 +171,8 @@ class EndpointPool:
         if isinstance(value, RuntimeModel):
             return ResolvedModel(value, _env_label(value), owned=False)
         if _is_policy(value):
+            from ..inprocess._local_model import LocalModel
+
             return ResolvedModel(LocalModel(value), _policy_name(value), owned=True)
         raise InvalidSpec(
             f"{where}: model must be an address, a policy callable or object with predict(), "
