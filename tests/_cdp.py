@@ -129,7 +129,14 @@ class Browser:
         self.call("Page.navigate", {"url": url})
 
     def evaluate(self, expression: str) -> Any:
-        result = self.call("Runtime.evaluate", {"expression": expression, "returnByValue": True})
+        try:
+            result = self.call(
+                "Runtime.evaluate", {"expression": expression, "returnByValue": True}
+            )
+        except RuntimeError as exc:
+            if "navigated" in str(exc):  # the page moved on (to the report) meanwhile
+                return None
+            raise
         if "exceptionDetails" in result:
             return None  # e.g. the page is between documents
         return result.get("result", {}).get("value")

@@ -24,7 +24,12 @@ def _fmt(value: float | None, digits: int = 1) -> str:
 def print_summary(
     report: RunReport, console: Console | None = None, title: str = "rlmesh-trio run"
 ) -> None:
-    """Per route: status, episodes, steps, mean reward, steps/s; then the totals."""
+    """Per route: status, episodes, steps, mean reward, steps/s; then the totals.
+
+    Steps count every episode of the report (a resumed run's ledger episodes
+    too); steps/s only the steps this process made, over the time it took
+    (``-`` where it made none: a route the ledger had already finished).
+    """
     from rich import box
     from rich.console import Console
     from rich.table import Table
@@ -47,7 +52,7 @@ def print_summary(
     for outcome in report.routes:
         episodes = outcome.episodes
         mean = sum(ep.reward for ep in episodes) / len(episodes) if episodes else None
-        rate = outcome.total_steps / outcome.wall_s if outcome.wall_s else None
+        rate = outcome.steps_per_s
         style = {"completed": "green", "failed": "red", "cancelled": "yellow"}[outcome.status]
         table.add_row(
             outcome.route_id,
@@ -66,7 +71,7 @@ def print_summary(
         str(report.total_episodes),
         f"{report.total_steps:,}",
         _fmt(report.mean_reward, 2),
-        _fmt(report.steps_per_s),
+        _fmt(report.steps_per_s if report.run_steps > 0 else None),
     )
     console.print(table)
     print_statistics(report, console)

@@ -6,7 +6,8 @@ ledger's own record parser; a torn last line stays buffered until the
 writer completes it (or a resume cuts it off: the file shrinks and the
 follower drops it). Route ends come from the ledger's ``route`` lines
 (written by ``rlmesh-trio run --ledger``). When every planned route has
-ended, the final report is rebuilt from the ledger and shown.
+ended, the final report is rebuilt from the ledger: its figures replace the
+returns panel's, then the report itself is shown.
 """
 
 from __future__ import annotations
@@ -180,9 +181,18 @@ async def _follow(follower: LedgerFollower, hub: Hub) -> None:
             await trio.to_thread.run_sync(follower.poll)  # whatever was written last
             break
         await trio.sleep(POLL)
-    follower.state.run_ended()
     try:
         report = await trio.to_thread.run_sync(final_report, follower.path, follower.route_ends)
+    except (LedgerError, OSError) as exc:
+        log.warning("ledger %s: no final report: %s", follower.path, exc)
+        report = None
+    # The returns panel shows the whole run's figures from now on (the report's, when there
+    # is one), not the last periodic computation's.
+    await trio.to_thread.run_sync(hub.final_statistics, report)
+    follower.state.run_ended()
+    if report is None:
+        return
+    try:
         page = await trio.to_thread.run_sync(
             lambda: render_html(report, title=follower.state.title)
         )

@@ -172,7 +172,8 @@ class Dashboard(RuntimeHooks):
         report: RunReport,
         media: Mapping[tuple[str, int], Sequence[Any]] | None = None,
     ) -> None:
-        """Show ``report`` as the final page (rendered now, as ``--html`` renders it).
+        """Show ``report`` as the final page (rendered now, as ``--html`` renders it), and its
+        figures (``n``, mean, IQM and CIs exactly as in its JSON) in the returns panel.
 
         Blocking (a second or so for the plots and videos): call it once the
         run is over. Never raises: a failure is logged and the page stays live.
@@ -183,6 +184,7 @@ class Dashboard(RuntimeHooks):
             for outcome in report.routes:
                 message = str(outcome.error) if outcome.error is not None else ""
                 self.state.ended_route(outcome.route_id, outcome.status, message)
+            self._hub.final_statistics(report)  # the report's figures, not the last sample's
             self.state.run_ended()
             if media is None and self.recording is not None:
                 media = self.recording.media

@@ -4,6 +4,9 @@ The :class:`Hub` turns a :class:`DashboardState` into what the page fetches.
 Statistics (bootstrap CIs) are recomputed at most every :data:`STATS_PERIOD`
 seconds and only when new returns arrived, on a worker thread of the
 server's loop, from a bounded sample: never per event, never on the run's loop.
+When the run is over, :meth:`Hub.final_statistics` replaces them with the
+figures of the run's report (every episode, in the report's order): the last
+snapshot shows what the JSON report says.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import hmac
 import json
 import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,7 +24,16 @@ import numpy as np
 
 from ._state import DashboardState
 
-__all__ = ["NO_ICON", "STATS_DUTY", "STATS_PERIOD", "TICK", "Hub", "live_statistics"]
+__all__ = [
+    "NO_ICON",
+    "STATS_DUTY",
+    "STATS_PERIOD",
+    "TICK",
+    "Hub",
+    "live_statistics",
+    "report_statistics",
+    "warm_statistics",
+]
 
 log = logging.getLogger("rlmesh_trio.dashboard")
 
@@ -56,10 +69,48 @@ def live_statistics(rewards: Sequence[float], seen: int) -> dict[str, Any]:
         pick = np.random.default_rng(0).choice(len(values), BOOTSTRAP_SAMPLE, replace=False)
         figures = summarize(values[pick]).to_dict()
         figures.update(_points(values))
-    counts, edges = np.histogram(values, bins=HISTOGRAM_BINS)
     figures["seen"] = seen
-    figures["histogram"] = {"counts": counts.tolist(), "edges": edges.tolist()}
+    figures["histogram"] = _histogram(values)
     return figures
+
+
+def report_statistics(report: Any) -> dict[str, Any]:
+    """The figures of a finished run's ``report``, as :func:`live_statistics` shapes them.
+
+    Every episode in the report's order (routes, then episodes), so ``n``,
+    the mean, the IQM and their CIs are exactly the JSON report's
+    ``statistics.run``, whatever the live sample held.
+    """
+    from ..results import summarize
+
+    rewards = [ep.reward for outcome in report.routes for ep in outcome.episodes]
+    figures = summarize(rewards).to_dict()
+    values = np.asarray(rewards, dtype=np.float64)
+    values = values[np.isfinite(values)]
+    figures["seen"] = len(rewards)
+    if len(values):
+        figures["histogram"] = _histogram(values)
+    return figures
+
+
+def warm_statistics() -> None:
+    """Do the statistics' first-use work (importing scipy, its bootstrap's first call) once.
+
+    Not counted in the time a computation took: with it, the first one took
+    about a second, and the next waited ``STATS_DUTY`` times that, well past
+    the end of a short run.
+    """
+    from ..results import summarize
+
+    try:
+        summarize([0.0, 1.0])
+    except Exception as exc:  # e.g. scipy missing: the computation itself will say so
+        log.debug("dashboard: statistics not warmed: %s", exc)
+
+
+def _histogram(values: np.ndarray) -> dict[str, Any]:
+    counts, edges = np.histogram(values, bins=HISTOGRAM_BINS)
+    return {"counts": counts.tolist(), "edges": edges.tolist()}
 
 
 def _points(values: np.ndarray) -> dict[str, Any]:
@@ -91,6 +142,10 @@ class Hub:
         self.recording = recording
         self.stats: dict[str, Any] = {}
         self._stats_version = -1
+        self._stats_lock = threading.Lock()
+        self._stats_final = False
+        #: Grows after each new ``stats`` (a snapshot is rebuilt when it or the state changed).
+        self._stats_generation = 0
         self._snapshot: tuple[tuple[int, int], str] = ((-1, -1), "")
         self._videos: dict[int, Path] = {}
         self._seen_media: set[tuple[str, int, int]] = set()
@@ -113,21 +168,43 @@ class Hub:
     # -- what the page reads ---------------------------------------------------
     def snapshot_json(self) -> str:
         """The current snapshot as JSON, built once per state version."""
-        version = (self.state.version, self._stats_version)
+        version = (self.state.version, self._stats_generation)
         cached_version, text = self._snapshot
         if cached_version != version or not text:
             text = json.dumps(self.state.snapshot(self.stats), separators=(",", ":"))
             self._snapshot = (version, text)
         return text
 
-    def refresh_statistics(self) -> None:
-        """Recompute the statistics if returns arrived since the last time (blocking)."""
-        version = self.state.reward_version
-        if version == self._stats_version:
-            return
-        rewards, seen = self.state.rewards()
-        self.stats = live_statistics(rewards, seen)
-        self._stats_version = version
+    def refresh_statistics(self) -> float:
+        """Recompute the statistics if returns arrived since the last time (blocking).
+
+        Returns the seconds the computation took (0 when there was nothing new
+        to compute, or the final figures are set).
+        """
+        with self._stats_lock:
+            version = self.state.reward_version
+            if self._stats_final or version == self._stats_version:
+                return 0.0
+            started = time.perf_counter()
+            rewards, seen = self.state.rewards()
+            self.stats = live_statistics(rewards, seen)
+            self._stats_version = version
+            self._stats_generation += 1
+            return time.perf_counter() - started
+
+    def final_statistics(self, report: Any = None) -> None:
+        """The run is over: show ``report``'s figures (:func:`report_statistics`) from now on,
+        or without a report, the statistics of every return seen (recomputed now, not at the
+        next period). Blocking; no periodic refresh replaces them afterwards."""
+        with self._stats_lock:
+            if report is not None:
+                self.stats = report_statistics(report)
+            else:
+                rewards, seen = self.state.rewards()
+                self.stats = live_statistics(rewards, seen)
+            self._stats_final = True
+            self._stats_version = self.state.reward_version
+            self._stats_generation += 1
 
     def refresh_videos(self) -> None:
         """List videos the recording finished since the last look."""

@@ -10,7 +10,6 @@ filmed episode. With a token, each needs it (cookie or bearer header);
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any
 from urllib.parse import quote, unquote
@@ -18,7 +17,7 @@ from urllib.parse import quote, unquote
 import trio
 
 from .._errors import RlmeshTrioError
-from ._hub import STATS_DUTY, STATS_PERIOD, TICK, Hub
+from ._hub import STATS_DUTY, STATS_PERIOD, TICK, Hub, warm_statistics
 from ._page import SIGN_IN_PAGE, live_page
 
 __all__ = ["COOKIE", "DashboardUnavailable", "require_extra", "serve"]
@@ -146,13 +145,19 @@ async def _stream(hub: Hub, stopping: trio.Event) -> AsyncIterator[str]:
 
 
 async def _refresh(hub: Hub) -> None:
-    """Statistics at a bounded rate on a worker thread; new videos each tick."""
+    """Statistics at a bounded rate on a worker thread; new videos each tick.
+
+    The pause after a computation is ``STATS_DUTY`` times what the computation
+    itself took, never less than ``STATS_PERIOD``; the statistics' first-use
+    imports are done beforehand and not counted (counted, they made the next
+    update wait most of a minute).
+    """
+    await trio.to_thread.run_sync(warm_statistics)
     wait = 0.0
     while True:
         if wait <= 0:
-            started = time.perf_counter()
-            await trio.to_thread.run_sync(hub.refresh_statistics)
-            wait = max(STATS_PERIOD, STATS_DUTY * (time.perf_counter() - started))
+            took = await trio.to_thread.run_sync(hub.refresh_statistics)
+            wait = max(STATS_PERIOD, STATS_DUTY * took)
         hub.refresh_videos()
         await trio.sleep(TICK)
         wait -= TICK

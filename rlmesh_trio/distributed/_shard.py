@@ -82,6 +82,7 @@ def _ended(outcome: RouteOutcome) -> RouteEnded:
         wall_s=outcome.wall_s,
         report=report,
         retries=outcome.retries,
+        env_contract=outcome.env_contract,
     )
 
 

@@ -55,6 +55,7 @@ class RouteBook:
         self.attempts = 1
         self.retries = 0
         self.resumed_steps = 0
+        self.env_contract: Mapping[str, str] | None = None
 
     def resume(self, finished: Mapping[int, EpisodeResult]) -> None:
         """Count the episodes a ledger already holds as done (they are not run again)."""
@@ -86,6 +87,7 @@ class RouteBook:
 
     def part_ended(self, ended: RouteEnded) -> None:
         self.env, self.model = ended.env, ended.model
+        self.env_contract = ended.env_contract or self.env_contract
         self.wall_s += ended.wall_s
         self.retries += ended.retries
         if ended.report is not None:
@@ -108,6 +110,8 @@ class RouteBook:
             report=self._report(),
             wall_s=self.wall_s,
             retries=self.retries,
+            env_contract=self.env_contract,
+            resumed_steps=self.resumed_steps,
         )
 
     def _report(self) -> RouteReport:

@@ -115,6 +115,8 @@ class RouteEnded:
     report: RouteReport | None
     #: Sessions the shard reran after a broken connection (``retries=``).
     retries: int = 0
+    #: The env contract the part ran against (``RouteOutcome.env_contract``).
+    env_contract: Mapping[str, str] | None = None
 
 
 @attrs.frozen

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import attrs
@@ -374,12 +374,22 @@ class RouteRun:
         )
 
     # -- recording -----------------------------------------------------------
+    @property
+    def env_contract(self) -> Mapping[str, str] | None:
+        """The env contract the route's episodes ran against: this process's last session's,
+        else (a route the ledger had already finished) the ledger's."""
+        if self._contract is not None:
+            return self._contract
+        return self.ctx.durable.known_contract(self.route_id)
+
     def _check_contract(self) -> None:
         """On a session's first episode: the env must be the one the ledger's episodes saw."""
         driver = self._live
-        if not self.ctx.durable.checks_contracts or driver is None or driver.contract is None:
+        if driver is None or driver.contract is None:
             return
-        self._contract = contract_identity(driver.contract)
+        self._contract = contract_identity(driver.contract)  # the report names it too
+        if not self.ctx.durable.checks_contracts:
+            return
         mismatch = self.ctx.durable.check_contract(self.route_id, self._contract)
         if mismatch is not None and self._write_error is None:
             # Nothing of this env may reach the ledger: end the session; the route fails.

@@ -153,6 +153,14 @@ class DurableRun:
             ]
         )
 
+    def known_contract(self, route_id: str) -> Mapping[str, str] | None:
+        """The env contract route ``route_id``'s entry met (in the ledger or this run), if any."""
+        try:
+            owner = self.plan.entry(route_id).route_id
+        except KeyError:
+            return None
+        return self.contracts.get(owner)
+
     def queue(self, route_id: str) -> TicketQueue | None:
         """The tickets route ``route_id`` draws from (shared by a pool); ``None``: unplanned."""
         entry = self.plan.entry(route_id)
@@ -343,6 +351,7 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
         env, model = _route_labels(route, argv_labels, number)
         mine = sorted(by_owner.get(rid, ()), key=_index)
         episodes = tuple(e.result for e in mine)
+        contract = next((e.env_contract for e in mine if e.env_contract), None)
         done = len(episodes) >= int(route.get("episodes") or 0)
         report = RouteReport(
             route_id=rid,
@@ -361,6 +370,7 @@ def load_ledger(path: str | os.PathLike[str]) -> RunReport:
                 error=None,
                 report=report,
                 retries=sum(ep.attempts - 1 for ep in episodes),
+                env_contract=contract,
             )
         )
     meta = _meta_from_header(header, str(os.fspath(path)), len(contents.entries))

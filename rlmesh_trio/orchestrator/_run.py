@@ -93,9 +93,7 @@ class _Slot:
         self.ended: float | None = None
 
     def outcome(self, pending_reason: str) -> RouteOutcome:
-        status = self.status
-        error = self.error
-        report = self.report
+        status, error, report = self.status, self.error, self.report
         if report is None and self.driver is not None:
             report = self.driver.report()
         if status is None:
@@ -112,6 +110,8 @@ class _Slot:
             report=report,
             wall_s=self._wall(),
             retries=self.driver.retries + self.driver.resumed_retries if self.driver else 0,
+            env_contract=self.driver.env_contract if self.driver else None,
+            resumed_steps=self.driver.resumed_steps if self.driver else 0,
         )
 
     def _wall(self) -> float:

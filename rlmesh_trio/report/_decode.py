@@ -119,7 +119,16 @@ def _checked_outcome(
         error=error,
         report=report,
         wall_s=float(data.get("wall_s", 0.0)),
+        env_contract=_contract(data.get("env_contract")),
+        resumed_steps=int(data.get("resumed_steps") or 0),
     )
+
+
+def _contract(value: Any) -> dict[str, str] | None:
+    """A route's ``env_contract``; ``None`` when absent (a report from before it was recorded)."""
+    if not isinstance(value, Mapping) or not value.get("env_id"):
+        return None
+    return {str(k): str(v) for k, v in value.items()}
 
 
 def _telemetry(rows: Any) -> tuple[TelemetryRow, ...]:
@@ -155,6 +164,7 @@ def report_parts(data: Any, where: str = "report") -> dict[str, Any]:
             "wall_s": float(data.get("wall_s", 0.0)),
             "recorded_telemetry": telemetry,
             "meta": _meta(data.get("run")),
+            "resumed_steps": sum(route.resumed_steps for route in routes),
         }
     except (TypeError, ValueError, AttributeError) as exc:
         raise RunFileError(f"{where}: bad run block ({type(exc).__name__}: {exc})") from None

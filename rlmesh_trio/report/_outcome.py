@@ -59,6 +59,13 @@ class RouteOutcome:
     ``wall_s`` is the time from the route's start (after any wait for a
     concurrency slot) to its end; 0 for a route that never started.
     ``retries`` counts the sessions the route reran after a broken connection.
+    ``env`` is a label (an address for a served env); ``env_contract`` is what
+    the env said it is in its handshake: ``{"env_id": "CartPole-v1", "spaces":
+    <digest of its action and observation spaces>}`` (``None`` when the route
+    never reached an episode, or in a report written before it was recorded).
+    ``resumed_steps`` are the steps of the episodes a resumed run took from its
+    ledger: counted in ``total_steps``, not in ``steps_per_s`` (``run_steps``
+    over ``wall_s``, the steps this run made in the time it took them).
     """
 
     route_id: str
@@ -69,6 +76,8 @@ class RouteOutcome:
     report: RouteReport | None
     wall_s: float = 0.0
     retries: int = 0
+    env_contract: Mapping[str, str] | None = None
+    resumed_steps: int = 0
 
     def __repr__(self) -> str:
         # Counts, not contents (the episodes are in ``report``).
@@ -88,6 +97,18 @@ class RouteOutcome:
         return self.report.total_steps if self.report is not None else 0
 
     @property
+    def run_steps(self) -> int:
+        """The steps this run made (``total_steps`` less those taken from a ledger)."""
+        return max(self.total_steps - self.resumed_steps, 0)
+
+    @property
+    def steps_per_s(self) -> float | None:
+        """``run_steps`` over ``wall_s``; ``None`` when this run made no step on the route
+        (a resumed route the ledger had finished) or took no time."""
+        steps = self.run_steps
+        return steps / self.wall_s if steps > 0 and self.wall_s > 0 else None
+
+    @property
     def total_episodes(self) -> int:
         return len(self.episodes)
 
@@ -104,6 +125,9 @@ class RouteOutcome:
             "total_steps": self.total_steps,
             "total_episodes": self.total_episodes,
             "retries": self.retries,
+            "wall_s": self.wall_s,
+            "resumed_steps": self.resumed_steps,
+            "env_contract": dict(self.env_contract) if self.env_contract is not None else None,
             "episodes": [_episode_dict(ep) for ep in self.episodes],
         }
 

@@ -69,9 +69,13 @@ class RunReport:
         return sum(outcome.total_episodes for outcome in self.routes)
 
     @property
+    def run_steps(self) -> int:
+        """The steps this run made (``total_steps`` less ``resumed_steps``)."""
+        return max(self.total_steps - self.resumed_steps, 0)
+
+    @property
     def steps_per_s(self) -> float:
-        steps = self.total_steps - self.resumed_steps
-        return steps / self.wall_s if self.wall_s > 0 else 0.0
+        return self.run_steps / self.wall_s if self.wall_s > 0 else 0.0
 
     @property
     def mean_reward(self) -> float | None:

@@ -11,6 +11,9 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
+from .._errors import InvalidSpec
+from ..transport._address import parse_address
+
 if TYPE_CHECKING:
     from ..orchestrator import RunReport
 
@@ -25,11 +28,18 @@ def run_differences(a: RunReport, b: RunReport) -> list[str]:
 
     Checked: the envs the routes ran against, the episode seeds (as multisets),
     and whether each run finished every route.
+
+    An env is what it said in its handshake (``RouteOutcome.env_contract``):
+    its env id, and its spaces when both runs recorded them; not its label,
+    which for a served env is only its address (two CartPole servers on two
+    ports, or a served and an in-process CartPole, are the same env). A route
+    of an older report, without a contract, counts by its label, unless that
+    label is an address (which says nothing about the env) or unknown.
     """
     found = []
-    envs_a, envs_b = _envs(a), _envs(b)
-    if envs_a and envs_b and envs_a != envs_b:
-        found.append(f"the runs used different envs: A {_listed(envs_a)}, B {_listed(envs_b)}")
+    envs = _env_difference(a, b)
+    if envs:
+        found.append(envs)
     seeds = _seed_difference(a, b)
     if seeds:
         found.append(seeds)
@@ -40,8 +50,44 @@ def run_differences(a: RunReport, b: RunReport) -> list[str]:
     return found
 
 
-def _envs(report: RunReport) -> set[str]:
-    return {o.env for o in report.routes if o.env not in _UNKNOWN}
+def _env_difference(a: RunReport, b: RunReport) -> str | None:
+    envs_a, envs_b = _envs(a), _envs(b)
+    if not envs_a or not envs_b:
+        return None
+    ids_a, ids_b = {env_id for env_id, _ in envs_a}, {env_id for env_id, _ in envs_b}
+    if ids_a != ids_b:
+        return f"the runs used different envs: A {_listed(ids_a)}, B {_listed(ids_b)}"
+    if any(spaces is None for _, spaces in envs_a | envs_b) or envs_a == envs_b:
+        return None  # an older report's route: its env id is all there is to compare
+    return (
+        "the runs used envs with the same ids but other spaces: "
+        f"A {_listed(_with_spaces(envs_a))}, B {_listed(_with_spaces(envs_b))}"
+    )
+
+
+def _envs(report: RunReport) -> set[tuple[str, str | None]]:
+    """``(env id, spaces digest)`` per route; ``(label, None)`` for a route without a contract
+    whose label names an env; routes that say nothing about their env are left out."""
+    found: set[tuple[str, str | None]] = set()
+    for outcome in report.routes:
+        contract = outcome.env_contract
+        if contract and contract.get("env_id"):
+            found.add((str(contract["env_id"]), contract.get("spaces") or None))
+        elif outcome.env not in _UNKNOWN and not _is_address(outcome.env):
+            found.add((outcome.env, None))
+    return found
+
+
+def _is_address(label: str) -> bool:
+    try:
+        parse_address(label)
+    except InvalidSpec:
+        return False
+    return True
+
+
+def _with_spaces(envs: Iterable[tuple[str, str | None]]) -> list[str]:
+    return [f"{env_id} (spaces {spaces})" for env_id, spaces in envs]
 
 
 def _listed(names: Iterable[str]) -> str:

@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 # never load the servers (nor the env and model hosts behind them), and a server never
 # loads the clients.
 if TYPE_CHECKING:
-    from .server._env_server import EnvServer, serve_env
     from .client._health import check_health
-    from .server._model_server import ModelServer, serve_model
     from .client._remote_env import RemoteEnv
     from .client._remote_model import RemoteModel
+    from .server._env_server import EnvServer, serve_env
+    from .server._model_server import ModelServer, serve_model
 else:
     from .._lazy import lazy_exports
 

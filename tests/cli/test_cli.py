@@ -24,6 +24,9 @@ ROUTE_KEYS = {
     "total_steps",
     "total_episodes",
     "retries",  # issue 15: the report's contract grew
+    "wall_s",  # issue 34: with resumed_steps, what a route's steps/s is computed from
+    "resumed_steps",
+    "env_contract",  # issue 34: what compare judges "the same env" on
     "episodes",
 }
 EPISODE_KEYS = {

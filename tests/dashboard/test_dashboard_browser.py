@@ -9,10 +9,12 @@ script error happens, and the page ends on the final report.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
 import threading
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from importlib.util import find_spec
@@ -166,3 +168,106 @@ def test_watch_serves_the_same_page_from_a_ledger_another_process_writes(
             out.wait_for("DONE")
             assert page.errors == []
         assert run.returncode == 0
+
+
+#: Run in every document the browser opens: on the live page, each change of the returns
+#: panel (and the progress line) is saved to sessionStorage, which outlives the page's own
+#: move to the report, so the test reads the figures the live page showed last.
+RECORD_FIGURES = """
+document.addEventListener('DOMContentLoaded', function () {
+  if (!document.getElementById('mean')) return;
+  var ids = ['n', 'mean', 'mean-ci', 'iqm', 'iqm-ci', 'progress-text'];
+  new MutationObserver(function () {
+    var figures = {};
+    ids.forEach(function (id) { figures[id] = document.getElementById(id).textContent; });
+    sessionStorage.setItem('liveFigures', JSON.stringify(figures));
+  }).observe(document.body, {subtree: true, childList: true, characterData: true});
+});
+"""
+
+
+def _page_figures(page: Browser, stats: dict[str, object]) -> dict[str, str]:
+    """``stats`` (n, mean, meanCi, iqm, iqmCi) as the page writes them, in the page's locale."""
+    script = (
+        "(function(s){function fmt(x){return x===null||x===undefined?'–':Number(x)"
+        ".toLocaleString(undefined,{minimumFractionDigits:2,maximumFractionDigits:2})}"
+        "function ci(p){return p?'['+fmt(p[0])+', '+fmt(p[1])+']':'–'}"
+        "return {n:Number(s.n).toLocaleString(),mean:fmt(s.mean),'mean-ci':ci(s.meanCi),"
+        f"iqm:fmt(s.iqm),'iqm-ci':ci(s.iqmCi)}}}})({json.dumps(stats)})"
+    )
+    figures = page.evaluate(script)
+    assert isinstance(figures, dict), script
+    return figures
+
+
+SHOWN = (
+    "(function(){var f={};['n','mean','mean-ci','iqm','iqm-ci'].forEach(function(id){"
+    "f[id]=document.getElementById(id).textContent});return f})()"
+)
+
+
+def _ledger_rewards(ledger: Path) -> list[float]:
+    """The returns of the ledger's episodes, in the order they were written."""
+    from rlmesh_trio.orchestrator._ledger import ledger_record
+
+    rewards = []
+    for line in ledger.read_text().splitlines()[1:]:
+        kind, value = ledger_record(json.loads(line))
+        if kind == "episode":
+            rewards.append(value.result.reward)
+    return rewards
+
+
+def test_watch_ends_on_the_figures_of_the_json_report(tmp_path: Path) -> None:
+    """Issue 34 (1): the returns panel of ``watch`` kept its first figures (n=4 of 12) to
+    the end. Now it follows the run (two held points mid-run) and its last figures are the
+    JSON report's: n, mean, IQM and both CIs, on the page and in ``/snapshot``."""
+    from rlmesh_trio.results import summarize
+
+    ledger, out = tmp_path / "run.jsonl", tmp_path / "report.json"
+    watch = (sys.executable, "-m", "rlmesh_trio.cli", "watch", str(ledger))
+    with child(*watch, "--address", "127.0.0.1:0", stream="stderr") as (_watcher, said):
+        url = said.wait_for("watching ").rsplit(" ", 1)[1]
+        with Browser() as page:
+            page.call("Page.addScriptToEvaluateOnNewDocument", {"source": RECORD_FIGURES})
+            page.open(url)
+            page.wait_for("document.getElementById('state').textContent === 'live'")
+            with child(sys.executable, "-m", "tests._watch_figures_run", str(ledger), str(out)) as (
+                run,
+                lines,
+            ):
+                for stage in (0, 1):
+                    for route in range(3):
+                        lines.wait_for(f"HELD {stage} route-{route}")
+                    # Every route is held: the ledger stands still. The panel must catch up
+                    # with all of it (the live figures bootstrap the returns in ledger order).
+                    rewards = _ledger_rewards(ledger)
+                    assert len(rewards) == 3 * (1 + 2 * stage)
+                    expected = _page_figures(
+                        page, {**summarize(rewards).to_dict(), "n": len(rewards)}
+                    )
+                    page.wait_for(
+                        f"(function(e){{var f={SHOWN};"
+                        f"return Object.keys(e).every(function(k){{return f[k]===e[k]}})}})"
+                        f"({json.dumps(expected)})",
+                        timeout=30,
+                        what=f"the returns panel at {len(rewards)} episodes ({expected})",
+                    )
+                    go(run)
+                lines.wait_for("DONE")
+                page.wait_for(ON_REPORT, timeout=120, what="the final report")
+            assert run.returncode == 0
+            report = json.loads(out.read_text())
+            final = report["statistics"]["run"]
+            assert final["n"] == report["total_episodes"] == 12
+            last = json.loads(page.evaluate("sessionStorage.getItem('liveFigures')") or "{}")
+            shown = {key: last.get(key) for key in ("n", "mean", "mean-ci", "iqm", "iqm-ci")}
+            assert shown == _page_figures(page, final), (shown, final)
+            assert last["progress-text"].startswith("12 of 12 episodes"), last
+            assert page.errors == []
+        with urllib.request.urlopen(url + "snapshot", timeout=30) as reply:
+            snapshot = json.loads(reply.read())
+    assert snapshot["final"] and snapshot["progress"]["done"] == 12
+    stats = snapshot["stats"]
+    assert stats["seen"] == 12
+    assert {key: stats[key] for key in final} == final
