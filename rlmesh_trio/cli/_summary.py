@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 import click
 
@@ -19,6 +19,9 @@ __all__ = ["print_summary", "write_report"]
 
 def _fmt(value: float | None, digits: int = 1) -> str:
     return "-" if value is None else f"{value:,.{digits}f}"
+
+
+_COLUMNS = ("route", "env", "status", "episodes", "steps", "reward", "steps/s")
 
 
 def print_summary(
@@ -37,18 +40,13 @@ def print_summary(
     console = console or Console()
     table = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
     env_width = min(max((len(o.env) for o in report.routes), default=3), 28)
-    for name, justify in (
-        ("route", "left"),
-        ("env", "left"),
-        ("status", "left"),
-        ("episodes", "right"),
-        ("steps", "right"),
-        ("reward", "right"),
-        ("steps/s", "right"),
-    ):
+    for name in _COLUMNS:
         # Keep addresses whole: other columns give way first, then long labels fold.
         width = env_width if name == "env" else None
-        table.add_column(name, justify=justify, overflow="fold", min_width=width)  # type: ignore[arg-type]
+        justify: Literal["left", "right"] = (
+            "left" if name in ("route", "env", "status") else "right"
+        )
+        table.add_column(name, justify=justify, overflow="fold", min_width=width)
     for outcome in report.routes:
         episodes = outcome.episodes
         mean = sum(ep.reward for ep in episodes) / len(episodes) if episodes else None

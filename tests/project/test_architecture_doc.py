@@ -36,4 +36,6 @@ def test_the_path_pattern_catches_a_missing_module() -> None:
 
 
 def test_it_stays_about_one_page() -> None:
-    assert len(DOC.read_text().splitlines()) <= 100
+    # A map and one step traced end to end (served, in process, a block): short enough
+    # to read in one sitting.
+    assert len(DOC.read_text().splitlines()) <= 150
