@@ -133,6 +133,7 @@ class EnvBlock:
     ) -> None:
         self._envs = list(envs) if envs is not None else None
         self._vector = vector
+        self._conformance = conformance
         self.num_lanes = len(self._envs) if self._envs is not None else int(vector.num_envs)
         self._obs_space = observation_space
         self._obs_shape = tuple(observation_space.shape or ())
@@ -146,6 +147,19 @@ class EnvBlock:
         if vector is not None:
             self._done = np.zeros(self.num_lanes, dtype=bool)
             self._last = _filler(action_space, self.num_lanes)
+
+    @property
+    def envs(self) -> list[Any] | None:
+        """The single envs of a list block (None for a ``VectorEnv`` block)."""
+        return self._envs
+
+    def fuse_key(self) -> tuple[Any, ...]:
+        """What blocks must share to be driven as one: both spaces and the action checks."""
+        return (self._action_space, self._obs_space, self._conformance.policy)
+
+    def fused(self, envs: Sequence[Any]) -> EnvBlock:
+        """A block of ``envs`` (single envs) with this block's spaces and checks."""
+        return EnvBlock(envs, None, self._action_space, self._obs_space, self._conformance)
 
     # ------------------------------------------------------------------ common
 

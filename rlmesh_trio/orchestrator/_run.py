@@ -155,7 +155,7 @@ class Orchestrator:
         on_failure: OnFailure = "cancel_siblings",
         max_concurrency: int | None = None,
         handle_sigint: bool = True,
-        batch_predicts: bool = False,
+        batch_predicts: bool | None = None,
         client_options: Mapping[str, Any] | None = None,
         ledger: str | os.PathLike[str] | None = None,
         resume: bool = False,
@@ -257,7 +257,8 @@ class Orchestrator:
                             outer.start_soon(_service, scope, fn)
 
                         pool = EndpointPool(
-                            batch_predicts=self.batch_predicts,
+                            batch_predicts=self.batch_predicts is True,
+                            fuse=self._fuses(),
                             start_service=start_service,
                             client_options=self.client_options,
                         )
@@ -290,6 +291,14 @@ class Orchestrator:
             route_id, error = self._primary
             raise RunFailed(report, error, route_id) from error
         return report
+
+    def _fuses(self) -> bool:
+        """Whether routes sharing an in-process policy run as one fused block: unless
+        ``batch_predicts=False``; only when a failure cancels the siblings and no
+        route is retried (a block cannot let one route go on or start it again)."""
+        if self.batch_predicts is False or self.on_failure != "cancel_siblings":
+            return False
+        return self._durable.policy.retries == 0
 
     async def _watch_sigint(self) -> None:
         with trio.open_signal_receiver(*RUN_SIGNALS) as signals:
@@ -401,7 +410,7 @@ async def run_routes(
     max_concurrency: int | None = None,
     *,
     handle_sigint: bool = True,
-    batch_predicts: bool = False,
+    batch_predicts: bool | None = None,
     client_options: Mapping[str, Any] | None = None,
     ledger: str | os.PathLike[str] | None = None,
     resume: bool = False,
@@ -424,8 +433,17 @@ async def run_routes(
     ``handle_sigint=False``) cancels every route the same way and then raises
     :class:`RunInterrupted` (a ``KeyboardInterrupt``) with the partial report.
 
-    ``batch_predicts=True`` groups the predicts of routes sharing a model address
-    into ``GroupedPredict`` round trips (results and errors unchanged).
+    ``batch_predicts``: ``None`` (default) runs the routes that share one
+    in-process policy object (``rt.shard(envs=[...], model=module)``) as ONE
+    fused block: one task, one batched predict and one step of every route's
+    env per round, each route keeping its own seeds, budget, caps, hooks,
+    ledger entries, report and errors (only under
+    ``on_failure="cancel_siblings"`` with ``retries=0``; a route with an
+    observation, action or step hook, or an env that owns its resets, keeps
+    its own loop). ``True`` does the same and also groups the predicts of
+    routes sharing a model address into ``GroupedPredict`` round trips
+    (results and errors unchanged). ``False`` opts out of both: one task and
+    one-row predicts per route.
     ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to every
     gRPC client made from an address. ``hooks``: a ``RuntimeHooks`` (``HookChain``
     for several) or any object with ``async def`` hook methods; anything else is
@@ -459,7 +477,7 @@ def run(
     on_failure: OnFailure = "cancel_siblings",
     max_concurrency: int | None = None,
     *,
-    batch_predicts: bool = False,
+    batch_predicts: bool | None = None,
     client_options: Mapping[str, Any] | None = None,
     ledger: str | os.PathLike[str] | None = None,
     resume: bool = False,
