@@ -81,9 +81,11 @@ __all__ = ["run_cmd", "write_outputs"]
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 @click.option(
-    "--batch-predicts",
-    is_flag=True,
-    help="Group predicts of routes sharing a model server into one round trip.",
+    "--batch-predicts/--no-batch-predicts",
+    default=None,
+    help="--batch-predicts: also group predicts of routes sharing a model server into one "
+    "round trip. --no-batch-predicts: no batching at all (one task and one-row predicts per "
+    "route). Default: routes sharing an in-process policy run as one fused block.",
 )
 @click.option(
     "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."
@@ -107,7 +109,7 @@ def run_cmd(
     max_episode_seconds: float | None,
     trial_index_base: int | None,
     no_progress: bool,
-    batch_predicts: bool,
+    batch_predicts: bool | None,
     token: str | None,
     tls_ca: Path | None,
     use_tls: bool,
@@ -165,7 +167,7 @@ def _say_resumed(meta: Any) -> None:
 def _run_options(
     on_failure: str,
     max_concurrency: int | None,
-    batch_predicts: bool,
+    batch_predicts: bool | None,
     token: str | None,
     tls_ca: Path | None,
     use_tls: bool,
