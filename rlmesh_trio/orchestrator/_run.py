@@ -28,8 +28,8 @@ from .._errors import (
     rebuild_exception,
 )
 from .._signals import RUN_SIGNALS
-from ..report import RouteOutcome, RouteStatus, RunFailed, RunReport
-from ..runtime import RouteReport, RuntimeHooks
+from ..report import RunFailed, RunReport
+from ..runtime import RuntimeHooks
 from ..runtime._hooks import as_runtime_hooks
 from ._attempts import RouteContext, RouteRun
 from ._checks import check_distinct_env_objects
@@ -41,6 +41,7 @@ from ._plan import make_plan
 from ._pool import EnvGate
 from ._retry import DEFAULT_BACKOFF, RetryPolicy
 from ._route import Route
+from ._slot import Slot as _Slot
 from ._tickets import IndexRuns
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
@@ -64,61 +65,6 @@ class RunInterrupted(KeyboardInterrupt):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (rebuild_exception, (type(self), self.args, dict(self.__dict__)))
-
-
-class _Slot:
-    """Mutable per-route state while the run is in flight."""
-
-    __slots__ = (
-        "driver",
-        "ended",
-        "env_label",
-        "error",
-        "model_label",
-        "report",
-        "route_id",
-        "started",
-        "status",
-    )
-
-    def __init__(self, route_id: str) -> None:
-        self.route_id = route_id
-        self.env_label = "?"
-        self.model_label = "?"
-        self.driver: RouteRun | None = None
-        self.status: RouteStatus | None = None
-        self.error: BaseException | None = None
-        self.report: RouteReport | None = None
-        self.started: float | None = None
-        self.ended: float | None = None
-
-    def outcome(self, pending_reason: str) -> RouteOutcome:
-        status = self.status
-        error = self.error
-        report = self.report
-        if report is None and self.driver is not None:
-            report = self.driver.report()
-        if status is None:
-            # Never finished: queued behind the concurrency cap or still being torn down.
-            status = "cancelled"
-            step = self.driver.step if self.driver is not None else 0
-            error = error or RouteCancelled(self.route_id, step, pending_reason)
-        return RouteOutcome(
-            route_id=self.route_id,
-            env=self.env_label,
-            model=self.model_label,
-            status=status,
-            error=error,
-            report=report,
-            wall_s=self._wall(),
-            retries=self.driver.retries + self.driver.resumed_retries if self.driver else 0,
-        )
-
-    def _wall(self) -> float:
-        if self.started is None:
-            return 0.0
-        end = self.ended if self.ended is not None else time.perf_counter()
-        return end - self.started
 
 
 class Orchestrator:
@@ -433,17 +379,10 @@ async def run_routes(
     ``handle_sigint=False``) cancels every route the same way and then raises
     :class:`RunInterrupted` (a ``KeyboardInterrupt``) with the partial report.
 
-    ``batch_predicts``: ``None`` (default) runs the routes that share one
-    in-process policy object (``rt.shard(envs=[...], model=module)``) as ONE
-    fused block: one task, one batched predict and one step of every route's
-    env per round, each route keeping its own seeds, budget, caps, hooks,
-    ledger entries, report and errors (only under
-    ``on_failure="cancel_siblings"`` with ``retries=0``; a route with an
-    observation, action or step hook, or an env that owns its resets, keeps
-    its own loop). ``True`` does the same and also groups the predicts of
-    routes sharing a model address into ``GroupedPredict`` round trips
-    (results and errors unchanged). ``False`` opts out of both: one task and
-    one-row predicts per route.
+    ``batch_predicts=None`` (default) runs routes sharing one in-process policy
+    object as ONE fused block (one task, one batched predict per round; per-route
+    seeds, caps, hooks, ledger, report and errors kept; docs/guide/batching.md);
+    ``True`` also groups a model address's predicts; ``False`` opts out of both.
     ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to every
     gRPC client made from an address. ``hooks``: a ``RuntimeHooks`` (``HookChain``
     for several) or any object with ``async def`` hook methods; anything else is

@@ -128,8 +128,8 @@ class FusedBlock:
         if self.failed is not None or not quiet_route(loop, session):
             return False
         calls = loop.calls
-        model = calls.model
-        if model is not self.model or not model.block_ready(calls.spec.env_id):
+        model = self.model
+        if calls.model is not model or not model.block_ready(calls.spec.env_id):
             return False
         key = model.rows_key(calls.spec.env_id)
         if key is None or (self._key is not None and key != self._key):
