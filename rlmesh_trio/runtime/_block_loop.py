@@ -36,7 +36,7 @@ import numpy as np
 from .._blocks import LaneBlockEnv, LaneBlockModel
 from .._errors import ModelRpcError, RlmeshTrioError
 from ..spaces import meta_map_from_python
-from ._block_member import BlockMember
+from ._block_member import BlockMember, RoundLog
 from ._calls import _env_error, _model_error
 from ._episodes import Lane
 from ._events import EpisodeCompletedEvent
@@ -100,8 +100,10 @@ class BlockDrive:
         self._limits = limits
         self._env_component, self._model_component = component
         self._joining: list[BlockMember] = []
-        #: Block calls made (predicts), for telemetry and tests.
-        self.rounds = 0
+        #: The rounds' timings, booked on each route at its episode ends.
+        self.log = RoundLog()
+        #: Per lane: steps not yet booked on its route's runtime step.
+        self.unbooked = np.zeros(0, dtype=np.int64)
 
     # ------------------------------------------------------------------ members
 
@@ -119,7 +121,8 @@ class BlockDrive:
         self.max_steps = np.concatenate([self.max_steps, np.full(n, book.max_steps)])
         cap = np.inf if seconds is None else float(seconds)
         self.max_seconds = np.concatenate([self.max_seconds, np.full(n, cap)])
-        for name in ("active", "steps", "reward", "started", "predict_ms", "step_ms"):
+        member.booked = self.log.rounds
+        for name in ("active", "steps", "reward", "started", "predict_ms", "step_ms", "unbooked"):
             old = getattr(self, name)
             setattr(self, name, np.concatenate([old, np.zeros(n, dtype=old.dtype)]))
         if self.obs is not None:
@@ -127,10 +130,33 @@ class BlockDrive:
             self.obs = np.concatenate([self.obs, pad])
         self._joining.append(member)
 
+    @property
+    def rounds(self) -> int:
+        """Rounds driven so far (one predict each)."""
+        return self.log.rounds
+
     def leave(self, member: BlockMember) -> None:
         """Stop driving ``member``'s lanes (its task stopped waiting); safe mid-round."""
+        self.book(member)
         member.left = True
         member.finished = True
+
+    def book(self, member: BlockMember) -> None:
+        """Book ``member``'s rounds and steps so far on its route (see :class:`RoundLog`)."""
+        if member.finished:
+            return
+        lanes = slice(member.offset, member.offset + len(member.lanes))
+        self.log.book(member, int(self.unbooked[lanes].sum()))
+        self.unbooked[lanes] = 0
+
+    async def _booked(self, member: BlockMember) -> None:
+        """:meth:`book`, then the route's telemetry window when one is due."""
+        self.book(member)
+        loop = member.loop
+        telemetry = loop.calls.telemetry
+        now = loop.now()
+        if now >= telemetry.window_deadline:
+            await loop.gate.emit_window(telemetry, now)
 
     def member_of(self, lane: int) -> BlockMember:
         return self.members[int(self.owner[lane])]
@@ -156,20 +182,24 @@ class BlockDrive:
             RlmeshTrioError: the route error of a failed call or hook (its
                 ``env_index`` block-wide: see :meth:`member_of`).
         """
-        while True:
-            if self._joining:
-                await self._admit()
-            self._drop_left()
-            active = np.flatnonzero(self.active)
-            if not active.size:
+        try:
+            while True:
                 if self._joining:
-                    continue
-                return
-            ended = await self._round(active)
-            if ended is not None:
-                restart = await self._end(ended)
-                if restart:
-                    await self._reset(restart)
+                    await self._admit()
+                self._drop_left()
+                active = np.flatnonzero(self.active)
+                if not active.size:
+                    if self._joining:
+                        continue
+                    return
+                ended = await self._round(active)
+                if ended is not None:
+                    restart = await self._end(ended)
+                    if restart:
+                        await self._reset(restart)
+        finally:
+            for member in self.members:
+                self.book(member)
 
     async def _admit(self) -> None:
         """Claim the joining routes' first episodes in lane order and reset them at once."""
@@ -269,7 +299,6 @@ class BlockDrive:
         except Exception as exc:
             raise _env_error(exc, op, step) or exc from exc
         now = now_fn()
-        self.rounds += 1
         predict_ms = (predicted - round_started) * 1000.0
         step_ms = (now - predicted) * 1000.0
         self.obs[active] = reply.observations
@@ -281,7 +310,11 @@ class BlockDrive:
         over = done | (self.steps[active] >= self.max_steps[active])
         if self._timed:
             over |= (now - self.started[active]) >= self.max_seconds[active]
-        await self._book_round(active, (predict_ms, step_ms, now - round_started), reply.telemetry)
+        self.unbooked[active] += 1
+        log = self.log
+        log.add((predict_ms, step_ms, (now - round_started) * 1000.0), reply.telemetry)
+        if len(log.predict) >= 4096:
+            log.trim(self.members)
         if not over.any():
             return None
         return active[over], done[over], reply
@@ -308,36 +341,6 @@ class BlockDrive:
                     env_index=lane,
                 )
             raise error from exc
-
-    async def _book_round(
-        self, active: np.ndarray, times: tuple[float, float, float], endpoint: Mapping[str, float]
-    ) -> None:
-        """The round's telemetry on each route it stepped: one predict, one env step
-        operation and ``stepped`` runtime steps (its lanes in the round)."""
-        predict_ms, step_ms, round_s = times
-        members = self.members
-        if len(members) == 1:
-            counts: Any = ((0, len(active)),)
-        else:
-            tally = np.bincount(self.owner[active], minlength=len(members))
-            counts = zip(np.flatnonzero(tally).tolist(), tally[tally > 0].tolist(), strict=True)
-        round_ms = round_s * 1000.0
-        for m, stepped in counts:
-            member = members[m]
-            loop = member.loop
-            calls = loop.calls
-            calls.step += stepped
-            telemetry = calls.telemetry
-            member.predicts.add("rpc.total", predict_ms)
-            member.steps.operation(step_ms, endpoint)
-            member.rounds.add("rpc.total", round_ms)
-            telemetry.window_steps += stepped
-            telemetry.steps_to_fold -= 1
-            if telemetry.steps_to_fold <= 0:
-                telemetry.fold()
-            now = loop.now()
-            if now >= telemetry.window_deadline:
-                await loop.gate.emit_window(telemetry, now)
 
     # ------------------------------------------------------------------ ends
 
@@ -380,6 +383,7 @@ class BlockDrive:
                 result = book.finish_as(lane, terminated=False, truncated=True, success=None)
             await _completed(loop, result, final)
         for member in touched.values():
+            await self._booked(member)
             if member.book.budget_spent():
                 self._finish(member)
         return self._claim(indices.tolist(), auto=True)

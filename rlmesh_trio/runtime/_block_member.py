@@ -9,13 +9,18 @@ the route's :class:`BlockMember`.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import trio
 
 from .._errors import EnvRpcError, ModelRpcError
 from ._episodes import Lane
 from ._loop import RouteLoop
 
-__all__ = ["BlockMember", "local_error"]
+__all__ = ["BlockMember", "RoundLog", "local_error"]
+
+#: Rounds kept in a :class:`RoundLog` before the ones every route has booked are dropped.
+_TRIM_ROUNDS = 4096
 
 
 class BlockMember:
@@ -27,6 +32,7 @@ class BlockMember:
 
     __slots__ = (
         "book",
+        "booked",
         "done",
         "error",
         "finished",
@@ -35,9 +41,6 @@ class BlockMember:
         "left",
         "loop",
         "offset",
-        "predicts",
-        "rounds",
-        "steps",
     )
 
     def __init__(self, loop: RouteLoop, lanes: list[Lane]) -> None:
@@ -52,11 +55,8 @@ class BlockMember:
         self.finished = False
         #: The route's task stopped waiting (cancelled): skip its lanes from now on.
         self.left = False
-        calls = loop.calls
-        telemetry = calls.telemetry
-        self.predicts = telemetry.recorder("model.predict", calls.spec.model_component_id)
-        self.steps = telemetry.recorder("env.step", calls.spec.env_component_id)
-        self.rounds = telemetry.recorder("runner.round", "runner")
+        #: The block round up to which this route's telemetry is booked.
+        self.booked = 0
 
     @property
     def route_id(self) -> str:
@@ -68,6 +68,70 @@ class BlockMember:
         if error is not None and self.error is None:
             self.error = error
         self.done.set()
+
+
+class RoundLog:
+    """The block's round timings, booked on each route in bulk (see :meth:`book`).
+
+    Booking per route per round would cost per-route Python every round; a
+    route instead books every round since its last booking at its episode
+    ends (and when it finishes or fails): one predict, one env step and one
+    round sample per round, as a route's own loop books them. Its window
+    events may so see a round's samples in a later window.
+    """
+
+    def __init__(self) -> None:
+        self.start = 0  # the round number of the first kept entry
+        self.predict: list[float] = []
+        self.step: list[float] = []
+        self.round: list[float] = []
+        self.endpoint: dict[str, list[float]] = {}
+
+    @property
+    def rounds(self) -> int:
+        return self.start + len(self.predict)
+
+    def add(self, times: tuple[float, float, float], endpoint: Mapping[str, float]) -> None:
+        """One round: predict, step and round milliseconds, and the step's endpoint metrics."""
+        predict_ms, step_ms, round_ms = times
+        self.predict.append(predict_ms)
+        self.step.append(step_ms)
+        self.round.append(round_ms)
+        for metric, value in endpoint.items():
+            if metric != "rpc.total":
+                self.endpoint.setdefault(metric, []).append(float(value))
+
+    def book(self, member: BlockMember, steps: int) -> None:
+        """Book the rounds since ``member``'s last booking, and ``steps`` runtime steps."""
+        first, end = member.booked - self.start, len(self.predict)
+        member.booked = self.rounds
+        calls = member.loop.calls
+        calls.step += steps
+        if first >= end:
+            return
+        telemetry = calls.telemetry
+        env, model = calls.spec.env_component_id, calls.spec.model_component_id
+        telemetry.extend("model.predict", model, "rpc.total", self.predict[first:end])
+        telemetry.extend("env.step", env, "rpc.total", self.step[first:end])
+        for metric, values in self.endpoint.items():
+            telemetry.extend("env.step", env, metric, values[first:end])
+        telemetry.extend("runner.round", "runner", "rpc.total", self.round[first:end])
+        telemetry.window_steps += steps
+        telemetry.steps_to_fold -= end - first
+        if telemetry.steps_to_fold <= 0:
+            telemetry.fold()
+
+    def trim(self, members: list[BlockMember]) -> None:
+        """Drop the rounds every unfinished route has booked (bounds a long run's memory)."""
+        if len(self.predict) < _TRIM_ROUNDS:
+            return
+        live = [m.booked for m in members if not m.finished]
+        cut = (min(live) if live else self.rounds) - self.start
+        if cut <= 0:
+            return
+        for series in (self.predict, self.step, self.round, *self.endpoint.values()):
+            del series[:cut]
+        self.start += cut
 
 
 def local_error(exc: BaseException, member: BlockMember, step: int) -> BaseException:

@@ -185,6 +185,7 @@ class FusedBlock:
         member = drive.member_of(lane) if lane is not None else drive.first_live()
         if member is None:
             return
+        drive.book(member)
         member.finish(local_error(exc, member, member.loop.calls.step))
 
 
