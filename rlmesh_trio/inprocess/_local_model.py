@@ -208,6 +208,9 @@ class LocalModel:
         an array observation space and a Discrete or Box action space."""
         return self._rows_plan(env_id) is not None
 
+    #: The host keeps no per-episode state, so ResetAdapter is a no-op a block may skip.
+    keeps_episode_state = False
+
     def rows_key(self, env_id: str) -> Hashable | None:
         """Routes with equal keys predict rows alike (this policy, the same spaces and
         single actions): one :meth:`predict_rows` may serve all their rows. None when

@@ -100,6 +100,9 @@ class BlockDrive:
         self._limits = limits
         self._env_component, self._model_component = component
         self._joining: list[BlockMember] = []
+        #: Whether each finished episode gets its best-effort ResetAdapter (a model
+        #: that keeps no per-episode state has nothing to reset).
+        self.reset_adapters = True
         #: The rounds' timings, booked on each route at its episode ends.
         self.log = RoundLog()
         #: Per lane: steps not yet booked on its route's runtime step.
@@ -381,7 +384,7 @@ class BlockDrive:
                 )
                 final = None
                 result = book.finish_as(lane, terminated=False, truncated=True, success=None)
-            await _completed(loop, result, final)
+            await _completed(loop, result, final, self.reset_adapters)
         for member in touched.values():
             await self._booked(member)
             if member.book.budget_spent():
@@ -394,7 +397,9 @@ class BlockDrive:
         member.finish()
 
 
-async def _completed(loop: RouteLoop, result: Any, final: Mapping[str, Any] | None) -> None:
+async def _completed(
+    loop: RouteLoop, result: Any, final: Mapping[str, Any] | None, reset_adapter: bool
+) -> None:
     """``episode_completed`` (when a hook listens), then the best-effort ResetAdapter."""
     gate = loop.gate
     if gate.completed:
@@ -415,8 +420,9 @@ async def _completed(loop: RouteLoop, result: Any, final: Mapping[str, Any] | No
                 result=result,
             ),
         )
-    # The route's background nursery, as RouteLoop._finish uses it (same package).
-    loop._background.start_soon(loop._reset_adapter, result.episode_id)
+    if reset_adapter:
+        # The route's background nursery, as RouteLoop._finish uses it (same package).
+        loop._background.start_soon(loop._reset_adapter, result.episode_id)
 
 
 def _meta_map(info: Mapping[str, Any] | None) -> Any:

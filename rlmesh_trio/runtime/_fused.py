@@ -76,6 +76,11 @@ class FusableModel(LaneBlockModel, Protocol):
         their rows may share one call under any of their ``env_id``; None: no rows plan."""
         ...
 
+    @property
+    def keeps_episode_state(self) -> bool:
+        """False when ResetAdapter is a no-op (the block then skips it per episode)."""
+        ...
+
 
 def quiet_route(loop: RouteLoop, session: Session) -> bool:
     """Driver-owned resets and no observation, action or step hook: a block may drive it."""
@@ -149,6 +154,7 @@ class FusedBlock:
             self._limits = spec.limits
             component = (f"fused:{self.label}", spec.model_component_id)
             self._drive = BlockDrive(self.env, self.model, self.timer, spec.limits, component)
+            self._drive.reset_adapters = self.model.keeps_episode_state
         member = BlockMember(loop, lanes)
         self._drive.join(member)
         assert member.offset == offset, "the block env and the drive number lanes alike"

@@ -27,7 +27,7 @@ from .._wire import env_pb, spaces_pb
 from ._block_loop import BlockDrive
 from ._block_member import BlockMember
 from ._episodes import Lane
-from ._fused import FusedSeat, quiet_route
+from ._fused import FusableModel, FusedSeat, quiet_route
 from ._loop import Answer, RouteLoop
 from ._session import VECTOR_REFUSED, Session
 from ._timer import WatchdogTimer
@@ -235,6 +235,7 @@ async def _drive_block(loop: RouteLoop, env: LaneBlockEnv, model: LaneBlockModel
     timer = WatchdogTimer(spec.route_id, loop.now)
     component = (spec.env_component_id, spec.model_component_id)
     drive = BlockDrive(env, model, timer, spec.limits, component)
+    drive.reset_adapters = not isinstance(model, FusableModel) or model.keeps_episode_state
     drive.join(BlockMember(loop, loop.book.lanes))
     async with timer.guard():
         await drive.run()
