@@ -45,7 +45,11 @@ from ._meta import SUCCESS_KEYS, TRIAL_INDEX_OPTION
 from ._spec import Limits
 from ._timer import WatchdogTimer
 
-__all__ = ["BlockDrive", "success_of"]
+__all__ = ["BOOK_ROUNDS", "BlockDrive", "success_of"]
+
+#: A route's rounds are booked on its telemetry and runtime step at an episode end
+#: once this many have gathered (and when it finishes, fails or leaves).
+BOOK_ROUNDS = 64
 
 
 def success_of(info: Mapping[str, Any] | None) -> bool | None:
@@ -385,9 +389,14 @@ class BlockDrive:
                 final = None
                 result = book.finish_as(lane, terminated=False, truncated=True, success=None)
             await _completed(loop, result, final, self.reset_adapters)
+        rounds = self.log.rounds
         for member in touched.values():
-            await self._booked(member)
-            if member.book.budget_spent():
+            done = member.book.budget_spent()
+            # Booked every BOOK_ROUNDS rounds at most (and at the route's end): a short
+            # episode's booking would cost more than its steps.
+            if done or rounds - member.booked >= BOOK_ROUNDS:
+                await self._booked(member)
+            if done:
                 self._finish(member)
         return self._claim(indices.tolist(), auto=True)
 

@@ -74,10 +74,12 @@ class RoundLog:
     """The block's round timings, booked on each route in bulk (see :meth:`book`).
 
     Booking per route per round would cost per-route Python every round; a
-    route instead books every round since its last booking at its episode
-    ends (and when it finishes or fails): one predict, one env step and one
-    round sample per round, as a route's own loop books them. Its window
-    events may so see a round's samples in a later window.
+    route instead books every round since its last booking at an episode end
+    once ``BOOK_ROUNDS`` have gathered (and when it finishes, fails or
+    leaves): one predict, one env step and one round sample per round, as a
+    route's own loop books them. So its runtime step (``RouteRun.step``, live
+    progress) may lag by that many rounds while it runs, and its window
+    events may see a round's samples in a later window.
     """
 
     def __init__(self) -> None:
