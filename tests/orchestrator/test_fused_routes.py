@@ -230,3 +230,44 @@ def test_a_cut_ledgered_fused_run_resumes_every_seed_exactly_once(tmp_path: Path
     assert _episodes(second) == sorted(_plain("numpy", model, s, 25) for s in seeds)
     lines = [line for line in ledger.read_text().splitlines() if '"episode"' in line]
     assert len(lines) == len(seeds)
+
+
+@pytest.mark.parametrize(
+    ("options", "fused"),
+    [({"max_concurrency": 2}, True), ({"on_failure": "isolate"}, False), ({"retries": 1}, False)],
+)
+def test_concurrency_caps_fuse_and_isolate_or_retries_fall_back(
+    options: dict[str, Any], fused: bool
+) -> None:
+    model, seen = _counted_numpy()
+    seeds = list(range(11))
+    report = rt.run(rt.shard([gym.make("CartPole-v1") for _ in range(5)], model, seeds), **options)
+    calls = seen.calls
+    assert report.ok
+    assert _episodes(report) == sorted(_plain("numpy", model, s, None) for s in seeds)
+    steps = sum(e.steps for e in report.episodes)
+    assert (calls < steps) if fused else (calls == steps)
+
+
+async def test_cancelling_a_fused_run_cancels_every_route_and_keeps_their_episodes() -> None:
+    from rlmesh_trio.orchestrator import Orchestrator
+
+    class StopAfter(RuntimeHooks):
+        def __init__(self) -> None:
+            self.completed = 0
+            self.orchestrator: Orchestrator | None = None
+
+        async def episode_completed(self, event: Any) -> None:
+            self.completed += 1
+            if self.completed == 20 and self.orchestrator is not None:
+                self.orchestrator.cancel("enough")
+
+    model, _ = _counted_numpy()
+    hooks = StopAfter()
+    routes = rt.shard([gym.make("CartPole-v1") for _ in range(5)], model, range(10_000))
+    orchestrator = Orchestrator(routes, hooks=hooks, handle_sigint=False)
+    hooks.orchestrator = orchestrator
+    report = await orchestrator.run()
+    assert [o.status for o in report.routes] == ["cancelled"] * 5
+    assert all(isinstance(o.error, RouteCancelled) and "enough" in str(o.error) for o in report.routes)
+    assert len(report.episodes) >= 20
