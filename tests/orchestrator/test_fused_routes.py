@@ -23,6 +23,7 @@ import torch
 
 import rlmesh_trio as rt
 from rlmesh_trio._errors import EnvRpcError, RouteCancelled
+from rlmesh_trio.orchestrator import Orchestrator
 from rlmesh_trio.runtime import RuntimeHooks
 
 
@@ -250,8 +251,6 @@ def test_concurrency_caps_fuse_and_isolate_or_retries_fall_back(
 
 
 async def test_cancelling_a_fused_run_cancels_every_route_and_keeps_their_episodes() -> None:
-    from rlmesh_trio.orchestrator import Orchestrator
-
     class StopAfter(RuntimeHooks):
         def __init__(self) -> None:
             self.completed = 0
@@ -269,5 +268,6 @@ async def test_cancelling_a_fused_run_cancels_every_route_and_keeps_their_episod
     hooks.orchestrator = orchestrator
     report = await orchestrator.run()
     assert [o.status for o in report.routes] == ["cancelled"] * 5
-    assert all(isinstance(o.error, RouteCancelled) and "enough" in str(o.error) for o in report.routes)
+    for outcome in report.routes:
+        assert isinstance(outcome.error, RouteCancelled) and "enough" in str(outcome.error)
     assert len(report.episodes) >= 20
