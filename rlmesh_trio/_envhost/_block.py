@@ -133,6 +133,7 @@ class EnvBlock:
     ) -> None:
         self._envs = list(envs) if envs is not None else None
         self._vector = vector
+        self._conformance = conformance
         self.num_lanes = len(self._envs) if self._envs is not None else int(vector.num_envs)
         self._obs_space = observation_space
         self._obs_shape = tuple(observation_space.shape or ())
@@ -140,12 +141,26 @@ class EnvBlock:
         self._action_space = action_space
         self._action_shape = tuple(action_space.shape or ())
         self._action_dtype = action_space.dtype
+        self._int_actions = isinstance(action_space, gym.spaces.Discrete)
         check = _action_check(action_space, conformance.policy)
         assert check is not None  # block_of builds blocks only for checkable spaces
         self._check = check
         if vector is not None:
             self._done = np.zeros(self.num_lanes, dtype=bool)
             self._last = _filler(action_space, self.num_lanes)
+
+    @property
+    def envs(self) -> list[Any] | None:
+        """The single envs of a list block (None for a ``VectorEnv`` block)."""
+        return self._envs
+
+    def fuse_key(self) -> tuple[Any, ...]:
+        """What blocks must share to be driven as one: both spaces and the action checks."""
+        return (self._action_space, self._obs_space, self._conformance.policy)
+
+    def fused(self, envs: Sequence[Any]) -> EnvBlock:
+        """A block of ``envs`` (single envs) with this block's spaces and checks."""
+        return EnvBlock(envs, None, self._action_space, self._obs_space, self._conformance)
 
     # ------------------------------------------------------------------ common
 
@@ -268,9 +283,12 @@ class EnvBlock:
         truncated = np.empty(k, dtype=bool)
         final: dict[int, Mapping[str, Any]] = {}
         envs = self._envs
+        # Discrete actions as Python ints: what the message path hands the env, and
+        # the fast path of ``Discrete.contains`` in the env's own action check.
+        rows: Any = actions.tolist() if self._int_actions else actions
         for row, lane in enumerate(lanes.tolist()):
             try:
-                result = envs[lane].step(actions[row])
+                result = envs[lane].step(rows[row])
                 if len(result) != 5:
                     result = normalize_step(result)  # a legacy gym 4-tuple
                 obs, reward, term, trunc, info = result

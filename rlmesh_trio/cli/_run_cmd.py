@@ -82,11 +82,12 @@ __all__ = ["run_cmd", "write_outputs"]
 )
 @click.option("--no-progress", is_flag=True, help="Do not draw live progress bars.")
 @click.option(
-    "--batch-predicts",
-    is_flag=True,
-    help="Group the predicts of routes sharing one model (a served address or one "
-    "in-process policy) into one batched call, while that measures faster than single "
-    "calls; see docs/guide/batching.md.",
+    "--batch-predicts/--no-batch-predicts",
+    default=None,
+    help="Default: routes sharing one in-process policy run as one fused block (one "
+    "batched forward pass per round). --batch-predicts also groups the predicts of routes "
+    "sharing a model server into one round trip; --no-batch-predicts turns batching off "
+    "(one task and one-row predicts per route). See docs/guide/batching.md.",
 )
 @click.option(
     "--token", envvar="RLMESH_TRIO_TOKEN", help="Bearer token sent to every env and model server."
@@ -110,7 +111,7 @@ def run_cmd(
     max_episode_seconds: float | None,
     trial_index_base: int | None,
     no_progress: bool,
-    batch_predicts: bool,
+    batch_predicts: bool | None,
     token: str | None,
     tls_ca: Path | None,
     use_tls: bool,
@@ -176,7 +177,7 @@ def _say_resumed(meta: Any) -> None:
 def _run_options(
     on_failure: str,
     max_concurrency: int | None,
-    batch_predicts: bool,
+    batch_predicts: bool | None,
     token: str | None,
     tls_ca: Path | None,
     use_tls: bool,

@@ -224,6 +224,14 @@ class LocalEnv:
         return self._block is not None and not self._aclosed and not self._session_ended
 
     @property
+    def lane_block(self) -> EnvBlock | None:
+        """The block of this endpoint's single envs, when it is ready and has one (a
+        fused block steps them with other endpoints' envs: ``FusedEnvs``)."""
+        if not self.block_ready or self._block is None or self._block.envs is None:
+            return None
+        return self._block
+
+    @property
     def num_lanes(self) -> int:
         return self._host.num_envs if self._host is not None else 1
 

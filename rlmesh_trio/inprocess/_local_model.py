@@ -8,7 +8,7 @@ or served.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -207,6 +207,22 @@ class LocalModel:
         policy has a batched form (a torch module, ``predict_batch``), single actions,
         an array observation space and a Discrete or Box action space."""
         return self._rows_plan(env_id) is not None
+
+    #: The host keeps no per-episode state, so ResetAdapter is a no-op a block may skip.
+    keeps_episode_state = False
+
+    def rows_key(self, env_id: str) -> Hashable | None:
+        """Routes with equal keys predict rows alike (this policy, the same spaces and
+        single actions): one :meth:`predict_rows` may serve all their rows. None when
+        route ``env_id`` has no rows plan."""
+        plan = self._rows_plan(env_id)
+        adapter = self.host.adapters.get(env_id)
+        if plan is None or adapter is None or adapter.observation_space is None:
+            return None
+        return (
+            adapter.observation_space.SerializeToString(),
+            plan.action_spec.SerializeToString(),
+        )
 
     async def predict_rows(
         self, env_id: str, observations: np.ndarray, timeout: float

@@ -309,6 +309,7 @@ class RouteRun:
         if self._user_hooks is not None:
             self._user_hooks.session = hook if pending is not None else None
             hooks = HookChain([hook, self._user_hooks])
+        seat = self.ctx.pool.fused_seat(route.model, model.model)
         driver = RouteDriver(
             spec,
             env.env,
@@ -316,6 +317,7 @@ class RouteRun:
             hooks=route_hooks(hooks if pending is not None else self._user_hooks, route, env.env),
             cancel_reason=self.ctx.cancel_reason,
             on_error=lambda error: self._on_error(error, env, model),
+            fused=seat,
         )
         self._live = driver
         try:
@@ -333,6 +335,8 @@ class RouteRun:
             self.error = driver.error
             raise
         finally:
+            if seat is not None:
+                seat.release()
             self._scope = None
             self._live = None
             self.reports.append(driver.report())

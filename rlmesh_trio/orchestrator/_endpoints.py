@@ -15,6 +15,7 @@ from .._endpoints import GroupsPredicts
 from .._errors import InvalidSpec
 from ..inprocess._random_model import RandomBaseline, RandomModel
 from ..runtime import RuntimeEnv, RuntimeModel
+from ..runtime._fused import FusedBlock, FusedSeat
 from ..transport import RemoteEnv, RemoteModel
 from ._batching import PredictBatcher
 from ._grouping import WINDOW_ROWS, GroupingRule
@@ -76,6 +77,10 @@ class EndpointPool:
     route naming the same policy object (or the same ``RuntimeModel`` that can
     ``grouped_predict``, such as a ``LocalModel``) goes through one
     :class:`PredictBatcher`, which groups their predicts while grouping pays.
+    With ``fuse`` (which comes first) routes naming the same in-process policy
+    object (or ``LocalModel``) share one ``LocalModel`` and one
+    :class:`~rlmesh_trio.runtime._fused.FusedBlock`: each route takes a seat
+    (:meth:`fused_seat`) and the block drives the routes that can be fused.
     """
 
     def __init__(
@@ -84,9 +89,14 @@ class EndpointPool:
         batch_predicts: bool = False,
         start_service: Callable[[Callable[[], Awaitable[None]]], None] | None = None,
         client_options: Mapping[str, Any] | None = None,
+        fuse: bool = False,
     ) -> None:
-        if batch_predicts and start_service is None:
-            raise ValueError("batch_predicts needs start_service to run the batchers")
+        if (batch_predicts or fuse) and start_service is None:
+            raise ValueError("batch_predicts and fuse need start_service to run their tasks")
+        # fuse: routes sharing an in-process policy object share one LocalModel and
+        # one FusedBlock (its task a run service), by the policy's identity.
+        self._fuse = fuse
+        self._fused: dict[int, tuple[Any, ResolvedModel, FusedBlock]] = {}
         self._models: dict[str, ResolvedModel] = {}
         # batch_predicts: the batcher of each in-process model object, by identity.
         self._local: dict[int, tuple[Any, ResolvedModel]] = {}
@@ -150,7 +160,40 @@ class EndpointPool:
         self._local[id(value)] = (value, shared)  # value kept: its id stays its own
         return shared
 
+    def _fused_local(self, value: Any) -> tuple[ResolvedModel, FusedBlock] | None:
+        """The shared model and fused block of in-process policy ``value`` (None: not one)."""
+        known = self._fused.get(id(value))
+        if known is not None and known[0] is value:
+            return known[1], known[2]
+        from ..inprocess._fused_env import FusedEnvs
+        from ..inprocess._local_model import LocalModel
+
+        if isinstance(value, LocalModel):
+            local, label = value, value.label
+        elif not isinstance(value, RuntimeModel) and _is_policy(value):
+            local, label = LocalModel(value), _policy_name(value)
+            self.owned_models.append(local)
+        else:
+            return None
+        block = FusedBlock(FusedEnvs(), local, label)
+        assert self._start_service is not None
+        self._start_service(block.serve)
+        shared = ResolvedModel(local, label, owned=False)
+        self._fused[id(value)] = (value, shared, block)  # value kept: its id stays its own
+        return shared, block
+
+    def fused_seat(self, value: Any, model: RuntimeModel) -> FusedSeat | None:
+        """A seat in the fused block of ``value`` when ``model`` is its shared model."""
+        known = self._fused.get(id(value))
+        if known is None or known[0] is not value or known[1].model is not model:
+            return None
+        return known[2].seat()
+
     def model(self, value: Any, where: str) -> ResolvedModel:
+        if self._fuse and not isinstance(value, str | RandomBaseline):
+            fused = self._fused_local(value)
+            if fused is not None:
+                return fused[0]
         if isinstance(value, str):
             shared = self._models.get(value)
             if shared is None:

@@ -28,8 +28,8 @@ from .._errors import (
     rebuild_exception,
 )
 from .._signals import RUN_SIGNALS
-from ..report import RouteOutcome, RouteStatus, RunFailed, RunReport
-from ..runtime import RouteReport, RuntimeHooks
+from ..report import RunFailed, RunReport
+from ..runtime import RuntimeHooks
 from ..runtime._hooks import as_runtime_hooks
 from ._attempts import RouteContext, RouteRun
 from ._checks import check_distinct_env_objects
@@ -41,6 +41,7 @@ from ._plan import make_plan
 from ._pool import EnvGate
 from ._retry import DEFAULT_BACKOFF, RetryPolicy
 from ._route import Route
+from ._slot import Slot as _Slot
 from ._tickets import IndexRuns
 
 __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
@@ -64,61 +65,6 @@ class RunInterrupted(KeyboardInterrupt):
 
     def __reduce__(self) -> tuple[Any, ...]:
         return (rebuild_exception, (type(self), self.args, dict(self.__dict__)))
-
-
-class _Slot:
-    """Mutable per-route state while the run is in flight."""
-
-    __slots__ = (
-        "driver",
-        "ended",
-        "env_label",
-        "error",
-        "model_label",
-        "report",
-        "route_id",
-        "started",
-        "status",
-    )
-
-    def __init__(self, route_id: str) -> None:
-        self.route_id = route_id
-        self.env_label = "?"
-        self.model_label = "?"
-        self.driver: RouteRun | None = None
-        self.status: RouteStatus | None = None
-        self.error: BaseException | None = None
-        self.report: RouteReport | None = None
-        self.started: float | None = None
-        self.ended: float | None = None
-
-    def outcome(self, pending_reason: str) -> RouteOutcome:
-        status, error, report = self.status, self.error, self.report
-        if report is None and self.driver is not None:
-            report = self.driver.report()
-        if status is None:
-            # Never finished: queued behind the concurrency cap or still being torn down.
-            status = "cancelled"
-            step = self.driver.step if self.driver is not None else 0
-            error = error or RouteCancelled(self.route_id, step, pending_reason)
-        return RouteOutcome(
-            route_id=self.route_id,
-            env=self.env_label,
-            model=self.model_label,
-            status=status,
-            error=error,
-            report=report,
-            wall_s=self._wall(),
-            retries=self.driver.retries + self.driver.resumed_retries if self.driver else 0,
-            env_contract=self.driver.env_contract if self.driver else None,
-            resumed_steps=self.driver.resumed_steps if self.driver else 0,
-        )
-
-    def _wall(self) -> float:
-        if self.started is None:
-            return 0.0
-        end = self.ended if self.ended is not None else time.perf_counter()
-        return end - self.started
 
 
 class Orchestrator:
@@ -155,7 +101,7 @@ class Orchestrator:
         on_failure: OnFailure = "cancel_siblings",
         max_concurrency: int | None = None,
         handle_sigint: bool = True,
-        batch_predicts: bool = False,
+        batch_predicts: bool | None = None,
         client_options: Mapping[str, Any] | None = None,
         ledger: str | os.PathLike[str] | None = None,
         resume: bool = False,
@@ -257,7 +203,8 @@ class Orchestrator:
                             outer.start_soon(_service, scope, fn)
 
                         pool = EndpointPool(
-                            batch_predicts=self.batch_predicts,
+                            batch_predicts=self.batch_predicts is True,
+                            fuse=self._fuses(),
                             start_service=start_service,
                             client_options=self.client_options,
                         )
@@ -290,6 +237,14 @@ class Orchestrator:
             route_id, error = self._primary
             raise RunFailed(report, error, route_id) from error
         return report
+
+    def _fuses(self) -> bool:
+        """Whether routes sharing an in-process policy run as one fused block: unless
+        ``batch_predicts=False``; only when a failure cancels the siblings and no
+        route is retried (a block cannot let one route go on or start it again)."""
+        if self.batch_predicts is False or self.on_failure != "cancel_siblings":
+            return False
+        return self._durable.policy.retries == 0
 
     async def _watch_sigint(self) -> None:
         with trio.open_signal_receiver(*RUN_SIGNALS) as signals:
@@ -401,7 +356,7 @@ async def run_routes(
     max_concurrency: int | None = None,
     *,
     handle_sigint: bool = True,
-    batch_predicts: bool = False,
+    batch_predicts: bool | None = None,
     client_options: Mapping[str, Any] | None = None,
     ledger: str | os.PathLike[str] | None = None,
     resume: bool = False,
@@ -424,8 +379,10 @@ async def run_routes(
     ``handle_sigint=False``) cancels every route the same way and then raises
     :class:`RunInterrupted` (a ``KeyboardInterrupt``) with the partial report.
 
-    ``batch_predicts=True`` groups the predicts of routes sharing a model address
-    into ``GroupedPredict`` round trips (results and errors unchanged).
+    ``batch_predicts=None`` (default) runs routes sharing one in-process policy
+    object as ONE fused block (one task, one batched predict per round; per-route
+    seeds, caps, hooks, ledger, report and errors kept; docs/guide/batching.md);
+    ``True`` also groups a model address's predicts; ``False`` opts out of both.
     ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to every
     gRPC client made from an address. ``hooks``: a ``RuntimeHooks`` (``HookChain``
     for several) or any object with ``async def`` hook methods; anything else is
@@ -459,7 +416,7 @@ def run(
     on_failure: OnFailure = "cancel_siblings",
     max_concurrency: int | None = None,
     *,
-    batch_predicts: bool = False,
+    batch_predicts: bool | None = None,
     client_options: Mapping[str, Any] | None = None,
     ledger: str | os.PathLike[str] | None = None,
     resume: bool = False,

@@ -41,6 +41,7 @@ from ._events import (
     SessionFailedEvent,
     SessionStartedEvent,
 )
+from ._fused import FusedSeat
 from ._hook_gate import HookGate, logger
 from ._hooks import RuntimeHooks
 from ._loop import RouteLoop
@@ -67,7 +68,9 @@ class RouteDriver:
     shutdown-after-failure path runs, so an orchestrator can cancel sibling
     routes without waiting for this route's bounded cleanup. The driver
     never closes the endpoints' connections (``aclose``): whoever made the
-    endpoints owns them.
+    endpoints owns them. ``fused``: the route's seat in a fused block (routes
+    sharing one in-process policy, driven by one task; see ``_fused.py``),
+    taken when the route can be fused; the driver releases it after setup.
     """
 
     def __init__(
@@ -78,8 +81,10 @@ class RouteDriver:
         hooks: RuntimeHooks | None = None,
         cancel_reason: Callable[[], str] | None = None,
         on_error: Callable[[BaseException], None] | None = None,
+        fused: FusedSeat | None = None,
     ) -> None:
         self.spec = spec
+        self._fused = fused
         self._on_error = on_error
         self.env = env
         self.model = model
@@ -194,7 +199,7 @@ class RouteDriver:
                 session.action_space,
                 session.observation_space,
             )
-            await drive_route(loop, session)
+            await drive_route(loop, session, self._fused)
             # Pending best-effort ResetAdapters get the close timeout to finish.
             close = self.spec.limits.service_close_timeout
             scope = background.cancel_scope

@@ -25,7 +25,9 @@ from .._blocks import LaneBlockEnv, LaneBlockModel
 from .._errors import InvalidSpec
 from .._wire import env_pb, spaces_pb
 from ._block_loop import BlockDrive
+from ._block_member import BlockMember
 from ._episodes import Lane
+from ._fused import FusableModel, FusedSeat, quiet_route
 from ._loop import Answer, RouteLoop
 from ._session import VECTOR_REFUSED, Session
 from ._timer import WatchdogTimer
@@ -215,12 +217,8 @@ def block_endpoints(
 ) -> tuple[LaneBlockEnv, LaneBlockModel] | None:
     """The route's env and model as a lane block, when the block mode drives it: both
     ready, driver-owned resets, two lanes or more, no observation/action/step hook."""
-    env, model, gate = loop.calls.env, loop.calls.model, loop.gate
-    if session.env_owns_resets or session.num_envs < 2:
-        return None
-    if gate.transform_observation or gate.observation or gate.transform_action:
-        return None
-    if gate.action or gate.step:
+    env, model = loop.calls.env, loop.calls.model
+    if session.num_envs < 2 or not quiet_route(loop, session):
         return None
     if not (isinstance(env, LaneBlockEnv) and env.block_ready):
         return None
@@ -231,19 +229,34 @@ def block_endpoints(
     return env, model
 
 
-async def drive_route(loop: RouteLoop, session: Session) -> None:
+async def _drive_block(loop: RouteLoop, env: LaneBlockEnv, model: LaneBlockModel) -> None:
+    """The route's own block: one member, its own timer and component names."""
+    spec = loop.calls.spec
+    timer = WatchdogTimer(spec.route_id, loop.now)
+    component = (spec.env_component_id, spec.model_component_id)
+    drive = BlockDrive(env, model, timer, spec.limits, component)
+    drive.reset_adapters = not isinstance(model, FusableModel) or model.keeps_episode_state
+    drive.join(BlockMember(loop, loop.book.lanes))
+    async with timer.guard():
+        await drive.run()
+
+
+async def drive_route(loop: RouteLoop, session: Session, fused: FusedSeat | None = None) -> None:
     """Drive the route in the mode its session calls for, until its budget is spent.
+
+    ``fused``: the route's seat in a fused block (routes sharing one in-process
+    policy, ``_fused.py``); when the route can take it, the block drives it.
 
     Cancellation: cancellable at every remote call and hook.
     Raises:
         RlmeshTrioError: the route error that ended it.
     """
     lanes = loop.book.open_lanes(session.num_envs, session.env_owns_resets, session.trial_option)
+    if fused is not None and await fused.drive(loop, session, lanes):
+        return
     block = block_endpoints(loop, session)
     if block is not None:
-        timer = WatchdogTimer(loop.calls.spec.route_id, loop.now)
-        async with timer.guard():
-            await BlockDrive(loop, *block, timer).run()
+        await _drive_block(loop, *block)
         return
     if session.block_only:
         raise InvalidSpec(VECTOR_REFUSED.format(num_envs=session.num_envs))

@@ -259,6 +259,13 @@ class RouteTelemetry:
     def add(self, op: str, component: str, metric: str, value: float) -> None:
         self.recorder(op, component).add(metric, value)
 
+    def extend(self, op: str, component: str, metric: str, values: list[float]) -> None:
+        """Many samples of one metric at once (a block books its rounds in bulk)."""
+        key = (op, component, metric)
+        self._series(self.totals, key).pending.extend(values)
+        if self._windows:
+            self._series(self.current, key).pending.extend(values)
+
     def add_operation(
         self, op: str, component: str, rpc_ms: float, extra: Mapping[str, float]
     ) -> None:

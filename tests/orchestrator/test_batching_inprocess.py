@@ -59,7 +59,7 @@ def _per_route(report: rt.RunReport) -> list[tuple[str, int | None, int, float]]
 
 async def test_routes_sharing_a_policy_get_grouped_with_the_same_actions() -> None:
     plain_policy, batched_policy = RecordingPolicy(), RecordingPolicy()
-    plain = await Orchestrator(_routes(plain_policy)).run()
+    plain = await Orchestrator(_routes(plain_policy), batch_predicts=False).run()
     batched = await Orchestrator(_routes(batched_policy), batch_predicts=True).run()
     assert plain.ok and batched.ok
     assert _per_route(batched) == _per_route(plain)
