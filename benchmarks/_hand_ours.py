@@ -34,7 +34,7 @@ def run_routes(meter: Meter, routes: list[rt.Route], **options: Any) -> Sample:
     return by_seed_sample(meter, results)
 
 
-def shard(episodes: int, max_steps: int | None, *, batch_predicts: bool = False) -> Sample:
+def shard(episodes: int, max_steps: int | None, *, batch_predicts: bool | None = None) -> Sample:
     """A / A': one route per env object (``rt.shard``), default settings or batched predicts."""
     meter = Meter()
     envs = [hp.make_env(max_steps) for _ in range(hp.LANES)]

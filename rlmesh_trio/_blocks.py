@@ -103,9 +103,14 @@ class LaneBlockEnv(Protocol):
         seeds: Sequence[int | None],
         options: Sequence[Mapping[str, Any] | None],
         timeout: float,
+        *,
+        episode_ids: Sequence[str] | None = None,
     ) -> BlockReset:
         """Start a new episode on each of ``lanes`` (int array, ascending, no repeats)
-        with its seed and reset options (row aligned).
+        with its seed and reset options (row aligned). ``episode_ids`` are the
+        runtime's ids of those episodes (row aligned): a served endpoint sends them, so
+        the episodes its server completes carry them; an in-process one has no use
+        for them.
 
         Raises:
             EnvRpcError: a lane's reset failed or returned a NaN (``env_index`` set).

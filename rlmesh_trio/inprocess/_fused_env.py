@@ -70,6 +70,8 @@ class FusedEnvs:
         seeds: Sequence[int | None],
         options: Sequence[Mapping[str, Any] | None],
         timeout: float,
+        *,
+        episode_ids: Sequence[str] | None = None,
     ) -> BlockReset:
         """Reset ``lanes`` in one call (see ``LaneBlockEnv``); ``timeout`` is the caller's.
 

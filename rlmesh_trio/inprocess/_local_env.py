@@ -241,6 +241,8 @@ class LocalEnv:
         seeds: Sequence[int | None],
         options: Sequence[Mapping[str, Any] | None],
         timeout: float,
+        *,
+        episode_ids: Sequence[str] | None = None,
     ) -> BlockReset:
         """Reset ``lanes`` in one call, where the placement says (``timeout`` is the
         caller's to keep). Cancellation as for :meth:`reset`.

@@ -255,7 +255,13 @@ class BlockDrive:
         timeout = self._limits.env_reset_timeout
         now = owners[0].loop.now
         started = now()
-        call = self.env.reset_lanes(index, [lane.seed for lane in lanes], options, timeout)
+        call = self.env.reset_lanes(
+            index,
+            [lane.seed for lane in lanes],
+            options,
+            timeout,
+            episode_ids=[lane.episode_id for lane in lanes],
+        )
         op, step = "env.reset", owners[0].loop.calls.step
         try:
             with self.timer.limit(self._env_component, op, step, timeout):
