@@ -20,16 +20,41 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from .._errors import InvalidSpec, PolicyError
+from .._errors import InvalidSpec, PolicyError, RlmeshTrioError
 from ._policy import Policy
 
-__all__ = ["ActionRule", "FrameworkPolicy", "add_batch_axis", "check_action", "map_leaves"]
+__all__ = [
+    "ActionMismatch",
+    "ActionRule",
+    "FrameworkPolicy",
+    "add_batch_axis",
+    "check_action",
+    "map_leaves",
+]
 
 #: ``action=``: None (the space's default), "argmax", "identity", or a callable that gets
 #: the framework's raw output batch and returns the actions of that batch.
 ActionRule = str | Callable[[Any], Any] | None
 
 _RULES = ("argmax", "identity")
+
+
+class ActionMismatch(PolicyError):
+    """A framework policy's output does not fit the route's action space.
+
+    The message names what came back (a tuple of two arrays, logits of the
+    wrong width), what the space takes, and points at ``action=``.
+    """
+
+    def __init__(self, policy: str, detail: str) -> None:
+        self.policy = policy
+        self.detail = detail
+        # Not PolicyError's "{policy} raised {detail}": the model raised nothing.
+        RlmeshTrioError.__init__(self, f"{policy}: {detail}")
+
+
+class _Mismatch(ValueError):
+    """What an action rule raises for an output that does not fit; named by the policy."""
 
 
 def check_action(action: ActionRule) -> ActionRule:
@@ -75,6 +100,8 @@ class FrameworkPolicy(ABC):
     name: str
     action: ActionRule = None
     clip: bool = False
+    #: How the framework spells an argmax over the last axis of a batch (error hints).
+    argmax_call: str = ".argmax(axis=1)"
 
     @abstractmethod
     def forward(self, obs_batch: Any) -> Any:
@@ -92,7 +119,7 @@ class FrameworkPolicy(ABC):
         """
         if self.action == "argmax" and not isinstance(action_space, gym.spaces.Discrete):
             raise InvalidSpec(f"{self.name}: action='argmax' needs a Discrete action space")
-        finish = _actions_for(action_space, self.action, self.clip)
+        finish = _actions_for(action_space, self.action, self.clip, self.argmax_call)
         custom = self.action if callable(self.action) else None
         name = self.name
 
@@ -104,6 +131,8 @@ class FrameworkPolicy(ABC):
                 return finish(self.to_numpy(output))
             except PolicyError:
                 raise
+            except _Mismatch as exc:
+                raise ActionMismatch(name, str(exc)) from None
             except Exception as exc:
                 raise PolicyError(name, f"{type(exc).__name__}: {exc}") from exc
 
@@ -117,33 +146,91 @@ def _first_row(value: Any) -> Any:
     return value[0]
 
 
-def _actions_for(space: gym.Space, action: ActionRule, clip: bool) -> Callable[[Any], Any]:
-    """numpy output batch -> action batch, for ``space`` (see the module doc)."""
+def _described(value: Any) -> str:
+    """What a policy gave, in a few words: ``float32 of shape (1, 2)``, ``a tuple of 2: ...``."""
+    if isinstance(value, np.ndarray):
+        return f"{value.dtype} of shape {value.shape}"
+    if isinstance(value, tuple | list):
+        inner = ", ".join(_described(item) for item in value[:4])
+        more = ", ..." if len(value) > 4 else ""
+        return f"a {type(value).__name__} of {len(value)} ({inner}{more})"
+    if isinstance(value, dict):
+        inner = ", ".join(f"{key!r}: {_described(item)}" for key, item in list(value.items())[:4])
+        more = ", ..." if len(value) > 4 else ""
+        return f"a dict {{{inner}{more}}}"
+    return type(value).__name__
+
+
+def _is_tree(value: Any) -> bool:
+    """A structure of arrays (``(logits, value)``, a dict of heads), not a batch of actions."""
+    if isinstance(value, dict):
+        return True
+    return isinstance(value, tuple | list) and any(
+        isinstance(item, tuple | list | dict) or (isinstance(item, np.ndarray) and item.ndim > 0)
+        for item in value
+    )
+
+
+def _array(out: Any, wants: str, action: ActionRule, example: str) -> np.ndarray:
+    """``out`` as one array, or :class:`_Mismatch` saying what came back, what ``wants``
+    (the space's words) and how ``action=`` picks the actions out of it."""
+    if not _is_tree(out):
+        try:
+            array = np.asarray(out)
+        except ValueError:  # ragged: numpy's "inhomogeneous shape"
+            array = None
+        if array is not None and array.dtype != object:
+            return array
+    raise _Mismatch(_mismatch(out, wants, action, example))
+
+
+def _mismatch(out: Any, wants: str, action: ActionRule, example: str) -> str:
+    gave = f"{wants}; the model gave {_described(out)}"
+    if callable(action):
+        return f"{gave} from its action= callable, which must return the actions"
+    if isinstance(out, tuple | list | dict) and out:
+        pick = f"out[{next(iter(out))!r}]" if isinstance(out, dict) else "out[0]"
+        return (
+            f"{gave}; pass action=... to pick the actions from it, "
+            f"e.g. action=lambda out: {pick}{example}"
+        )
+    return f"{gave} (pass action=... to say how)"
+
+
+def _actions_for(
+    space: gym.Space, action: ActionRule, clip: bool, argmax_call: str = ".argmax(axis=1)"
+) -> Callable[[Any], Any]:
+    """numpy output batch -> action batch, for ``space`` (see the module doc).
+
+    Raises (from the function returned):
+        _Mismatch: the output does not fit the space, e.g. a ``(logits, value)`` tuple.
+    """
     if isinstance(space, gym.spaces.Discrete):
         start = int(space.start)
         n = int(space.n)
         argmax = action is None or action == "argmax"
+        wants = f"Discrete({n}) actions take logits of shape (rows, {n}) or integer actions"
 
         def discrete(out: Any) -> Any:
-            out = np.asarray(out)
+            out = _array(out, wants, action, argmax_call)
             if np.issubdtype(out.dtype, np.integer) or action == "identity" or not argmax:
                 return out.astype(np.int64, copy=False).reshape(-1)
             if out.ndim != 2 or out.shape[1] != n:
-                raise ValueError(
-                    f"Discrete({n}) actions take logits of shape (rows, {n}) or integer "
-                    f"actions; the model gave {out.dtype} of shape {out.shape} "
-                    "(pass action=... to say how)"
-                )
+                raise _Mismatch(_mismatch(out, wants, action, argmax_call))
             return out.argmax(axis=1) + start
 
         return discrete
     if isinstance(space, gym.spaces.Box):
         low, high, shape, dtype = space.low, space.high, space.shape, space.dtype
+        wants = f"{space} actions take an array of shape {('rows', *shape)}".replace("'", "")
 
         def box(out: Any) -> Any:
-            out = np.asarray(out)
+            out = _array(out, wants, action, "")
             if out.shape[1:] != shape:
-                out = out.reshape((out.shape[0], *shape))
+                try:
+                    out = out.reshape((out.shape[0] if out.ndim else 1, *shape))
+                except ValueError:
+                    raise _Mismatch(_mismatch(out, wants, action, "")) from None
             if clip:
                 out = np.clip(out, low, high)
             return out.astype(dtype, copy=False)
@@ -151,5 +238,6 @@ def _actions_for(space: gym.Space, action: ActionRule, clip: bool) -> Callable[[
         return box
     if isinstance(space, gym.spaces.MultiDiscrete | gym.spaces.MultiBinary):
         dtype = space.dtype
-        return lambda out: np.asarray(out).astype(dtype, copy=False)
+        wants = f"{type(space).__name__} actions take an array of {dtype}"
+        return lambda out: _array(out, wants, action, "").astype(dtype, copy=False)
     return lambda out: out

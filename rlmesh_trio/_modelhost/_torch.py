@@ -70,6 +70,7 @@ class TorchPolicy(FrameworkPolicy):
         if not callable(module):
             raise InvalidSpec(f"TorchPolicy needs a callable module, got {type(module).__name__}")
         self.name = f"TorchPolicy({type(module).__name__})"
+        self.argmax_call = ".argmax(dim=1)"
         self.action = check_action(action)
         self.clip = bool(clip)
         self.module = module

@@ -1,4 +1,5 @@
-"""``rlmesh-trio check``: handshake and health, then the contract in plain words."""
+"""``rlmesh-trio check``: handshake and health over one connection, then the contract in
+plain words."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import trio
 from .._errors import ConnectError
 from .._wire import core_pb
 from ..spaces import to_gymnasium
-from ..transport import RemoteEnv, RemoteModel, check_health
+from ..transport import RemoteEnv, RemoteModel
 
 __all__ = ["run_check"]
 
@@ -36,7 +37,8 @@ async def run_check(
     try:
         with trio.fail_after(timeout + 1):
             info = await endpoint.connect()
-            health = await check_health(address, timeout=timeout, token=token, ssl=tls)
+            # On the same connection: a server that allows one (max-connections=1) answers.
+            health = await endpoint.health(timeout=timeout)
     except trio.TooSlowError:
         raise ConnectError(address, f"no answer within {timeout}s") from None
     finally:

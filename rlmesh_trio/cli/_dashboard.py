@@ -98,14 +98,17 @@ def close_dashboard(dashboard: Any, report: Any, media: Mapping[Any, Any] | None
 )
 def watch_cmd(ledger: Path, address: str, token: str | None) -> None:
     """Serve the live page of the run writing LEDGER (another process, shell or machine),
-    following the file as it grows; the final report once every route has ended. Ctrl+C stops.
+    following the file as it grows; the final report once every route has ended. LEDGER may
+    not exist yet (its folder must); a file that is not a ledger is refused. Ctrl+C stops.
     """
     from ..dashboard import DashboardUnavailable, require_extra
     from ..dashboard._hook import check_address
+    from ..orchestrator._ledger import check_ledger_place
 
     try:
         require_extra()
         check_address(address, token)
+        check_ledger_place(ledger)
     except (DashboardUnavailable, InvalidSpec) as exc:
         fail(str(exc))
     if ledger.is_dir():
@@ -122,7 +125,7 @@ def watch_cmd(ledger: Path, address: str, token: str | None) -> None:
         cause = first_error(group)
         if isinstance(cause, KeyboardInterrupt):
             return
-        if isinstance(cause, InvalidSpec):  # LedgerError: not a ledger
+        if isinstance(cause, InvalidSpec):  # LedgerError: not a ledger (now or later)
             fail(str(cause))
         if isinstance(cause, OSError):
             fail(f"dashboard address {address}: {cause.strerror or cause}")
@@ -141,3 +144,5 @@ async def _watch(ledger: Path, address: str, token: str | None) -> None:
             )
         )
         click.echo(f"watching {ledger}: {url}", err=True)
+        if not ledger.exists() or ledger.stat().st_size == 0:
+            click.echo(f"waiting for a run to write {ledger}", err=True)

@@ -261,7 +261,8 @@ def check(
     tls_ca: Path | None,
     use_tls: bool,
 ) -> None:
-    """Handshake with ADDRESS (and ask its health), then print what it serves.
+    """Handshake with ADDRESS (and ask its health, on the same connection), then print what
+    it serves.
 
     A peer that answers but speaks no HTTP/2 (a plain web server, say) is
     reported as "not a gRPC/HTTP2 endpoint".

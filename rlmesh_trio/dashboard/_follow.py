@@ -16,6 +16,7 @@ import datetime
 import json
 import logging
 import os
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +24,13 @@ import attrs
 import trio
 
 from ..orchestrator import load_ledger
-from ..orchestrator._ledger import LedgerError, check_header, ledger_record
+from ..orchestrator._ledger import (
+    LedgerError,
+    check_header,
+    check_ledger_place,
+    ledger_record,
+    not_a_header,
+)
 from ..report import RouteStatus
 from ._hook import check_address
 from ._hub import Hub
@@ -49,6 +56,15 @@ def _timestamp(iso: Any) -> float | None:
         return datetime.datetime.fromisoformat(str(iso)).timestamp()
     except ValueError:
         return None
+
+
+def _first_line(handle: Any) -> bytes:
+    """The file's first line, however long a header it is (what there is of it so far);
+    just its first ``CHUNK`` bytes when those do not start as a header could."""
+    data: bytes = handle.readline(CHUNK)
+    if data.startswith(b"{") and not data.endswith(b"\n"):
+        data += handle.readline()
+    return data
 
 
 class LedgerFollower:
@@ -80,33 +96,80 @@ class LedgerFollower:
         """Read what was appended since the last call; returns the lines taken in.
 
         Raises:
-            LedgerError: the first line is not a ledger header.
+            LedgerError: the first line is not a ledger header (or, unfinished,
+                does not start as one); the path cannot be read.
         """
         try:
             size = self.path.stat().st_size
         except FileNotFoundError:
             return 0
+        except OSError as exc:
+            raise LedgerError(str(self.path), f"cannot read: {exc.strerror or exc}") from None
+        taken = 0
+        if self._header is None:
+            # Until the header is whole, read it from the start each time: a resume
+            # may have cut a torn header and written a new one since.
+            self.offset, self._buffer = 0, b""
+            taken = self._take(_first_line, size)
+            if self._header is None:
+                if self._buffer:
+                    self._check_start(self._buffer)
+                return taken
         if size < self.offset:  # a resume cut off a torn last line
             self.offset, self._buffer = size, b""
-        if size == self.offset:
+        return taken + self._take(lambda handle: handle.read(CHUNK), size)
+
+    def _take(self, read: Callable[[Any], bytes], size: int) -> int:
+        """Read from :attr:`offset` with ``read`` and take in the complete lines."""
+        if size <= self.offset:
             return 0
-        with self.path.open("rb") as handle:
-            handle.seek(self.offset)
-            data = handle.read(min(CHUNK, size - self.offset))
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                data = read(handle)
+        except FileNotFoundError:
+            return 0
+        except OSError as exc:
+            raise LedgerError(str(self.path), f"cannot read: {exc.strerror or exc}") from None
         self.offset += len(data)
         *lines, self._buffer = (self._buffer + data).split(b"\n")
         for raw in lines:
             self._line(raw)
         return len(lines)
 
+    @property
+    def has_header(self) -> bool:
+        """The ledger's header line was read (a run has started writing it)."""
+        return self._header is not None
+
+    def _check_start(self, start: bytes) -> None:
+        """Refuse an unfinished first line that cannot become a ledger header.
+
+        The writer puts each line down in one ``write``, its header first, as a
+        JSON object: a first line still without its newline is one being
+        written (or torn) only if it starts as one. A one-line file without a
+        final newline that parses whole is judged as it is.
+        """
+        if not start.startswith(b"{"):
+            raise not_a_header(str(self.path), start)
+        try:
+            record = json.loads(start)
+        except ValueError:
+            return  # an object still being written
+        check_header(str(self.path), record, start)
+
     def _line(self, raw: bytes) -> None:
+        if self._header is None:
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                raise not_a_header(str(self.path), raw) from None
+            self._take_header(record, raw)
+            return
         try:
             record = json.loads(raw)
         except ValueError:
             self._warn("a line that is not JSON")
-            return
-        if self._header is None:
-            self._take_header(record)
             return
         try:
             kind, value = ledger_record(record)
@@ -125,8 +188,8 @@ class LedgerFollower:
             self._warned = True
             log.warning("ledger %s: skipping %s (further ones not logged)", self.path, what)
 
-    def _take_header(self, record: Any) -> None:
-        self._header = dict(check_header(str(self.path), record))
+    def _take_header(self, record: Any, raw: bytes) -> None:
+        self._header = dict(check_header(str(self.path), record, raw))
         title = f"rlmesh-trio watch: {self.path.name}"
         self.state.title = title
         started = _timestamp(self._header.get("started_at"))
@@ -211,22 +274,27 @@ async def watch_ledger(
 ) -> None:
     """Serve the live page for the run writing ledger ``path`` until cancelled.
 
-    ``task_status`` receives the page's URL. The file may not exist yet: the
-    page waits for it.
+    ``task_status`` receives the page's URL. The file may not exist yet, or be
+    empty (a run is about to write its header): the page waits for it. What
+    the file holds is checked before the page is served, and again as it
+    grows: a first line that is not a ledger header ends the watch.
 
     Cancellation: cancelling stops the server and the follower.
 
     Raises:
         InvalidSpec: a bad address, or beyond loopback without a token.
         DashboardUnavailable: the extra is missing. OSError: the address cannot be bound.
-        LedgerError: the file's first line is not a ledger header.
+        LedgerError: the path's folder does not exist, the path is a folder, or
+            the file's first line is not a ledger header (before serving, or later).
     """
     from ._server import serve
 
     host, port = check_address(address, token)
+    check_ledger_place(path)
     state = DashboardState(f"rlmesh-trio watch: {Path(path).name}", clock=_wall_clock)
     hub = Hub(state, token=token)
     follower = LedgerFollower(path, state)
+    await trio.to_thread.run_sync(follower.poll)  # not a ledger: refused before serving
     stopping = trio.Event()
     await serve(
         hub,

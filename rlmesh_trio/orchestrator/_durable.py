@@ -34,6 +34,7 @@ from ._ledger import (
     LedgerError,
     LedgerExists,
     LedgerWriter,
+    check_ledger_place,
     ledger_is_empty,
     read_ledger,
     write_failure,
@@ -255,11 +256,8 @@ def prepare_durable(
         raise InvalidSpec(
             f"route {unbounded[0]}: a ledger needs seeds or an episode count on every route"
         )
+    check_ledger_place(path)
     folder = os.path.dirname(os.path.abspath(path))
-    if not os.path.isdir(folder):
-        raise LedgerError(path, f"folder {folder} does not exist")
-    if os.path.isdir(path):
-        raise LedgerError(path, "is a folder, not a file")
     writable = os.access(path, os.W_OK) if os.path.exists(path) else os.access(folder, os.W_OK)
     if not writable:
         raise LedgerError(path, "is not writable")

@@ -159,13 +159,40 @@ def ledger_record(record: Any) -> tuple[str, Any]:
     raise ValueError(f"unknown record type {kind!r}")
 
 
-def check_header(path: str, header: Any) -> Mapping[str, Any]:
-    """``header`` if it is a ledger header this version reads.
+#: How much of a first line that is not a ledger header an error quotes.
+FOUND_CHARS = 60
+
+
+def _quote(data: bytes) -> str:
+    """The start of ``data`` quoted: as text if it is text, else as bytes (a PNG's magic)."""
+    start = data[: FOUND_CHARS * 4]  # enough bytes for FOUND_CHARS characters
+    try:
+        text = start.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        if exc.start < len(start) - 3:  # not just a character cut in two at the end
+            return repr(data[:FOUND_CHARS]) + ("..." if len(data) > FOUND_CHARS else "")
+        text = start[: exc.start].decode("utf-8")
+    quoted = text[:FOUND_CHARS]
+    return repr(quoted) + ("..." if len(quoted.encode("utf-8")) < len(data) else "")
+
+
+def not_a_header(path: str, first: bytes) -> LedgerError:
+    """The error for a file whose first line (``first``, or its start) is not a ledger
+    header, quoting what it holds instead (``README.md``'s title, a PNG's magic bytes)."""
+    found = f"it reads {_quote(first)}" if first.strip() else "it is blank"
+    return LedgerError(path, f"the first line is not an rlmesh-trio ledger header ({found})")
+
+
+def check_header(path: str, header: Any, raw: bytes | None = None) -> Mapping[str, Any]:
+    """``header`` (parsed from the line ``raw``, quoted in the error) if it is a ledger
+    header this version reads.
 
     Raises:
         LedgerError: not a ledger header, or another version.
     """
     if not isinstance(header, dict) or header.get("schema") != LEDGER_SCHEMA:
+        if raw is not None:
+            raise not_a_header(path, raw)
         raise LedgerError(path, "the first line is not an rlmesh-trio ledger header")
     version = header.get("version")
     if version != LEDGER_VERSION:
@@ -197,9 +224,13 @@ def read_ledger(path: str | os.PathLike[str]) -> LedgerContents:
         try:
             parsed.append((end, json.loads(raw)))
         except ValueError:
-            if number == len(lines) and not tail:
+            # A first line that does not even start as JSON is another kind of file.
+            first = number == 1
+            if number == len(lines) and not tail and not (first and not raw.startswith(b"{")):
                 tail = raw + b"\n"  # the last full line is itself torn garbage
                 break
+            if first:
+                raise not_a_header(name, raw) from None
             raise LedgerError(name, f"line {number} is not valid JSON") from None
         offset = end
     good = parsed[-1][0] if parsed else 0
@@ -210,7 +241,7 @@ def read_ledger(path: str | os.PathLike[str]) -> LedgerContents:
         if torn:  # the writer died inside its header: nothing was run yet
             return LedgerContents({}, (), (), 0, torn)
         raise LedgerError(name, "has no header line")
-    header = check_header(name, parsed[0][1])
+    header = check_header(name, parsed[0][1], lines[0])
     found: dict[str, list[Any]] = {"episode": [], "resume": [], "route": []}
     for number, (_end, record) in enumerate(parsed[1:], start=2):
         try:
@@ -226,6 +257,20 @@ def read_ledger(path: str | os.PathLike[str]) -> LedgerContents:
         torn,
         route_ends=tuple(found["route"]),
     )
+
+
+def check_ledger_place(path: str | os.PathLike[str]) -> None:
+    """Refuse a path no run can put a ledger at: its folder is missing, or it is a folder.
+
+    Raises:
+        LedgerError: naming the path and the folder at fault.
+    """
+    name = os.fspath(path)
+    folder = os.path.dirname(os.path.abspath(name))
+    if not os.path.isdir(folder):
+        raise LedgerError(name, f"folder {folder} does not exist")
+    if os.path.isdir(name):
+        raise LedgerError(name, "is a folder, not a file")
 
 
 def ledger_is_empty(path: str | os.PathLike[str]) -> bool:

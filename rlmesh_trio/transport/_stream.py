@@ -66,6 +66,11 @@ class ByteStream(Protocol):
         """
         ...
 
+    async def send_eof(self) -> None:
+        """Send our end of the byte stream (a TCP FIN) where the layer below can half
+        close; a no-op where it cannot (TLS). Cancellation: nothing more is sent."""
+        ...
+
     def acknowledge_now(self) -> None:
         """Ask the kernel to acknowledge received bytes at once (TCP_QUICKACK), where
         that means something; a no-op elsewhere."""
@@ -106,6 +111,9 @@ class SocketByteStream:
 
     async def handshake(self) -> None:
         return None
+
+    async def send_eof(self) -> None:
+        await self._socket.send_eof()
 
     def acknowledge_now(self) -> None:
         if self._quickack is None:
@@ -173,6 +181,10 @@ class BufferedByteStream:
     async def handshake(self) -> None:
         if isinstance(self._stream, trio.SSLStream):
             await self._stream.do_handshake()
+
+    async def send_eof(self) -> None:
+        if isinstance(self._stream, trio.abc.HalfCloseableStream):
+            await self._stream.send_eof()
 
     def acknowledge_now(self) -> None:
         return None

@@ -13,7 +13,7 @@ import pytest
 
 import rlmesh_trio as rt
 
-from .._cli import CLI, run_cli
+from .._cli import CLI, run_cli, serving
 
 POLICY = "rlmesh_trio.inprocess._demo_policy:cartpole_policy"
 
@@ -373,3 +373,30 @@ def test_json_into_a_missing_relative_folder_names_it_as_typed(tmp_path: Path) -
     assert result.returncode == 2, result.stderr
     assert one_error_line(result) == "error: --json: folder 'x/' does not exist"
     assert result.stdout == ""
+
+
+# -- issue 34 item 6: check opens one connection ----------------------------------------------
+def test_check_answers_from_a_server_that_allows_one_connection() -> None:
+    one = ("--limit", "max-connections=1")
+    with (
+        serving("serve-env", "CartPole-v1", *one) as env,
+        serving("serve-model", POLICY, *one) as model,
+    ):
+        checked = run_cli("check", env, "--timeout", "10")
+        checked_model = run_cli("check", model, "--model", "--timeout", "10")
+        ran = run_cli("run", "--env", env, "--model", model, "--episodes", "1", "--no-progress")
+    assert (checked.returncode, checked.stderr) == (0, ""), checked.stderr
+    lines = checked.stdout.splitlines()
+    assert lines[0] == f"endpoint      {env}"
+    for line in (
+        "health        SERVING",
+        "env id        CartPole-v1",
+        "num_envs      1",
+        "autoreset     DISABLED",
+        "action        Discrete(2)",
+    ):
+        assert line in lines, checked.stdout
+    assert (checked_model.returncode, checked_model.stderr) == (0, ""), checked_model.stderr
+    assert f"endpoint      {model}" in checked_model.stdout
+    assert "health        SERVING" in checked_model.stdout.splitlines()
+    assert ran.returncode == 0, ran.stderr  # and the server still takes a run afterwards

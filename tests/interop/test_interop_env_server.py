@@ -15,6 +15,7 @@ import betterproto2
 import gymnasium as gym
 import numpy as np
 import pytest
+import trio
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlmesh_trio import spaces as rlmesh_trio_spaces
@@ -533,6 +534,34 @@ async def test_session_loop_with_a_served_rlmesh_model(close_env: bool) -> None:
     assert [(e.seed, e.steps, e.reward) for e in session.episodes] == [
         (e.seed, e.steps, e.reward) for e in native.episodes
     ]
+
+
+async def test_runs_in_a_row_end_each_session_without_a_reset(
+    capfd: pytest.CaptureFixture[str],
+) -> None:
+    """A served model, then a local model, against one env server, three times over, each
+    server stopped right after its second run: rlmesh's runtime logs no ERROR (it logged
+    ``join stream error from env server ... ConnectionReset`` when a session's connection
+    was closed with the client's frames unread: issue 34, item 7)."""
+    from .._rlmesh_procs import rlmesh_model
+
+    with rlmesh_model("angle") as model:
+        for _ in range(3):
+            async with serve_env(gym.make("CartPole-v1"), "127.0.0.1:0") as server:
+                served = await in_thread(
+                    lambda: rlmesh.run(
+                        rlmesh.RemoteModel(model.address), server.address, seeds=SEEDS
+                    )
+                )
+                local = await in_thread(
+                    lambda: rlmesh.run(rlmesh_numpy.Model(lean_policy), server.address, seeds=SEEDS)
+                )
+            # rlmesh ends a session in the background after run() returns: the server
+            # above stopped while it did
+            assert episodes_of(served) == episodes_of(local)
+        await trio.sleep(0.5)  # what its background tasks still log
+    errors = [line for line in capfd.readouterr().err.splitlines() if "ERROR" in line]
+    assert errors == []
 
 
 def test_blocking_serve_with_worker_threads_stops_on_sigterm() -> None:

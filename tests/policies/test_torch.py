@@ -113,6 +113,76 @@ def test_logits_that_do_not_fit_the_action_space_say_so() -> None:
     assert "action=" in message
 
 
+class LogitsAndValue(torch.nn.Module):
+    """An actor-critic as trained: ``(logits, value)``, with no ``action=`` to pick from it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pi = torch.nn.Linear(4, 2)
+        self.v = torch.nn.Linear(4, 1)
+
+    def forward(self, obs: Any) -> Any:
+        return self.pi(obs), self.v(obs)
+
+
+ACTOR_CRITIC_MISMATCH = (
+    "internal error: ActionMismatch: TorchPolicy(LogitsAndValue): Discrete(2) actions take "
+    "logits of shape (rows, 2) or integer actions; the model gave a tuple of 2 "
+    "(float32 of shape (1, 2), float32 of shape (1, 1)); pass action=... to pick the "
+    "actions from it, e.g. action=lambda out: out[0].argmax(dim=1)"
+)
+
+
+@pytest.mark.parametrize("where", ["local", "served"])
+async def test_a_module_returning_logits_and_value_points_at_action(where: str) -> None:
+    net = LogitsAndValue()
+    env = gym.make("CartPole-v1")
+    if where == "local":
+        route = rt.Route(env=env, model=net, seeds=[0])
+        report = await rt.run_routes([route], on_failure="isolate")
+    else:
+        async with rt.serve_model(net, "127.0.0.1:0") as server:
+            route = rt.Route(env=env, model=server.address, seeds=[0])
+            report = await rt.run_routes([route], on_failure="isolate")
+    (outcome,) = report.routes
+    assert outcome.status == "failed" and outcome.episodes == ()
+    assert isinstance(outcome.error, rt.ModelRpcError)
+    # the served model's client reads the same words, under the wire's error code
+    said = "" if where == "local" else "model error: [Internal] "
+    assert (
+        str(outcome.error) == f"model endpoint model request failed: {said}{ACTOR_CRITIC_MISMATCH}"
+    )
+    # what the message says to do works
+    fixed = rt.TorchPolicy(net, action=lambda out: out[0].argmax(dim=1))
+    route = rt.Route(env=gym.make("CartPole-v1"), model=fixed, seeds=[0])
+    assert (await rt.run_routes([route])).ok
+
+
+def test_what_does_not_fit_is_named_for_each_space() -> None:
+    from rlmesh_trio._modelhost._frameworks import ActionMismatch
+
+    def call(policy: Any, space: gym.Space, rows: int = 1) -> None:
+        fn = policy.for_spaces(gym.spaces.Box(-1, 1, (4,)), space).predict_batch.fn
+        fn(np.zeros((rows, 4), np.float32))
+
+    heads = rt.TorchPolicy(lambda obs: {"mu": obs[:, :2], "v": obs[:, 0]})
+    with pytest.raises(ActionMismatch) as raised:
+        call(heads, gym.spaces.Box(-1, 1, (2,)))
+    assert str(raised.value) == (
+        "TorchPolicy(function): Box(-1.0, 1.0, (2,), float32) actions take an array of "
+        "shape (rows, 2); the model gave a dict {'mu': float32 of shape (1, 2), "
+        "'v': float32 of shape (1,)}; pass action=... to pick the actions from it, "
+        "e.g. action=lambda out: out['mu']"
+    )
+    assert isinstance(raised.value, rt.PolicyError)
+    wide = rt.TorchPolicy(lambda obs: obs)  # 4 numbers where a Box wants 3
+    with pytest.raises(ActionMismatch, match=r"the model gave float32 of shape \(1, 4\) \("):
+        call(wide, gym.spaces.Box(-1, 1, (3,)))
+    wrong_pick = rt.TorchPolicy(LogitsAndValue(), action=lambda out: out)
+    with pytest.raises(ActionMismatch, match="from its action= callable, which must return"):
+        call(wrong_pick, gym.spaces.Discrete(2))
+
+
 def test_bad_arguments_are_typed_errors() -> None:
     with pytest.raises(rt.InvalidSpec, match="action must be"):
         rt.TorchPolicy(make_mlp(), action="softmax")

@@ -15,7 +15,7 @@ from ...wire import GrpcError, GrpcStatus
 from ...wire._pb import DECODE_ERRORS, fields, put_len
 from ._channel import ClientConnection, time_limit
 
-__all__ = ["check_health"]
+__all__ = ["check_health", "health_on"]
 
 _CHECK = "/grpc.health.v1.Health/Check"
 #: grpc.health.v1.HealthCheckResponse.ServingStatus
@@ -61,6 +61,23 @@ async def check_health(
     """
     client = ClientConnection(address, connect_timeout=timeout, token=token, ssl=ssl)
     try:
+        return await health_on(client, service=service, timeout=timeout)
+    finally:
+        client.close()
+
+
+async def health_on(
+    client: ClientConnection, *, service: str = "", timeout: float = 5.0
+) -> str | None:
+    """:func:`check_health` over ``client``, a connection already open (or opened now):
+    one more stream on it, no connection of its own (a server that allows a client one
+    connection, ``max-connections=1``, answers it too). The connection stays open.
+
+    Raises:
+        ConnectError: as :func:`check_health`.
+    """
+    address = client.label
+    try:
         with time_limit(timeout, lambda why: ConnectError(address, f"health check {why}")):
             data = await client.unary(_CHECK, _request(service), timeout=timeout)
     except GrpcError as exc:
@@ -71,6 +88,4 @@ async def check_health(
         raise ConnectError(
             address, f"health check failed: {exc.status.name}: {exc.message}"
         ) from None
-    finally:
-        client.close()
     return _status_name(data)

@@ -19,6 +19,7 @@ from ...wire import GrpcError
 from .._handshake import handshake_failure, handshake_request
 from ._channel import ClientConnection
 from ._conn import Connection, ConnectionLost
+from ._health import health_on
 from ._join import JoinSession
 
 __all__ = [
@@ -95,6 +96,15 @@ class RemoteEndpoint:
                 await self._session.end(CLOSE_GRACE)
         finally:
             self._conn.close()
+
+    async def health(self, service: str = "", *, timeout: float = 5.0) -> str | None:
+        """The endpoint's gRPC health status (``SERVING``, ...; ``None``: no health
+        service), asked over this client's own connection: no second one.
+
+        Raises:
+            ConnectError: as :func:`check_health`.
+        """
+        return await health_on(self._conn, service=service, timeout=timeout)
 
     def _open_session(self, conn: Connection, parse: Callable[[bytes], Any]) -> JoinSession[Any]:
         return JoinSession(conn, f"{self._service}/Join", parse, metadata=self._conn.metadata)

@@ -40,6 +40,10 @@ SEND_QUEUE_BYTES = 4 * 1024 * 1024
 STOPPING = "the server is shutting down"
 #: The most one read of a client's bytes takes (its turns cut it smaller still).
 RECEIVE_SIZE = 65536
+#: How long, and for how many bytes, a closing connection reads what its client still
+#: sends before the socket is closed (see ``ServerConnection._linger``).
+LINGER_SECONDS = 1.0
+LINGER_BYTES = 1 << 20
 
 
 class ServerConnection:
@@ -107,9 +111,41 @@ class ServerConnection:
             log.exception("a server connection failed")
         finally:
             self._lose("connection closed")
+            self._writer.write_last()  # what is still queued (trailers, GOAWAY), best effort
             self.core.dispose()
             with trio.CancelScope(shield=True):
+                await self._linger()
                 await self._stream.aclose()
+
+    async def _linger(self) -> None:
+        """End the connection gracefully before closing the socket: our FIN after the
+        last frame, then what the client still sends read and dropped until it closes
+        too (at most :data:`LINGER_SECONDS` and :data:`LINGER_BYTES`).
+
+        Closing a socket with bytes unread, or one the client still writes to (its
+        half-close, a WINDOW_UPDATE, its own GOAWAY in flight), makes the kernel answer
+        with a TCP reset, and a reset throws away whatever of ours the client had not
+        read yet: the stream's trailers, the GOAWAY. The client then sees a
+        "connection reset" where the session had ended cleanly (rlmesh 0.1.0 logs
+        ``join stream error from env server ... ConnectionReset``). A client that
+        already closed ends this at once.
+        """
+        stream = self._stream
+        drained = 0
+        with trio.move_on_after(LINGER_SECONDS):
+            try:
+                await stream.send_eof()
+                while drained < LINGER_BYTES:
+                    await stream.wait_receivable()
+                    try:
+                        data = stream.receive_now()
+                    except BlockingIOError:
+                        continue
+                    if not data:
+                        return
+                    drained += len(data)
+            except CLOSED_ERRORS:
+                return
 
     async def _handshake(self) -> bool:
         """TLS (when configured) and the client's preface, within the handshake deadline."""
