@@ -35,7 +35,7 @@ SHUTDOWN_GRACE = 0.05
 
 
 class ServerBase:
-    """The plumbing both servers share; subclasses implement :meth:`serve_blocking`.
+    """The plumbing both servers share; subclasses implement :meth:`_serve_blocking`.
 
     ``kind`` names the endpoint in logs and in the token refusal
     (``"invalid env token"``, as 0.1.0 words it).
@@ -72,7 +72,7 @@ class ServerBase:
         self._stop: trio.Event | None = None  # set to stop serving (one per serve)
         self._listener: Listener | None = None
         self._service: Service | None = None
-        # The thread-safe stop hand-off (see stop_threadsafe): the serving run's token,
+        # The thread-safe stop hand-off (see _stop_threadsafe): the serving run's token,
         # while it runs, and whether a stop was asked before it ran.
         self._stop_lock = threading.Lock()
         self._serving_run: trio.lowlevel.TrioToken | None = None
@@ -102,13 +102,13 @@ class ServerBase:
         """Why serving stopped: an accepted remote Shutdown's reason, or ``signal SIGTERM``."""
         return self._shutdown_reason
 
-    def close_bound(self) -> float:
+    def _close_bound(self) -> float:
         """Seconds stopping may take (drain in-flight requests, close); subclasses set it."""
         return 5.0
 
     # -- ways to run -----------------------------------------------------------------------
 
-    def serve_blocking(self, announce: Callable[[], None]) -> None:
+    def _serve_blocking(self, announce: Callable[[], None]) -> None:
         """Serve on the calling thread until stopped, ``announce()`` once listening: what
         ``serve()`` wraps and every other way of running a server runs on its thread.
 
@@ -130,9 +130,9 @@ class ServerBase:
             OSError: the address cannot be bound (the port is taken, say).
         """
         self._reset_stop()
-        self.serve_blocking(self._announcer(ready_fd, announce_as))
+        self._serve_blocking(self._announcer(ready_fd, announce_as))
 
-    def refuse_thread(self) -> None:
+    def _refuse_thread(self) -> None:
         """Refuse to serve from a thread of its own, as only ``env_thread="caller"`` does.
 
         Raises:
@@ -148,7 +148,8 @@ class ServerBase:
         bounded, so it cannot hang the caller).
 
         Raises:
-            ValueError: see :meth:`refuse_thread`.
+            ValueError: an env server built with ``env_thread="caller"`` (it serves
+                only on the caller's thread, from :meth:`serve`).
             OSError: the address cannot be bound.
         """
         async with serving_in_thread(self) as stopped:
@@ -165,7 +166,8 @@ class ServerBase:
         Raises:
             RuntimeError: the server was started before, or did not bind within
                 ``timeout`` (it is then asked to stop).
-            ValueError: see :meth:`refuse_thread`.
+            ValueError: an env server built with ``env_thread="caller"`` (it serves
+                only on the caller's thread, from :meth:`serve`).
             OSError: the address cannot be bound (the port is taken, say).
         """
         ready = threading.Event()
@@ -178,7 +180,7 @@ class ServerBase:
         with self._life_lock:
             if self._serving is not None:
                 raise RuntimeError(f"the {self.kind} server was started already")
-            self.refuse_thread()
+            self._refuse_thread()
             self._reset_stop()
             serving = ServingThread(self, on_listening=ready.set, on_ended=ended)
             self._serving = serving
@@ -205,13 +207,13 @@ class ServerBase:
             raise RuntimeError("wait() called before start()")
         return self._serving.ended.wait(timeout)
 
-    def close_unstarted(self) -> None:
+    def _close_unstarted(self) -> None:
         """What :meth:`shutdown` does for a server never started (the env server closes
         its env, as 0.1.0's does)."""
 
     def shutdown(self) -> None:
         """Stop a started server and wait for it; idempotent (a no-op once stopped;
-        before :meth:`start`, only :meth:`close_unstarted`).
+        before :meth:`start`, only :meth:`_close_unstarted`).
 
         An open Join session ends UNAVAILABLE and its connection is closed, so a
         route mid-episode fails cleanly. The wait is bounded by the server's close
@@ -220,11 +222,11 @@ class ServerBase:
         """
         serving = self._serving
         if serving is None:
-            self.close_unstarted()
+            self._close_unstarted()
             return
         if serving.ended.is_set():
             return
-        self.stop_threadsafe()
+        self._stop_threadsafe()
         if not serving.ended.wait(serving.bound):
             serving.left_behind()
             return
@@ -257,7 +259,7 @@ class ServerBase:
 
     # -- stopping ----------------------------------------------------------------------------
 
-    def stop_threadsafe(self) -> None:
+    def _stop_threadsafe(self) -> None:
         """Ask a running serve to stop, from any thread (never blocks), leaving
         :attr:`shutdown_reason` alone; asked before the loop is up, it stops once up."""
         with self._stop_lock:
@@ -276,7 +278,7 @@ class ServerBase:
         self._shutdown_reason = describe_signal(signum)
         log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
 
-    def request_shutdown(self, reason: str) -> None:
+    def _request_shutdown(self, reason: str) -> None:
         """Ask the serve to stop, recording ``reason`` (in the serving run; never
         blocks): an accepted remote Shutdown, or a signal."""
         self._shutdown_reason = reason
@@ -285,7 +287,7 @@ class ServerBase:
 
     # -- the gRPC service ------------------------------------------------------------------
 
-    def routes(self) -> dict[str, Handler]:
+    def _routes(self) -> dict[str, Handler]:
         """What the server serves: path to handler (health is added by the serve)."""
         pb = self.messages
         return {
@@ -329,7 +331,7 @@ class ServerBase:
 
     async def _shutdown(self, message: Any) -> Any:
         """A remote Shutdown: refused unless ``allow_remote_shutdown``; otherwise
-        :meth:`request_shutdown` runs once the reply is on its way, with the request's
+        :meth:`_request_shutdown` runs once the reply is on its way, with the request's
         reason (or :attr:`blank_shutdown_reason`).
 
         Raises:
@@ -350,7 +352,7 @@ class ServerBase:
 
     async def _shutdown_later(self, reason: str) -> None:
         await trio.sleep(SHUTDOWN_GRACE)
-        self.request_shutdown(reason)
+        self._request_shutdown(reason)
 
     # -- the blocking serve on a trio.run of its own -----------------------------------------
 
@@ -376,7 +378,7 @@ class ServerBase:
     def _all_routes(self) -> dict[str, Handler]:
         from ._health_service import health_routes
 
-        return {**self.routes(), **health_routes()}
+        return {**self._routes(), **health_routes()}
 
     async def _serve_trio(self, announce: Callable[[], None]) -> None:
         """Listen, announce, serve until stopped, then :meth:`_close` (bounded).
@@ -410,7 +412,7 @@ class ServerBase:
                 log.info(
                     "%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason
                 )
-                close_timeout = self.close_bound()
+                close_timeout = self._close_bound()
                 with trio.move_on_after(close_timeout) as bounded:
                     await self._close()
                 if bounded.cancelled_caught:

@@ -104,19 +104,20 @@ class EnvServer(ServerBase):
 
     @property
     def contract(self) -> core_pb.EnvContract:
+        """The env's contract (spaces, metadata) as the Handshake announces it."""
         return self.host.contract
 
     # -- ways to run -----------------------------------------------------------------------
 
-    def close_bound(self) -> float:
+    def _close_bound(self) -> float:
         """Stopping drains in-flight env calls, then closes the env, each bounded."""
         return DRAIN_TIMEOUT + CLOSE_TIMEOUT
 
-    def close_unstarted(self) -> None:
+    def _close_unstarted(self) -> None:
         """Never started: the env is closed all the same (0.1.0's lifecycle)."""
         self.host.close()
 
-    def refuse_thread(self) -> None:
+    def _refuse_thread(self) -> None:
         if self.env_thread == "caller":
             raise ValueError('env_thread="caller" needs the blocking EnvServer.serve()')
 
@@ -153,8 +154,8 @@ class EnvServer(ServerBase):
         self._reset_stop()
         self._serve_mode(mode, self._announcer(ready_fd, announce_as))
 
-    def serve_blocking(self, announce: Callable[[], None]) -> None:
-        """:meth:`ServerBase.serve_blocking`, env calls where ``env_thread`` says."""
+    def _serve_blocking(self, announce: Callable[[], None]) -> None:
+        """:meth:`ServerBase._serve_blocking`, env calls where ``env_thread`` says."""
         self._serve_mode(self.env_thread, announce)
 
     def _serve_mode(self, env_thread: str, announce: Callable[[], None]) -> None:
@@ -166,7 +167,7 @@ class EnvServer(ServerBase):
         workers = None if env_thread == "loop" else EnvWorkers(self.host.num_envs + 1)
         self._workers = workers
         try:
-            super().serve_blocking(announce)
+            super()._serve_blocking(announce)
         finally:
             if workers is not None:
                 workers.stop()  # idempotent; covers a failed start (e.g. the port is taken)
@@ -181,13 +182,10 @@ class EnvServer(ServerBase):
 
         def on_signal(signum: int) -> None:
             self._note_signal(signum)  # a reason: stopping waits for an open session
-            self.stop_threadsafe()  # a signal before the loop's start stops it once up
+            self._stop_threadsafe()  # a signal before the loop's start stops it once up
 
         serving = ServingThread(
-            self,
-            on_listening=announce,
-            on_ended=pool.stop,
-            serve=super().serve_blocking,
+            self, on_listening=announce, on_ended=pool.stop, serve=super()._serve_blocking
         )
         with on_first_signal(SERVER_SIGNALS, on_signal):
             serving.thread.start()

@@ -101,7 +101,7 @@ class ModelServer(ServerBase):
         """True when every request can be answered inline, without a Trio hop."""
         return not self.threaded and not self.host.policy.is_async
 
-    def close_bound(self) -> float:
+    def _close_bound(self) -> float:
         """Stopping cancels in-flight requests and closes connections, bounded."""
         return DRAIN_TIMEOUT
 

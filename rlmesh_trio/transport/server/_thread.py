@@ -30,10 +30,10 @@ class ThreadedServer(Protocol):
     @property
     def _address(self) -> str | None: ...
 
-    def close_bound(self) -> float: ...
-    def serve_blocking(self, announce: Callable[[], None]) -> None: ...
-    def refuse_thread(self) -> None: ...
-    def stop_threadsafe(self) -> None: ...
+    def _close_bound(self) -> float: ...
+    def _serve_blocking(self, announce: Callable[[], None]) -> None: ...
+    def _refuse_thread(self) -> None: ...
+    def _stop_threadsafe(self) -> None: ...
     def _reset_stop(self) -> None: ...
 
 
@@ -41,7 +41,7 @@ log = logging.getLogger("rlmesh_trio.transport.server")
 
 
 class ServingThread:
-    """``serve(on_listening)`` on a daemon thread (``server.serve_blocking`` unless
+    """``serve(on_listening)`` on a daemon thread (``server._serve_blocking`` unless
     given), ``on_ended()`` once it is done (on that thread); :attr:`failure` is what
     the serve raised."""
 
@@ -57,8 +57,8 @@ class ServingThread:
         self.failure: BaseException | None = None
         self.ended = threading.Event()
         # How long stopping may take: the server's close bound plus a second.
-        self.bound = server.close_bound() + 1.0
-        self._serve = server.serve_blocking if serve is None else serve
+        self.bound = server._close_bound() + 1.0
+        self._serve = server._serve_blocking if serve is None else serve
         self._on_listening = on_listening
         self._on_ended = on_ended
         name = f"rlmesh-trio-{server.kind}-server"
@@ -94,7 +94,7 @@ class ServingThread:
     async def stop_from_trio(self, finished: trio.Event) -> None:
         """Ask the server to stop and wait for ``finished`` (the thread's end): shielded,
         bounded by :attr:`bound`."""
-        self.server.stop_threadsafe()
+        self.server._stop_threadsafe()
         with trio.CancelScope(shield=True), trio.move_on_after(self.bound):
             await finished.wait()
         if not finished.is_set():
@@ -103,7 +103,7 @@ class ServingThread:
 
 @asynccontextmanager
 async def serving_in_thread(server: ThreadedServer) -> AsyncIterator[trio.Event]:
-    """Run ``server.serve_blocking`` on a dedicated thread for the ``async with`` block;
+    """Run ``server._serve_blocking`` on a dedicated thread for the ``async with`` block;
     yields, once listening, an event set when the server stops by itself (an
     accepted remote Shutdown; the block's body keeps running).
 
@@ -113,13 +113,13 @@ async def serving_in_thread(server: ThreadedServer) -> AsyncIterator[trio.Event]
     behind (a daemon thread) with a warning.
 
     Raises:
-        ValueError: see ``ServerBase.refuse_thread``.
+        ValueError: an env server built with ``env_thread="caller"``.
         OSError: the server could not listen.
         RuntimeError: the server stopped before it was listening.
         Whatever the server raised while serving or stopping, on leaving the
         block, unless the body raised first (then it is logged).
     """
-    server.refuse_thread()
+    server._refuse_thread()
     token = trio.lowlevel.current_trio_token()
     settled, finished = trio.Event(), trio.Event()  # listening or ended; ended
 
