@@ -49,7 +49,8 @@ def make_host(env: Any, *, close_env: bool = False) -> EnvHost:
     resets, 4-tuple steps) is normalised (see ``_legacy``).
     ``close_env`` makes :meth:`EnvHost.close` close the env(s) too.
     Raises ``ValueError`` for an empty list or a SAME_STEP vector env, and
-    ``TypeError`` for a vector-like env without its single spaces.
+    ``TypeError`` for a vector-like env without its single spaces or for
+    something that is no env at all (no ``reset``/``step``/spaces).
     """
     if is_vector_like(env) and not isinstance(env, gym.vector.VectorEnv):
         env = DuckVector(env)
@@ -58,5 +59,21 @@ def make_host(env: Any, *, close_env: bool = False) -> EnvHost:
             return LaneHost([SingleLane(env)], close_envs=close_env)
         return VectorHost(env, close_env=close_env)
     if isinstance(env, list | tuple):
+        for i, lane in enumerate(env):
+            _require_env(lane, f"env[{i}]")
         return LaneHost(list(env), close_envs=close_env)
+    _require_env(env, "env")
     return LaneHost([env], close_envs=close_env)
+
+
+#: What serving an env calls on it: without these it is no gymnasium env.
+_ENV_PARTS = ("reset", "step", "observation_space", "action_space")
+
+
+def _require_env(env: Any, where: str) -> None:
+    missing = [part for part in _ENV_PARTS if not hasattr(env, part)]
+    if missing:
+        raise TypeError(
+            f"{where} must be a gymnasium Env, a list of Envs or a VectorEnv, got "
+            f"{type(env).__name__} (no {', '.join(missing)})"
+        )

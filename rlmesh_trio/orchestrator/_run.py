@@ -390,9 +390,21 @@ async def run_routes(
     as on :class:`Orchestrator`; a retried failure cancels nothing.
 
     Raises:
-        InvalidSpec: a route or option is wrong (before any route starts).
+        InvalidSpec: before any route starts: a bad option (``on_failure``,
+            ``max_concurrency`` < 1, ``retries``/``retry_backoff`` < 0, ``resume``
+            without ``ledger``, ``hooks`` that are not hooks) or route (not a
+            ``Route``, a duplicate id, one env object in two routes, a route id
+            that is also a ticket pool's). Its ledger kinds: ``LedgerExists`` (a
+            non-empty ledger without ``resume``; the file untouched),
+            ``PlanMismatch`` (a ledger of another plan), ``LedgerError`` (a
+            ledger unreadable, corrupt, not writable or held by another run).
         WrongEventLoop: awaited outside a Trio run (e.g. under asyncio).
-        RunFailed: a route failed under ``on_failure="cancel_siblings"``.
+        RunFailed: a route failed under ``on_failure="cancel_siblings"``; the
+            first error is its ``__cause__`` (``LedgerError`` if an episode could
+            not be written to the ledger).
+        RunInterrupted: Ctrl+C, as above (a second Ctrl+C during that cleanup
+            is Trio's ``KeyboardInterrupt``).
+        trio.Cancelled: the caller's scope was cancelled.
     """
     orchestrator = Orchestrator(
         routes,
@@ -433,8 +445,15 @@ def run(
     partial report. Elsewhere inside a running loop it is refused.
 
     Raises:
+        InvalidSpec: a bad option or route, or a ledger refused (``LedgerExists``,
+            ``PlanMismatch``, ``LedgerError``), as for :func:`run_routes`; before
+            any route starts.
         WrongEventLoop: called inside a running Trio run, or an asyncio loop
             outside a notebook (there use ``await asyncio.to_thread(rt.run, ...)``).
+        RunFailed: a route failed under ``on_failure="cancel_siblings"`` (the
+            first error is its ``__cause__``).
+        RunInterrupted: Ctrl+C in the main thread (or "interrupt kernel" in a
+            notebook), with the partial report.
     """
     options: dict[str, Any] = {
         "hooks": hooks,

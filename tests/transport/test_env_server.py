@@ -453,3 +453,12 @@ def test_blocking_serve_on_a_taken_port_raises_and_returns(env_thread: str) -> N
 def test_blocking_serve_refuses_an_unknown_env_thread() -> None:
     with pytest.raises(ValueError, match="env_thread"):
         EnvServer(CountingEnv(), "127.0.0.1:0").serve(env_thread="elsewhere")
+
+
+@pytest.mark.parametrize(
+    ("env", "where"),
+    [(42, "env"), ("CartPole-v1", "env"), ([CountingEnv(), object()], r"env\[1\]")],
+)
+def test_a_non_env_is_refused_with_a_type_error_naming_it(env: object, where: str) -> None:
+    with pytest.raises(TypeError, match=rf"^{where} must be a gymnasium Env.*\(no reset, step"):
+        EnvServer(env)

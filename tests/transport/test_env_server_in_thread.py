@@ -156,7 +156,7 @@ async def test_bad_address_and_unservable_env_raise_before_any_thread() -> None:
     with pytest.raises(rt.InvalidSpec):
         async with serve_env(CountingEnv(), "bogus::addr"):
             raise AssertionError("unreachable")
-    with pytest.raises(AttributeError):
+    with pytest.raises(TypeError, match=r"env must be a gymnasium Env.*got object"):
         async with serve_env(object()):
             raise AssertionError("unreachable")
     with pytest.raises(ValueError, match="caller"):

@@ -62,7 +62,8 @@ class EnvServer(ServerBase):
     env calls run (see :meth:`serve`).
 
     Raises:
-        ValueError: an unknown ``env_thread``.
+        TypeError: ``env`` is no env (see above), or ``limits`` no ``ServerLimits``.
+        ValueError: an unknown ``env_thread``, an empty list, a SAME_STEP vector env.
         InvalidSpec: a bad ``address`` (see :func:`~._address.parse_address`).
     """
 
@@ -88,13 +89,8 @@ class EnvServer(ServerBase):
         if allow_remote_shutdown is None:
             flag = os.environ.get("RLMESH_ALLOW_REMOTE_SHUTDOWN", "").strip().lower()
             allow_remote_shutdown = flag in ("1", "true")
-        super().__init__(
-            address,
-            token=token,
-            ssl=ssl,
-            allow_remote_shutdown=allow_remote_shutdown,
-            limits=limits,
-        )
+        remote = allow_remote_shutdown
+        super().__init__(address, token=token, ssl=ssl, allow_remote_shutdown=remote, limits=limits)
         self.host: EnvHost = (
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
@@ -250,8 +246,7 @@ async def serve_env(
 ) -> AsyncIterator[EnvServer]:
     """Serve ``env`` over gRPC from a Trio program; yields the server once it is listening.
 
-    ``env`` and ``options`` are :class:`EnvServer`'s (``env_thread="caller"`` is
-    refused: it needs :meth:`EnvServer.serve`). The server runs on a thread of
+    ``env`` and ``options`` are :class:`EnvServer`'s. The server runs on a thread of
     its own with a ``trio.run`` of its own, so serving never waits for the caller.
     Thread safety: from then on the env belongs to the server (called and
     closed on its threads, as ``env_thread`` says); do not use it elsewhere.
@@ -264,9 +259,14 @@ async def serve_env(
     body keeps running.
 
     Raises:
+        TypeError: ``env`` is no env, or an option is unknown or mistyped.
+        ValueError: an empty env list, a SAME_STEP vector env, or an ``env_thread``
+            unknown or ``"caller"`` (that one needs :meth:`EnvServer.serve`).
         InvalidSpec: a bad address.
-        ValueError: an ``env_thread`` this cannot serve.
         OSError: the server cannot listen (the port is taken, say).
+        RuntimeError: the server's thread ended before listening, raising nothing.
+        Leaving the block re-raises what the server raised while serving or
+        stopping (only logged if the body raised first).
     """
     server = EnvServer(env, address, **options)
     async with serving_in_thread(server):

@@ -53,6 +53,8 @@ class ModelServer(ServerBase):
     from code that is not Trio; ``serve_model`` or ``nursery.start(server.run)``.
 
     Raises:
+        TypeError: ``policy`` is nothing :func:`rlmesh_trio.policy` accepts, or
+            ``limits`` is not a ``ServerLimits``.
         ValueError: ``max_concurrency`` below 1.
         InvalidSpec: a bad ``address``.
     """
@@ -320,8 +322,14 @@ async def serve_model(
     shielded and bounded for its thread, so it cannot hang.
 
     Raises:
+        TypeError: ``policy`` is nothing :func:`rlmesh_trio.policy` accepts, or an
+            option is unknown or mistyped (``limits`` not a ``ServerLimits``).
+        ValueError: ``max_concurrency`` below 1.
         InvalidSpec: a bad address.
         OSError: the server cannot listen (the port is taken, say).
+        RuntimeError: the server's thread ended before listening, raising nothing.
+        Leaving the block re-raises what the server raised while serving or
+        stopping (only logged if the body raised first).
     """
     server = ModelServer(policy, address, **options)
     async with serving_in_thread(server):
