@@ -20,6 +20,7 @@ __all__ = [
     "FrameSplitter",
     "FrameTooLarge",
     "data_frame_header",
+    "goaway",
     "window_update",
     "with_goaway_code",
 ]
@@ -52,10 +53,11 @@ def window_update(stream_id: int, increment: int) -> bytes:
 GOAWAY = 0x7
 
 
-def goaway(last_stream_id: int, code: int, debug: bytes = b"") -> bytes:
-    """A GOAWAY frame: streams above ``last_stream_id`` were not and will not be processed."""
+def goaway(code: int, debug: bytes = b"", last_stream_id: int = 0) -> bytes:
+    """A GOAWAY frame: ``code``, the last stream processed, and ``debug`` data (what the
+    peer may show of why)."""
     payload = last_stream_id.to_bytes(4, "big") + code.to_bytes(4, "big") + debug
-    return len(payload).to_bytes(3, "big") + b"\x07\x00\x00\x00\x00\x00" + payload
+    return len(payload).to_bytes(3, "big") + bytes([GOAWAY, 0]) + b"\x00\x00\x00\x00" + payload
 
 
 def with_goaway_code(data: bytes, code: int) -> bytes:

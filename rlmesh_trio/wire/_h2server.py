@@ -169,7 +169,9 @@ class ServerCore(H2Base):
             return
         self._collect()  # what h2 queued goes first
         self.goaway_last = int(self._h2.highest_inbound_stream_id)
-        self._out += _frames.goaway(self.goaway_last, error_code, detail.encode()[:256])
+        self._out += _frames.goaway(
+            error_code, detail.encode()[:256], last_stream_id=self.goaway_last
+        )
 
     @property
     def held_bytes(self) -> int:

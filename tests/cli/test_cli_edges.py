@@ -400,3 +400,20 @@ def test_check_answers_from_a_server_that_allows_one_connection() -> None:
     assert f"endpoint      {model}" in checked_model.stdout
     assert "health        SERVING" in checked_model.stdout.splitlines()
     assert ran.returncode == 0, ran.stderr  # and the server still takes a run afterwards
+
+
+def test_check_at_a_servers_connection_limit_says_so() -> None:
+    import socket
+
+    from rlmesh_trio.transport._address import parse_address
+
+    with serving("serve-env", "CartPole-v1", "--limit", "max-connections=1") as env:
+        bound = parse_address(env)
+        with socket.create_connection((bound.host, bound.port), timeout=10) as held:
+            assert held.recv(65536)  # served: the server's SETTINGS; it holds the one slot
+            refused = run_cli("check", env, "--timeout", "10")
+    assert refused.returncode == 1
+    assert one_error_line(refused) == (
+        f"error: could not connect to {env}: the server closed the connection: "
+        "too many connections: the server allows 1 at once (max_connections)"
+    )

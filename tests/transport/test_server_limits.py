@@ -77,8 +77,21 @@ async def test_connections_past_the_cap_are_closed_at_accept() -> None:
             with trio.fail_after(10):
                 assert await stream.receive_some(65536)
         extra = await trio.open_tcp_stream(*_address(server))
-        assert await _until_closed(extra, 10) == b""
+        await extra.send_all(PREFACE + hyperframe.frame.SettingsFrame(0).serialize())
+        told = frames(await _until_closed(extra, 10))  # a FIN after them, not a reset
         await extra.aclose()
+        assert isinstance(told[0], hyperframe.frame.SettingsFrame)
+        (goaway,) = [f for f in told if isinstance(f, hyperframe.frame.GoAwayFrame)]
+        assert (goaway.last_stream_id, goaway.error_code) == (0, 0xB)  # ENHANCE_YOUR_CALM
+        assert goaway.additional_data == (
+            b"too many connections: the server allows 2 at once (max_connections)"
+        )
+        with pytest.raises(rt.ConnectError) as refused:
+            await rt.check_health(server.address)
+        assert str(refused.value).endswith(
+            ": the server closed the connection: too many connections: "
+            "the server allows 2 at once (max_connections)"
+        )
         for stream in held:
             await stream.aclose()
 

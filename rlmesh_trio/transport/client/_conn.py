@@ -34,6 +34,15 @@ KEEPALIVE_TIMEOUT = 10.0
 EAGER_ACK_READS = 16
 
 
+def goaway_detail(event: wire.ConnectionTerminated) -> str:
+    """How a GOAWAY ended our streams: the server's reason when it gave one (its debug
+    data: ours says "too many connections: ..." to a connection past its limit)."""
+    reason = event.additional_data.decode("utf-8", "replace").strip()
+    if not reason:
+        return CLOSED
+    return f"the server closed the connection: {reason[:200]}"
+
+
 class ConnectionLost(Exception):
     """The connection is gone; ``detail`` says how (``connection closed``, ...)."""
 
@@ -312,10 +321,11 @@ class Connection:
             if handler is not None:
                 handler.on_lost(event.detail)
         elif isinstance(event, wire.ConnectionTerminated):
+            detail = goaway_detail(event)
             for stream_id in [s for s in self._handlers if s > event.last_stream_id]:
-                self._handlers.pop(stream_id).on_lost(CLOSED)
+                self._handlers.pop(stream_id).on_lost(detail)
             if not self._handlers:
-                self.lose(CLOSED)
+                self.lose(detail)
         elif isinstance(event, wire.PingAcknowledged):
             self._ping_answered.set()
 

@@ -20,6 +20,7 @@ import trio
 
 from ... import wire
 from ..._wire import MAX_MESSAGE_BYTES
+from ...wire import _frames
 from .._address import Address
 from .._stream import BufferedByteStream, ByteStream, SocketByteStream
 from ._call import Handler, ServerCall
@@ -172,6 +173,7 @@ class Listener:
         self.sock = sock
         self._trio_sock = trio.socket.from_stdlib_socket(sock)
         self._ssl = ssl
+        self._refusing = 0  # connections past max_connections being told why
         self._path = bind.path
         if bind.path is not None:
             self.address = f"unix://{bind.path}"
@@ -192,7 +194,11 @@ class Listener:
                 await trio.sleep(0.05)
                 continue
             if len(service.connections) >= limit:
-                await trio.aclose_forcefully(tcp)
+                if self._ssl is None and self._refusing < MAX_REFUSING:
+                    self._refusing += 1
+                    service.nursery.start_soon(self._refuse, tcp, service.preface, limit)
+                else:  # TLS (no handshake for it), or a flood of them: closed at once
+                    await trio.aclose_forcefully(tcp)
                 continue
             stream: ByteStream = SocketByteStream(tcp, RECEIVE_SIZE)
             if self._ssl is not None:
@@ -200,11 +206,41 @@ class Listener:
                 stream = BufferedByteStream(tls, RECEIVE_SIZE)
             service.nursery.start_soon(_run_connection, service, stream)
 
+    async def _refuse(self, tcp: trio.SocketStream, preface: bytes, limit: int) -> None:
+        """Turn away a connection past ``max_connections`` with a reason: our SETTINGS
+        and a GOAWAY saying why, a FIN, then what its client still sends (its preface,
+        its first request) read and dropped until it closes, for at most
+        :data:`REFUSE_LINGER` seconds: closing with its bytes unread would send a TCP
+        reset, which throws away the GOAWAY before the client reads it."""
+        reason = TOO_MANY.format(limit=limit).encode()
+        try:
+            with trio.move_on_after(REFUSE_LINGER):
+                await tcp.send_all(preface + _frames.goaway(_REFUSED_CODE, reason))
+                await tcp.send_eof()
+                drained = 0
+                while drained < 1 << 20 and (data := await tcp.receive_some(65536)):
+                    drained += len(data)
+        except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
+            pass
+        finally:
+            self._refusing -= 1
+            await trio.aclose_forcefully(tcp)
+
     def remove_file(self) -> None:
         """Remove a unix socket's file (when stopping)."""
         if self._path:
             with contextlib.suppress(OSError):
                 os.unlink(self._path)
+
+
+#: The GOAWAY debug data a connection past ``max_connections`` gets (what its client shows).
+TOO_MANY = "too many connections: the server allows {limit} at once (max_connections)"
+#: ENHANCE_YOUR_CALM: the client's connections load the server past what it allows.
+_REFUSED_CODE = 0xB
+#: Connections past ``max_connections`` told why at once; more are closed without a word.
+MAX_REFUSING = 64
+#: How long a refused connection's client has to read why (its bytes meanwhile dropped).
+REFUSE_LINGER = 1.0
 
 
 class _Unspoken:
