@@ -301,6 +301,8 @@ class BlockDrive:
         # Any route of the round names the rows: the block's routes share one rows plan,
         # and this one's adapter is surely still resolved.
         env_id = first.calls.spec.env_id
+        # Every lane active (the usual round): whole-array slices, not fancy indexing.
+        sel: Any = slice(None) if active.size == len(self.lanes) else active
         actions = await self._predict(env_id, self.obs[active], active, first.calls.step)
         predicted = now_fn()
         step = first.calls.step + 1
@@ -314,16 +316,17 @@ class BlockDrive:
         now = now_fn()
         predict_ms = (predicted - round_started) * 1000.0
         step_ms = (now - predicted) * 1000.0
-        self.obs[active] = reply.observations
-        self.steps[active] += 1
-        self.reward[active] += reply.rewards
-        self.predict_ms[active] += predict_ms
-        self.step_ms[active] += step_ms
+        self.obs[sel] = reply.observations
+        steps = self.steps
+        steps[sel] += 1
+        self.reward[sel] += reply.rewards
+        self.predict_ms[sel] += predict_ms
+        self.step_ms[sel] += step_ms
+        self.unbooked[sel] += 1
         done = reply.terminated | reply.truncated
-        over = done | (self.steps[active] >= self.max_steps[active])
+        over = done | (steps[sel] >= self.max_steps[sel])
         if self._timed:
-            over |= (now - self.started[active]) >= self.max_seconds[active]
-        self.unbooked[active] += 1
+            over |= (now - self.started[sel]) >= self.max_seconds[sel]
         log = self.log
         log.add((predict_ms, step_ms, (now - round_started) * 1000.0), reply.telemetry)
         if len(log.predict) >= 4096:
