@@ -328,8 +328,8 @@ async def serve_model(
         InvalidSpec: a bad address.
         OSError: the server cannot listen (the port is taken, say).
         RuntimeError: the server's thread ended before listening, raising nothing.
-        Leaving the block re-raises what the server raised while serving or
-        stopping (only logged if the body raised first).
+        Exception: on leaving the block, what the server raised while serving or
+            stopping (only logged if the body raised first).
     """
     server = ModelServer(policy, address, **options)
     async with serving_in_thread(server):
