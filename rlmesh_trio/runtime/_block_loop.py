@@ -423,20 +423,7 @@ async def _completed(
     if gate.completed:
         await gate.emit(
             "episode_completed",
-            EpisodeCompletedEvent(
-                gate.ctx,
-                episode_id=result.episode_id,
-                episode_record_id=result.record_id,
-                episode_index=result.index,
-                env_index=result.env_index,
-                step_count=result.steps,
-                cumulative_reward=result.reward,
-                terminated=result.terminated,
-                truncated=result.truncated,
-                duration_ms=result.duration_s * 1000.0,
-                final_info=_meta_map(final),
-                result=result,
-            ),
+            EpisodeCompletedEvent.of(gate.ctx, result, _meta_map(final)),
         )
     if reset_adapter:
         # The route's background nursery, as RouteLoop._finish uses it (same package).

@@ -92,6 +92,26 @@ class EpisodeCompletedEvent(_RouteEvent):
     final_info: spaces_pb.MetaMap | None
     result: EpisodeResult
 
+    @classmethod
+    def of(
+        cls, ctx: RouteContext, result: EpisodeResult, final_info: spaces_pb.MetaMap | None
+    ) -> EpisodeCompletedEvent:
+        """The event of a finished episode's ``result`` (the one place its fields are read)."""
+        return cls(
+            ctx,
+            episode_id=result.episode_id,
+            episode_record_id=result.record_id,
+            episode_index=result.index,
+            env_index=result.env_index,
+            step_count=result.steps,
+            cumulative_reward=result.reward,
+            terminated=result.terminated,
+            truncated=result.truncated,
+            duration_ms=result.duration_s * 1000.0,
+            final_info=final_info,
+            result=result,
+        )
+
 
 @attrs.frozen(slots=True)
 class ActionReceivedEvent(_RouteEvent):

@@ -454,19 +454,8 @@ class RouteLoop:
         if gate.completed:
             await gate.emit(
                 "episode_completed",
-                EpisodeCompletedEvent(
-                    gate.ctx,
-                    episode_id=result.episode_id,
-                    episode_record_id=result.record_id,
-                    episode_index=result.index,
-                    env_index=result.env_index,
-                    step_count=result.steps,
-                    cumulative_reward=result.reward,
-                    terminated=result.terminated,
-                    truncated=result.truncated,
-                    duration_ms=result.duration_s * 1000.0,
-                    final_info=meta.final_info if meta is not None else None,
-                    result=result,
+                EpisodeCompletedEvent.of(
+                    gate.ctx, result, meta.final_info if meta is not None else None
                 ),
             )
         self._background.start_soon(self._reset_adapter, result.episode_id)
