@@ -19,12 +19,14 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
-import torch
 
 import rlmesh_trio as rt
 from rlmesh_trio._errors import EnvRpcError, RouteCancelled
 from rlmesh_trio.orchestrator import Orchestrator
 from rlmesh_trio.runtime import RuntimeHooks
+
+# The torch MLP cases need the torch extra (the minimum-versions run has none).
+torch = pytest.importorskip("torch")
 
 
 def _mlp() -> torch.nn.Module:
