@@ -25,6 +25,8 @@ from rlmesh_trio._errors import EnvRpcError, RouteCancelled
 from rlmesh_trio.orchestrator import Orchestrator
 from rlmesh_trio.runtime import RuntimeHooks
 
+from .._block_helpers import Breaks
+
 # The torch MLP cases need the torch extra (the minimum-versions run has none).
 torch = pytest.importorskip("torch")
 
@@ -165,27 +167,10 @@ def test_a_route_with_a_step_hook_takes_its_own_loop_with_the_same_episodes() ->
     assert _episodes(report) == sorted(_plain("numpy", model, s, None) for s in seeds)
 
 
-class _Breaks(gym.Wrapper[Any, Any, Any, Any]):
-    """Raises on its ``after``-th step (counted over all its episodes) while ``armed``."""
-
-    armed = True
-
-    def __init__(self, env: gym.Env[Any, Any], after: int) -> None:
-        super().__init__(env)
-        self.after = after
-        self.count = 0
-
-    def step(self, action: Any) -> Any:
-        self.count += 1
-        if _Breaks.armed and self.count >= self.after:
-            raise RuntimeError("env broke")
-        return self.env.step(action)
-
-
 def test_a_failing_env_fails_its_route_and_cancels_the_siblings() -> None:
     model, _ = _counted_numpy()
     envs: list[Any] = [gym.make("CartPole-v1") for _ in range(6)]
-    envs[3] = _Breaks(envs[3], after=60)
+    envs[3] = Breaks(envs[3], after=60, message="env broke")
     routes = rt.shard(envs, model, range(60), max_episode_steps=20)
     failed = _failed(routes)
     assert "route-3" in str(failed)
@@ -215,19 +200,15 @@ def test_a_cut_ledgered_fused_run_resumes_every_seed_exactly_once(tmp_path: Path
     seeds = list(range(40))
     model, _ = _counted_numpy()
 
-    def routes() -> list[rt.Route]:
+    def routes(armed: bool) -> list[rt.Route]:
         envs: list[Any] = [gym.make("CartPole-v1") for _ in range(5)]
-        envs[2] = _Breaks(envs[2], after=70)
+        envs[2] = Breaks(envs[2], after=70, message="env broke", armed=armed)
         return rt.shard(envs, model, seeds, max_episode_steps=25)
 
-    _Breaks.armed = True
-    try:
-        first = _failed(routes(), ledger=ledger).report
-    finally:
-        _Breaks.armed = False
+    first = _failed(routes(armed=True), ledger=ledger).report
     done = {e.seed for e in first.episodes}
     assert 0 < len(done) < len(seeds)
-    second = rt.run(routes(), ledger=ledger, resume=True)
+    second = rt.run(routes(armed=False), ledger=ledger, resume=True)
     assert second.ok, [r.error for r in second.routes]
     assert sorted(e.seed for e in second.episodes) == seeds  # type: ignore[comparison-overlap]
     assert _episodes(second) == sorted(_plain("numpy", model, s, 25) for s in seeds)

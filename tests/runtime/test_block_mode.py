@@ -21,6 +21,8 @@ import rlmesh_trio as rt
 from rlmesh_trio._errors import EnvRpcError
 from rlmesh_trio.runtime import RuntimeHooks
 
+from .._block_helpers import Breaks
+
 # The torch MLP cases need the torch extra (the minimum-versions run has none).
 torch = pytest.importorskip("torch")
 
@@ -159,26 +161,9 @@ def test_a_disabled_vector_env_with_a_step_hook_is_still_refused() -> None:
     assert "as one block" in str(error)
 
 
-class _Breaks(gym.Wrapper[Any, Any, Any, Any]):
-    """Raises on its ``after``-th step (counted over all its episodes) while ``armed``."""
-
-    armed = True
-
-    def __init__(self, env: gym.Env[Any, Any], after: int) -> None:
-        super().__init__(env)
-        self.after = after
-        self.count = 0
-
-    def step(self, action: Any) -> Any:
-        self.count += 1
-        if _Breaks.armed and self.count >= self.after:
-            raise RuntimeError("lane broke")
-        return self.env.step(action)
-
-
 def test_a_failing_lane_names_itself_and_keeps_finished_episodes() -> None:
     envs = [gym.make("CartPole-v1") for _ in range(LANES)]
-    envs[3] = _Breaks(envs[3], after=120)
+    envs[3] = Breaks(envs[3], after=120, message="lane broke")
     report = _failed([rt.Route(env=envs, model=CART, seeds=list(range(40)), max_episode_steps=20)])
     outcome = report.routes[0]
     error = outcome.error
@@ -220,20 +205,16 @@ def test_a_cut_ledgered_block_run_resumes_every_seed_exactly_once(tmp_path: Path
     ledger = tmp_path / "run.jsonl"
     seeds = list(range(30))
 
-    def routes() -> list[rt.Route]:
+    def routes(armed: bool) -> list[rt.Route]:
         envs = [gym.make("CartPole-v1") for _ in range(LANES)]
-        envs[2] = _Breaks(envs[2], after=70)
+        envs[2] = Breaks(envs[2], after=70, message="lane broke", armed=armed)
         return [rt.Route(env=envs, model=CART, seeds=seeds, max_episode_steps=25, route_id="L")]
 
-    _Breaks.armed = True
-    try:
-        first = _failed(routes(), ledger=ledger)
-    finally:
-        _Breaks.armed = False
+    first = _failed(routes(armed=True), ledger=ledger)
     assert not first.ok
     done = {e.seed for e in first.episodes}
     assert 0 < len(done) < len(seeds)
-    second = rt.run(routes(), ledger=ledger, resume=True)
+    second = rt.run(routes(armed=False), ledger=ledger, resume=True)
     assert second.ok, second.routes[0].error
     got = sorted(e.seed for e in second.episodes)
     assert got == seeds  # type: ignore[comparison-overlap]
