@@ -77,28 +77,26 @@ def _vector(mode: str, max_steps: int | None) -> Any:
     )
 
 
-def plain(episodes: int, max_steps: int | None) -> Sample:
-    """The reference: the hand loop over a sync vector env, in this process."""
+def _vector_sample(mode: str, episodes: int, max_steps: int | None) -> Sample:
+    """The hand loop over a ``mode`` vector env, timed, its episodes by seed."""
     meter = Meter()
-    venv = _vector("sync", max_steps)
+    venv = _vector(mode, max_steps)
     try:
         with meter.timed():
             results = vector_loop(venv, episodes)
         return by_seed_sample(meter, results)
     finally:
         venv.close()
+
+
+def plain(episodes: int, max_steps: int | None) -> Sample:
+    """The reference: the hand loop over a sync vector env, in this process."""
+    return _vector_sample("sync", episodes, max_steps)
 
 
 def async_vector(episodes: int, max_steps: int | None) -> Sample:
     """The hand loop over ``AsyncVectorEnv``: 32 worker processes, the policy here."""
-    meter = Meter()
-    venv = _vector("async", max_steps)
-    try:
-        with meter.timed():
-            results = vector_loop(venv, episodes)
-        return by_seed_sample(meter, results)
-    finally:
-        venv.close()
+    return _vector_sample("async", episodes, max_steps)
 
 
 def sb3(episodes: int, max_steps: int | None) -> Sample:
