@@ -42,7 +42,7 @@ os.environ.setdefault("RLMESH_WORKFLOW_EDITION", "2026.06")
 
 from _servers import STARTUP_TIMEOUT, Server
 
-from rlmesh_trio._wire import WORKFLOW_EDITION
+from rlmesh_trio._protocol import WORKFLOW_EDITION
 from rlmesh_trio.testing import spawn_server
 from rlmesh_trio.transport import RemoteEnv
 from rlmesh_trio.transport.client._remote_lanes import RemoteLaneBlock

@@ -40,7 +40,7 @@ os.environ.setdefault("RLMESH_WORKFLOW_EDITION", "2026.06")
 import _servers
 
 import rlmesh_trio as rt
-from rlmesh_trio._wire import env_pb, model_pb
+from rlmesh_trio._protocol import env_pb, model_pb
 
 _MESSAGE = b"x" * 120
 

@@ -27,8 +27,8 @@ import h2.events
 import trio
 
 from rlmesh_trio import RemoteEnv, RemoteModel
-from rlmesh_trio._wire import WORKFLOW_EDITION, env_pb, model_pb, spaces_pb
-from rlmesh_trio.wire._pb import key, number
+from rlmesh_trio._protocol import WORKFLOW_EDITION, env_pb, model_pb, spaces_pb
+from rlmesh_trio._wire._pb import key, number
 
 _DATA = 0
 

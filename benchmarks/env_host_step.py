@@ -22,7 +22,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlmesh_trio._envhost import EnvHost, make_host
-from rlmesh_trio._wire import env_pb, spaces_pb
+from rlmesh_trio._protocol import env_pb, spaces_pb
 
 LANES = 4
 STEPS = 2000

@@ -27,7 +27,7 @@ import trio
 
 from rlmesh_trio import spaces
 from rlmesh_trio._modelhost import inline_invoke
-from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, model_pb
+from rlmesh_trio._protocol import WORKFLOW_EDITION, core_pb, model_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.inprocess._local_model import LocalModel
 from rlmesh_trio.runtime._watchdog import OperationWatchdog

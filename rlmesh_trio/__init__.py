@@ -36,6 +36,7 @@ from ._version import __version__
 if TYPE_CHECKING:
     from . import distributed, hooks, report, results, spaces
     from ._modelhost import JaxPolicy, SB3Policy, TorchPolicy, policy
+    from ._wire import ServerLimits
     from .distributed import run_distributed
     from .inprocess import RANDOM, LocalEnv, LocalModel
     from .orchestrator import (
@@ -77,7 +78,6 @@ if TYPE_CHECKING:
         serve_env,
         serve_model,
     )
-    from .wire import ServerLimits
 else:
     from ._lazy import lazy_exports
 
@@ -126,7 +126,7 @@ else:
                 "serve_env",
                 "serve_model",
             ),
-            ".wire": ("ServerLimits",),
+            "._wire": ("ServerLimits",),
         },
         submodules=("distributed", "hooks", "report", "results", "spaces"),
     )

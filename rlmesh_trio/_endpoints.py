@@ -23,7 +23,7 @@ from typing import Any, Generic, Protocol, TypeVar, runtime_checkable
 
 import attrs
 
-from ._wire import core_pb, env_pb, model_pb, spaces_pb
+from ._protocol import core_pb, env_pb, model_pb, spaces_pb
 
 __all__ = [
     "EncodesObservations",

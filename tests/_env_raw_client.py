@@ -14,7 +14,7 @@ import grpclib.const
 import trio
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
-from rlmesh_trio._wire import core_pb, env_pb
+from rlmesh_trio._protocol import core_pb, env_pb
 from rlmesh_trio.transport._address import parse_address
 
 from . import _asyncio_bridge as bridge

@@ -22,7 +22,7 @@ from typing import Any
 import grpclib.const
 import trio
 
-from rlmesh_trio import wire
+from rlmesh_trio import _wire as wire
 from rlmesh_trio.transport.client._channel import ClientConnection
 from rlmesh_trio.transport.client._conn import Connection
 

@@ -45,7 +45,7 @@ import gymnasium
 import numpy as np
 
 from rlmesh_trio import spaces
-from rlmesh_trio._wire import (
+from rlmesh_trio._protocol import (
     CAP_CONCURRENT_PREDICT,
     PROTOCOL_GENERATION,
     WORKFLOW_EDITION,

@@ -15,8 +15,8 @@ import grpclib.client
 import grpclib.const
 import grpclib.server
 
-from rlmesh_trio._wire import env_pb as _env_messages
-from rlmesh_trio._wire import model_pb as _model_messages
+from rlmesh_trio._protocol import env_pb as _env_messages
+from rlmesh_trio._protocol import model_pb as _model_messages
 
 __all__ = ["env_pb", "model_pb"]
 

@@ -1,6 +1,6 @@
 """A pass-through grpclib codec, for tests and tools that drive our servers with grpclib.
 
-The clients no longer use grpclib (they run on :mod:`rlmesh_trio.wire` and
+The clients no longer use grpclib (they run on :mod:`rlmesh_trio._wire` and
 Trio sockets); :func:`check_size` lives in the wire core and is re-exported.
 """
 
@@ -10,7 +10,7 @@ from typing import Any
 
 from grpclib.encoding.base import CodecBase
 
-from rlmesh_trio.wire import check_size
+from rlmesh_trio._wire import check_size
 
 __all__ = ["RawCodec", "check_size"]
 

@@ -35,7 +35,7 @@ from gymnasium.vector import AutoresetMode
 
 from .._blocks import BlockReset, BlockStep
 from .._errors import EnvRpcError
-from .._wire import env_pb
+from .._protocol import env_pb
 from ._checks import conformance_issues
 from ._conformance import Conformance
 from ._host import EnvHost

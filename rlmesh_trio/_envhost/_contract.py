@@ -16,7 +16,7 @@ from typing import Any
 import gymnasium as gym
 
 from .. import spaces
-from .._wire import core_pb, spaces_pb
+from .._protocol import core_pb, spaces_pb
 
 __all__ = ["UNKNOWN_ENV_ID", "build_contract", "env_id_of", "metadata_map"]
 

@@ -23,7 +23,7 @@ import time
 
 import attrs
 
-from .._wire import env_pb, spaces_pb
+from .._protocol import env_pb, spaces_pb
 
 __all__ = ["INTERRUPTED_BUFFER", "EpisodeBook"]
 

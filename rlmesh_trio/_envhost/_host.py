@@ -29,8 +29,8 @@ import attrs
 import betterproto2
 
 from .._errors import format_duration
-from .._wire import WORKFLOW_EDITION, core_pb, env_pb
-from ..wire._step_parts import StepParts
+from .._protocol import WORKFLOW_EDITION, core_pb, env_pb
+from .._wire._step_parts import StepParts
 from ._episodes import EpisodeBook
 from ._schedule import Scheduler, Ticket
 
@@ -332,7 +332,7 @@ class EnvHost(abc.ABC):
         in-process endpoint running inline): nothing can start meanwhile. The
         answer is the bare :class:`Call`: such a caller needs the response arm
         only, and an envelope per step costs more than the bookkeeping. With ``parts``
-        a one-lane step may answer with a :class:`~rlmesh_trio.wire._step_parts.StepParts`
+        a one-lane step may answer with a :class:`~rlmesh_trio._wire._step_parts.StepParts`
         instead of a ``StepResponse`` (for a caller that writes the reply bytes itself).
         """
         if not self._sched.idle():

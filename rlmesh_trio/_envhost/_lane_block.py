@@ -29,7 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from .._errors import ProtocolError
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance
 from ._host import Call, EnvFailure, invalid_action

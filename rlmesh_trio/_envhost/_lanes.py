@@ -23,8 +23,8 @@ import gymnasium as gym
 
 from .. import spaces
 from .._errors import ProtocolError
-from .._wire import CAP_MULTI_LANE_SUBSET, CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
-from ..wire._step_parts import StepParts
+from .._protocol import CAP_MULTI_LANE_SUBSET, CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
+from .._wire._step_parts import StepParts
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of
 from ._host import Call, EnvFailure, EnvHost, invalid_action, unsupported

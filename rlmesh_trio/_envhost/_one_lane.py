@@ -23,11 +23,11 @@ import numpy as np
 
 from .. import spaces
 from .._errors import ProtocolError
-from .._wire import env_pb, spaces_pb
+from .._protocol import env_pb, spaces_pb
+from .._wire._step_parts import StepParts
 from ..spaces._codec import compile_spec
 from ..spaces._fixed import BoxLeaf
 from ..spaces._node import Node
-from ..wire._step_parts import StepParts
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._episodes import EpisodeBook

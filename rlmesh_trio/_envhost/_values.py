@@ -9,7 +9,7 @@ import numpy as np
 
 from .. import spaces
 from .._errors import ProtocolError
-from .._wire import env_pb, spaces_pb
+from .._protocol import env_pb, spaces_pb
 from ._checks import CONFORMANCE_KEY
 from ._host import internal
 from ._png import encode_png

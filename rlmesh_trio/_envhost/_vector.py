@@ -19,7 +19,7 @@ from gymnasium.vector.utils import iterate
 
 from .. import spaces
 from .._errors import ProtocolError
-from .._wire import core_pb, env_pb, spaces_pb
+from .._protocol import core_pb, env_pb, spaces_pb
 from ._checks import action_error_text, find_nan
 from ._conformance import Conformance, with_warnings
 from ._contract import build_contract, env_id_of

@@ -9,7 +9,7 @@ import time
 import attrs
 
 from .._errors import ProtocolError
-from .._wire import core_pb, spaces_pb
+from .._protocol import core_pb, spaces_pb
 from ._faults import ModelFault
 from ._one_row import RowPlan
 from ._phases import ENCODE_ERRORS, encode_fault

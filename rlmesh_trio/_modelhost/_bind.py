@@ -10,7 +10,7 @@ one batched call only when they share that policy.
 from __future__ import annotations
 
 from .. import spaces
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._coerce import as_policy
 from ._faults import ModelFault
 from ._policy import Policy

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._wire import model_pb
+from .._protocol import model_pb
 
 __all__ = ["Code", "ModelFault"]
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from .. import spaces
 from .._errors import ProtocolError
-from .._wire import model_pb, spaces_pb
+from .._protocol import model_pb, spaces_pb
 from ..spaces._codec import compile_spec
 from ..spaces._fixed import FixedLeaf
 from ._adapter import Adapter, observation_space

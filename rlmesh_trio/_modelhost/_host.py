@@ -33,7 +33,7 @@ import numpy as np
 
 from .. import spaces
 from .._errors import ProtocolError
-from .._wire import WORKFLOW_EDITION, model_pb, spaces_pb
+from .._protocol import WORKFLOW_EDITION, model_pb, spaces_pb
 from ._adapter import Adapter, observation_space
 from ._bind import BoundPolicies
 from ._coerce import as_policy

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ProtocolError
-from .._wire import model_pb, spaces_pb
+from .._protocol import model_pb, spaces_pb
 from ..runtime._placement import settle_inline
 from ..spaces._codec import compile_spec, decode_batch
 from ..spaces._fixed import BoxLeaf, DiscreteLeaf

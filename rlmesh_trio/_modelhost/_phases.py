@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._errors import ProtocolError
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._faults import ModelFault
 from ._policy import PolicyFn
 

@@ -20,7 +20,7 @@ import gymnasium as gym
 import numpy as np
 
 from .. import spaces
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._adapter import Adapter
 from ._faults import ModelFault
 from ._phases import ENCODE_ERRORS, Invoke, encode_fault

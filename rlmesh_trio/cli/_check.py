@@ -8,7 +8,7 @@ import ssl
 import trio
 
 from .._errors import ConnectError
-from .._wire import core_pb
+from .._protocol import core_pb
 from ..spaces import to_gymnasium
 from ..transport import RemoteEnv, RemoteModel
 

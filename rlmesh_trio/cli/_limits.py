@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import attrs
 import click
 
-from ..wire import ServerLimits
+from .._wire import ServerLimits
 from ._common import fail
 
 __all__ = ["limit_option", "server_limits"]

@@ -29,9 +29,9 @@ from .._endpoints import EndpointInfo, Reply
 from .._envhost import SUPPORTED_EDITIONS, Call, EnvHost, make_host
 from .._envhost._block import EnvBlock, block_of
 from .._errors import ConnectError, EnvRpcError, InvalidSpec, ProtocolError, format_duration
-from .._wire import WORKFLOW_EDITION, env_pb, spaces_pb
+from .._protocol import WORKFLOW_EDITION, env_pb, spaces_pb
+from .._wire._step_parts import StepParts
 from ..runtime._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement, settle_inline
-from ..wire._step_parts import StepParts
 
 __all__ = ["LocalEnv"]
 

@@ -27,7 +27,7 @@ from .._modelhost import (
 )
 from .._modelhost._host import NOT_RESOLVED
 from .._modelhost._rows import RowsPlan, predict_rows, rows_plan
-from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from .._protocol import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 from ..runtime._placement import DEFAULT_INLINE_LIMIT, CallPlacement, settle_inline
 
 __all__ = ["LocalModel"]

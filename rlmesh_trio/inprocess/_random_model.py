@@ -20,7 +20,7 @@ import trio
 from .. import spaces
 from .._endpoints import EndpointInfo, Reply
 from .._errors import ModelRpcError, ProtocolError
-from .._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from .._protocol import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
 
 __all__ = ["RANDOM", "RandomBaseline", "RandomModel"]
 

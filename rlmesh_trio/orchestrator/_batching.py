@@ -33,7 +33,7 @@ from typing import Any
 import trio
 
 from .._endpoints import SubmitsPredicts
-from .._wire import model_pb
+from .._protocol import model_pb
 from ..runtime import EndpointInfo, Reply
 from ._grouping import GROUP, GroupingRule
 

@@ -24,9 +24,9 @@ from .._endpoints import (
     StepsOnLeaves,
 )
 from .._errors import EnvRpcError, ModelRouteMismatch, ModelRpcError, ProtocolError, RlmeshTrioError
-from .._wire import env_pb, model_pb, spaces_pb
+from .._protocol import env_pb, model_pb, spaces_pb
+from .._wire._step_parts import StepParts
 from ..spaces import check_batch
-from ..wire._step_parts import StepParts
 from ._episodes import Lane
 from ._spec import RouteSpec
 from ._telemetry import OperationRecorder, RouteTelemetry

@@ -32,7 +32,7 @@ import trio
 from .._endpoints import RuntimeEnv, RuntimeModel
 from .._errors import InvalidSpec, RouteCancelled
 from .._groups import first_cancelled, first_error
-from .._wire import core_pb, model_pb
+from .._protocol import core_pb, model_pb
 from ._calls import RouteCalls
 from ._episodes import EpisodeBook
 from ._events import (

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .._wire import env_pb, spaces_pb
+from .._protocol import env_pb, spaces_pb
 from ..spaces import meta_map_from_python
 from ._meta import TRIAL_INDEX_OPTION, episode_success
 from ._results import EpisodeRecord, EpisodeResult, record_id

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import attrs
 
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._results import EpisodeResult, TelemetryRow
 
 __all__ = [

@@ -11,7 +11,7 @@ import logging
 from typing import Any
 
 from .._errors import HookError
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._events import LogEvent, RouteContext, TelemetrySummaryEvent, TelemetryWindowEvent
 from ._hooks import RuntimeHooks, overrides
 from ._telemetry import RouteTelemetry

@@ -18,7 +18,7 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._events import (
     ActionReceivedEvent,
     EpisodeCompletedEvent,

@@ -15,8 +15,8 @@ from typing import Protocol
 import attrs
 import trio
 
-from .._wire import env_pb, model_pb, spaces_pb
-from ..wire._step_parts import StepParts
+from .._protocol import env_pb, model_pb, spaces_pb
+from .._wire._step_parts import StepParts
 from ._calls import RouteCalls
 from ._episodes import EpisodeBook, Lane
 from ._events import (

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 
 __all__ = [
     "RESET_OPTIONS_KEY",

@@ -23,7 +23,7 @@ import trio
 
 from .._blocks import LaneBlockEnv, LaneBlockModel
 from .._errors import InvalidSpec
-from .._wire import env_pb, spaces_pb
+from .._protocol import env_pb, spaces_pb
 from ._block_loop import BlockDrive
 from ._block_member import BlockMember
 from ._episodes import Lane

@@ -15,7 +15,7 @@ from .._blocks import LaneBlockEnv
 from .._editions import EditionOffer, describe_offers, select_edition
 from .._endpoints import EndpointInfo
 from .._errors import HandshakeError, InvalidSpec, ProtocolError
-from .._wire import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
+from .._protocol import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
 from ._calls import RouteCalls, concurrently
 from ._meta import TRIAL_INDEX_OPTION, declares_reset_option
 from ._spec import RouteSpec

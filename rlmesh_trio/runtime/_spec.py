@@ -10,7 +10,7 @@ import attrs
 import uuid_utils
 
 from .._errors import InvalidSpec
-from .._wire import core_pb
+from .._protocol import core_pb
 
 __all__ = [
     "DEFAULT_MAX_EPISODE_STEPS",

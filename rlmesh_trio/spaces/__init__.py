@@ -15,7 +15,7 @@ The wire message types are re-exported for type hints (``SpaceSpec``,
 ``SpaceValue``, ``MetaMap``, ``MetaValue``), e.g. in transform hooks.
 """
 
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._codec import (
     check_batch,
     decode,

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from .._errors import ProtocolError
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._compile import Codec, compile_spec
 from ._node import Node
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 import numpy as np
 
 from .._errors import ProtocolError
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._cache import IdentityCache
 from ._dtypes import INT_KINDS, numpy_of_dtype
 from ._fixed import BoxLeaf, DiscreteLeaf, FixedLeaf, MultiBinaryLeaf, MultiDiscreteLeaf

@@ -12,7 +12,7 @@ from typing import Final
 import numpy as np
 
 from .._errors import ProtocolError
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 
 __all__ = [
     "DT",

@@ -15,7 +15,7 @@ from typing import Any
 import betterproto2
 import numpy as np
 
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 
 __all__ = ["meta_from_python", "meta_map_from_python", "meta_to_python"]
 

@@ -25,7 +25,7 @@ import numpy as np
 from gymnasium.spaces.text import alphanumeric
 
 from .._errors import ProtocolError
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ._cache import IdentityCache
 from ._dtypes import DT, dtype_of_numpy, numpy_of_dtype
 

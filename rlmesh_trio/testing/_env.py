@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 
 from .._endpoints import EndpointInfo, Reply
 from .._errors import EnvRpcError
-from .._wire import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, env_pb, spaces_pb
+from .._protocol import CAP_SUBSET_STEP, WORKFLOW_EDITION, core_pb, env_pb, spaces_pb
 from ._observe import ObservationFn, SpaceObservations
 from ._script import enter_call
 

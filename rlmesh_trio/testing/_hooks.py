@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 from ..runtime._events import ActionReceivedEvent, ObservationEmittedEvent
 from ..runtime._hooks import EVENT_NAMES, TRANSFORM_NAMES, RuntimeHooks
 

@@ -9,7 +9,7 @@ import trio
 
 from .._endpoints import EndpointInfo, Reply
 from .._errors import ModelRpcError
-from .._wire import WORKFLOW_EDITION, model_pb, spaces_pb
+from .._protocol import WORKFLOW_EDITION, model_pb, spaces_pb
 from ._script import enter_call
 
 __all__ = ["ScriptedModel"]

@@ -10,7 +10,7 @@ from typing import Any
 import gymnasium
 
 from .. import spaces
-from .._wire import spaces_pb
+from .._protocol import spaces_pb
 
 __all__ = ["ObservationFn", "SpaceObservations"]
 

@@ -2,7 +2,7 @@
 
 The clients (:class:`RemoteEnv`, :class:`RemoteModel`, :func:`check_health`)
 and the servers (:class:`EnvServer`, :class:`ModelServer`) run on the I/O-free
-:mod:`rlmesh_trio.wire` core over Trio sockets. Each server runs its own
+:mod:`rlmesh_trio._wire` core over Trio sockets. Each server runs its own
 ``trio.run`` on a thread of its own (``server/_thread.py``), so serving never
 competes with the caller's routes.
 """

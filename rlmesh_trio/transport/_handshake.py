@@ -13,13 +13,13 @@ import importlib.metadata
 import platform
 import sys
 
-from .. import wire
+from .. import _wire as wire
 from .._endpoints import EndpointInfo
 from .._errors import ConnectError, HandshakeError
+from .._protocol import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
 from .._version import __version__
-from .._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
-from ..wire import GrpcError
-from ..wire import GrpcStatus as Status
+from .._wire import GrpcError
+from .._wire import GrpcStatus as Status
 
 __all__ = [
     "ENV_COMPONENT",

@@ -1,80 +1,13 @@
-"""The I/O-free wire core: gRPC over HTTP/2 (h2's public API), Join demux, hand codecs.
+"""Deprecated: the wire core is private now (``rlmesh_trio._wire``).
 
-Nothing here opens a socket or touches an event loop: bytes go in, events
-come out (:class:`ClientCore`, :class:`ServerCore`), and the transport layer does the I/O.
+Only ``ServerLimits`` was ever meant for users; it lives at ``rlmesh_trio.ServerLimits``.
+Every name the old public ``rlmesh_trio.wire`` exported still reads from here,
+with a ``DeprecationWarning``, until the release in ``rlmesh_trio._deprecated.REMOVED_IN``.
 """
 
-from typing import TYPE_CHECKING
+from .._deprecated import moved_names
 
-# Each name is imported when first read (PEP 562, see rlmesh_trio._lazy): a client never
-# loads the server core, and the CLI reads ServerLimits without h2.
-if TYPE_CHECKING:
-    from ._demux import JoinDemux, Undecodable, Waiter
-    from ._events import (
-        ConnectionTerminated,
-        Event,
-        MessageReceived,
-        MessageRefused,
-        PingAcknowledged,
-        RequestEnded,
-        RequestReceived,
-        ResponseHeaders,
-        StreamEnded,
-        StreamReset,
-    )
-    from ._grpc import (
-        MAX_MESSAGE_BYTES,
-        FramingError,
-        GrpcError,
-        GrpcStatus,
-        MessageReader,
-        check_size,
-        frame,
-        request_headers,
-    )
-    from ._h2core import ClientCore, NotHttp2, ProtocolFailure
-    from ._h2server import ServerCore
-    from ._limits import ServerLimits
-    from ._registry import HAND_DECODERS, HAND_ENCODERS, encode_env_reply
-    from ._skim import parse as parse_message
-else:
-    from .._lazy import lazy_exports
-
-    __getattr__, __dir__ = lazy_exports(
-        __name__,
-        {
-            "._demux": ("JoinDemux", "Undecodable", "Waiter"),
-            "._events": (
-                "ConnectionTerminated",
-                "Event",
-                "MessageReceived",
-                "MessageRefused",
-                "PingAcknowledged",
-                "RequestEnded",
-                "RequestReceived",
-                "ResponseHeaders",
-                "StreamEnded",
-                "StreamReset",
-            ),
-            "._grpc": (
-                "MAX_MESSAGE_BYTES",
-                "FramingError",
-                "GrpcError",
-                "GrpcStatus",
-                "MessageReader",
-                "check_size",
-                "frame",
-                "request_headers",
-            ),
-            "._h2core": ("ClientCore", "NotHttp2", "ProtocolFailure"),
-            "._h2server": ("ServerCore",),
-            "._limits": ("ServerLimits",),
-            "._registry": ("HAND_DECODERS", "HAND_ENCODERS", "encode_env_reply"),
-            "._skim": {"parse_message": "parse"},
-        },
-    )
-
-__all__ = [
+_OLD_NAMES = (
     "HAND_DECODERS",
     "HAND_ENCODERS",
     "MAX_MESSAGE_BYTES",
@@ -95,7 +28,6 @@ __all__ = [
     "RequestReceived",
     "ResponseHeaders",
     "ServerCore",
-    "ServerLimits",
     "StreamEnded",
     "StreamReset",
     "Undecodable",
@@ -105,4 +37,12 @@ __all__ = [
     "frame",
     "parse_message",
     "request_headers",
-]
+)
+
+__all__: list[str] = []
+
+__getattr__, __dir__ = moved_names(
+    __name__,
+    {"ServerLimits": "rlmesh_trio", **dict.fromkeys(_OLD_NAMES, "rlmesh_trio._wire")},
+    listed=lambda: sorted(__all__),
+)

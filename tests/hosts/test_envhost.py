@@ -13,7 +13,7 @@ from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
 from rlmesh_trio import spaces
 from rlmesh_trio._envhost import INTERRUPTED_BUFFER, HostReply, LaneHost, VectorHost, make_host
-from rlmesh_trio._wire import CAP_MULTI_LANE_SUBSET, core_pb, env_pb, spaces_pb
+from rlmesh_trio._protocol import CAP_MULTI_LANE_SUBSET, core_pb, env_pb, spaces_pb
 
 from .._envhost_envs import BoxActionEnv, CountingEnv, RichEnv, TextEnv
 

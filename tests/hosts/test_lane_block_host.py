@@ -15,7 +15,7 @@ import numpy as np
 
 from rlmesh_trio import spaces
 from rlmesh_trio._envhost import HostReply, LaneHost, make_host
-from rlmesh_trio._wire import CAP_MULTI_LANE_SUBSET, env_pb, spaces_pb
+from rlmesh_trio._protocol import CAP_MULTI_LANE_SUBSET, env_pb, spaces_pb
 
 from .._envhost_envs import BoxActionEnv, CountingEnv
 

@@ -13,7 +13,7 @@ import pytest
 import rlmesh_trio as rt
 from rlmesh_trio._envhost import make_host
 from rlmesh_trio._envhost._legacy import normalize_reset, normalize_step, reset_env
-from rlmesh_trio._wire import core_pb
+from rlmesh_trio._protocol import core_pb
 
 from .._legacy_envs import LegacyCartPole, OldestCartPole, PoolStyleVector
 from .._rlmesh_inproc import in_thread, rlmesh_server

@@ -17,7 +17,7 @@ import trio
 
 from rlmesh_trio import ProtocolError, spaces
 from rlmesh_trio._modelhost import ModelHost, inline_invoke, policy
-from rlmesh_trio._wire import core_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import core_pb, model_pb, spaces_pb
 
 Code = model_pb.ModelErrorCode
 Box = gym.spaces.Box

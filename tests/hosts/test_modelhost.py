@@ -18,7 +18,7 @@ from rlmesh_trio._modelhost import (
     inline_invoke,
     policy,
 )
-from rlmesh_trio._wire import core_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import core_pb, model_pb, spaces_pb
 
 Code = model_pb.ModelErrorCode
 

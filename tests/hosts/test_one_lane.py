@@ -19,7 +19,7 @@ import pytest
 from rlmesh_trio import spaces
 from rlmesh_trio._envhost import EnvHost, LaneHost, make_host
 from rlmesh_trio._envhost._one_lane import finite_bounds, may_be_nan, may_warn
-from rlmesh_trio._wire import env_pb, spaces_pb
+from rlmesh_trio._protocol import env_pb, spaces_pb
 
 from .._envhost_envs import BoxActionEnv, CountingEnv, RichEnv
 

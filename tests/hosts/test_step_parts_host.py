@@ -16,8 +16,8 @@ import pytest
 
 from rlmesh_trio import spaces
 from rlmesh_trio._envhost import EnvHost, make_host
-from rlmesh_trio._wire import env_pb, spaces_pb
-from rlmesh_trio.wire._step_parts import StepParts, step_response
+from rlmesh_trio._protocol import env_pb, spaces_pb
+from rlmesh_trio._wire._step_parts import StepParts, step_response
 
 from .._envhost_envs import BoxActionEnv, CountingEnv, RichEnv
 from .test_one_lane import DriftingEnv

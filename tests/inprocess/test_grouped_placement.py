@@ -10,7 +10,7 @@ import numpy as np
 
 import rlmesh_trio as rt
 from rlmesh_trio import LocalModel, spaces
-from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, model_pb
+from rlmesh_trio._protocol import WORKFLOW_EDITION, core_pb, model_pb
 from rlmesh_trio.runtime._placement import CallPlacement
 
 CPU_BURN = 0.003  # seconds of this thread's CPU per call: past a 1 ms limit for one row

@@ -9,7 +9,7 @@ import pytest
 import trio
 
 from rlmesh_trio._errors import EnvRpcError
-from rlmesh_trio._wire import env_pb, spaces_pb
+from rlmesh_trio._protocol import env_pb, spaces_pb
 from rlmesh_trio.inprocess._local_env import LocalEnv
 from rlmesh_trio.runtime import RuntimeEnv
 

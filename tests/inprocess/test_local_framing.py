@@ -13,7 +13,7 @@ import pytest
 
 from rlmesh_trio._envhost import make_host
 from rlmesh_trio._errors import ProtocolError
-from rlmesh_trio._wire import spaces_pb
+from rlmesh_trio._protocol import spaces_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.inprocess._local_env import LocalEnv
 from rlmesh_trio.inprocess._local_model import LocalModel

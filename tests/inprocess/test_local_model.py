@@ -11,7 +11,7 @@ import trio
 
 from rlmesh_trio import ModelRpcError, spaces
 from rlmesh_trio._endpoints import Reply, RuntimeModel
-from rlmesh_trio._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, core_pb, model_pb
+from rlmesh_trio._protocol import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, core_pb, model_pb
 from rlmesh_trio.inprocess._demo_policy import (
     CARTPOLE_POLICY,
     cartpole_policy,

@@ -10,7 +10,7 @@ import pytest
 import trio
 
 from rlmesh_trio import spaces
-from rlmesh_trio._wire import model_pb
+from rlmesh_trio._protocol import model_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.inprocess._local_model import LocalModel
 

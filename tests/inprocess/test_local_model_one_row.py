@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlmesh_trio import ModelRpcError, spaces
-from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import WORKFLOW_EDITION, core_pb, model_pb, spaces_pb
 from rlmesh_trio.inprocess._local_model import LocalModel
 
 CARTPOLE = gym.make("CartPole-v1")

@@ -13,7 +13,7 @@ import pytest
 import trio
 
 from rlmesh_trio._errors import ConnectError, EnvRpcError, HandshakeError, ModelRpcError
-from rlmesh_trio._wire import core_pb, env_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import core_pb, env_pb, model_pb, spaces_pb
 from rlmesh_trio.transport.client._health import check_health
 from rlmesh_trio.transport.client._remote_env import SHUTDOWN_CONNECTION_LOST, RemoteEnv
 from rlmesh_trio.transport.client._remote_model import RemoteModel

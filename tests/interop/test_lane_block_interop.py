@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from rlmesh_trio._wire import CAP_MULTI_LANE_SUBSET, WORKFLOW_EDITION
+from rlmesh_trio._protocol import CAP_MULTI_LANE_SUBSET, WORKFLOW_EDITION
 from rlmesh_trio.transport import RemoteEnv
 from rlmesh_trio.transport.client._remote_lanes import RemoteLaneBlock
 

@@ -79,7 +79,7 @@ async def test_batcher_keeps_per_route_errors() -> None:
 
     import trio
 
-    from rlmesh_trio._wire import model_pb
+    from rlmesh_trio._protocol import model_pb
 
     batcher = PredictBatcher(Client(), in_flight=1)  # one round trip at a time: groups form
     results: dict[int, object] = {}
@@ -111,7 +111,7 @@ async def test_batcher_bounds_round_trips_in_flight_and_skips_abandoned(
     """On the virtual clock: the round trips' length and route 9's patience order exactly."""
     import trio
 
-    from rlmesh_trio._wire import model_pb
+    from rlmesh_trio._protocol import model_pb
 
     class SlowClient:
         def __init__(self) -> None:
@@ -165,7 +165,7 @@ async def test_direct_path_groups_bounds_and_answers_from_the_reply(autojump_clo
     """
     import trio
 
-    from rlmesh_trio._wire import model_pb
+    from rlmesh_trio._protocol import model_pb
 
     class SubmittingClient:
         def __init__(self) -> None:

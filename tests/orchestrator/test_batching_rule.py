@@ -14,7 +14,7 @@ import pytest
 import trio
 
 import rlmesh_trio as rt
-from rlmesh_trio._wire import model_pb
+from rlmesh_trio._protocol import model_pb
 from rlmesh_trio.orchestrator._batching import MAX_HOLD, PredictBatcher
 from rlmesh_trio.orchestrator._grouping import GROUP, SINGLE, GroupingRule
 

@@ -561,7 +561,7 @@ async def test_env_endpoint_already_in_use() -> None:
 
 
 def _reset_request() -> Any:
-    from rlmesh_trio._wire import env_pb
+    from rlmesh_trio._protocol import env_pb
 
     return env_pb.ResetRequest(seeds=[0], episode_ids=["held"])
 

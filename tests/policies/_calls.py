@@ -13,7 +13,7 @@ from typing import Any
 import gymnasium as gym
 
 from rlmesh_trio import LocalModel, RemoteModel, serve_model, spaces
-from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, model_pb
+from rlmesh_trio._protocol import WORKFLOW_EDITION, core_pb, model_pb
 
 
 def env_spec(env: gym.Env) -> core_pb.EnvSpec:

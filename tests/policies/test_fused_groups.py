@@ -18,7 +18,7 @@ import pytest
 import rlmesh_trio as rt
 from rlmesh_trio import ModelRpcError, ProtocolError, spaces
 from rlmesh_trio._modelhost._fused import decode_joined, encode_joined
-from rlmesh_trio._wire import core_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import core_pb, model_pb, spaces_pb
 
 from ._calls import endpoint, observations_of, resolve
 

@@ -31,7 +31,7 @@ LAZY_PACKAGES = [
     "rlmesh_trio.inprocess",
     "rlmesh_trio.orchestrator",
     "rlmesh_trio.transport",
-    "rlmesh_trio.wire",
+    "rlmesh_trio._wire",
 ]
 
 SERVERS = [
@@ -43,7 +43,7 @@ SERVERS = [
     "rlmesh_trio.transport._server_net",
     "rlmesh_trio.transport._server_thread",
     "rlmesh_trio.transport._health_service",
-    "rlmesh_trio.wire._h2server",
+    "rlmesh_trio._wire._h2server",
 ]
 #: Never loaded by a plain run: the servers, what sits above the orchestrator, the hosts
 #: behind in-process endpoints, the optional extras, and rich (progress bars and tables).
@@ -80,12 +80,12 @@ RUNTIME = [
     "h2",
     "betterproto2",
     "rlmesh_trio._proto",
-    "rlmesh_trio._wire",
+    "rlmesh_trio._protocol",
     "rlmesh_trio.orchestrator._run",
     "rlmesh_trio.runtime",
     "rlmesh_trio.spaces",
     "rlmesh_trio.report",
-    "rlmesh_trio.wire._h2core",
+    "rlmesh_trio._wire._h2core",
     "rlmesh_trio.transport._remote_env",
 ]
 

@@ -64,7 +64,7 @@ def test_a_broken_contract_fails_the_check(tmp_path: Path) -> None:
         'name = "runtime without the wire modules (false on purpose)"\n'
         'type = "forbidden"\n'
         'source_modules = ["rlmesh_trio.runtime"]\n'
-        'forbidden_modules = ["rlmesh_trio._wire"]\n'
+        'forbidden_modules = ["rlmesh_trio._protocol"]\n'
     )
     # --config: the one spelling every import-linter 2.x accepts (newer ones also take it bare).
     result = _run("--config", str(config))

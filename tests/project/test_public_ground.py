@@ -179,7 +179,7 @@ def test_server_files_have_zero_sites() -> None:
         ("self._field = 1\nother._field\n", []),
         ("x.__dict__\nx.__class__.__name__\n", []),
         ("from . import _bridge\n_bridge.call\n", []),
-        ("from rlmesh_trio._wire import core_pb\n", []),
+        ("from rlmesh_trio._protocol import core_pb\n", []),
         ("from __future__ import annotations\n", []),
         ("'stream._hidden'  # obj._hidden\n", []),
         ("point._asdict()\n", []),

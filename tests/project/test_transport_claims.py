@@ -1,6 +1,6 @@
 """No page or docstring says our servers or clients run on grpclib or asyncio.
 
-They run on Trio over our own I/O-free wire core (``rlmesh_trio/wire``, driving h2
+They run on Trio over our own I/O-free wire core (``rlmesh_trio/_wire``, driving h2
 through its public API); grpclib is only an independent peer in the tests, and rlmesh
 0.1.0's own servers are the ones on grpclib and asyncio. Every sentence of
 ``docs/``, ``README.md`` and the package's module, class and function docstrings
@@ -93,7 +93,7 @@ def _allowed_by(name: str, sentence: str) -> tuple[str, str] | None:
 def test_no_text_puts_our_servers_or_clients_on_grpclib_or_asyncio() -> None:
     offenders = [f"{name}: {s}" for name, s in claims() if _allowed_by(name, s) is None]
     assert offenders == [], (
-        "our servers and clients run on Trio over rlmesh_trio/wire (h2), not on grpclib or "
+        "our servers and clients run on Trio over rlmesh_trio/_wire (h2), not on grpclib or "
         "asyncio; fix the sentence, or, if it is about another peer, add it to ALLOWED:\n"
         + "\n".join(offenders)
     )

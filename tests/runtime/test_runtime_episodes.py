@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from rlmesh_trio._wire import env_pb
+from rlmesh_trio._protocol import env_pb
 from rlmesh_trio.runtime import RouteSpec
 from rlmesh_trio.runtime._episodes import EpisodeBook
 

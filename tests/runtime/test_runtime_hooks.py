@@ -8,7 +8,7 @@ from typing import Any
 import attrs
 import pytest
 
-from rlmesh_trio._wire import spaces_pb
+from rlmesh_trio._protocol import spaces_pb
 from rlmesh_trio.runtime import (
     HookChain,
     ObservationEmittedEvent,

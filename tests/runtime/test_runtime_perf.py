@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from rlmesh_trio._wire import env_pb, model_pb
+from rlmesh_trio._protocol import env_pb, model_pb
 from rlmesh_trio.runtime import RouteDriver, RouteSpec
 from rlmesh_trio.testing import ScriptedEnv, ScriptedModel
 

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from rlmesh_trio import ProtocolError, RlmeshTrioError
-from rlmesh_trio._wire import spaces_pb
+from rlmesh_trio._protocol import spaces_pb
 from rlmesh_trio.spaces import (
     decode,
     decode_batch,
@@ -371,7 +371,7 @@ def test_text_lane_list_must_not_be_a_string() -> None:
 
 
 def test_text_spec_from_a_peer_needs_positive_min_length() -> None:
-    from rlmesh_trio._wire import spaces_pb as sp
+    from rlmesh_trio._protocol import spaces_pb as sp
     from rlmesh_trio.spaces import to_gymnasium
 
     zero = sp.SpaceSpec(dtype=sp.DataType.UINT8, text=sp.TextSpec(min_length=0, max_length=5))

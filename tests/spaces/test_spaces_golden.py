@@ -9,7 +9,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlmesh_trio._wire import core_pb, env_pb, spaces_pb
+from rlmesh_trio._protocol import core_pb, env_pb, spaces_pb
 from rlmesh_trio.spaces import (
     decode,
     decode_batch,

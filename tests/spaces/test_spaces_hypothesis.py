@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlmesh_trio import ProtocolError
-from rlmesh_trio._wire import spaces_pb
+from rlmesh_trio._protocol import spaces_pb
 from rlmesh_trio.spaces import (
     decode_batch,
     decode_stacked,

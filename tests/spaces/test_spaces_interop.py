@@ -19,7 +19,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlmesh_trio._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
+from rlmesh_trio._protocol import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb, env_pb
 from rlmesh_trio.spaces import (
     decode,
     decode_batch,

@@ -11,7 +11,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlmesh_trio._wire import spaces_pb
+from rlmesh_trio._protocol import spaces_pb
 from rlmesh_trio.spaces import meta_from_python, meta_map_from_python, meta_to_python
 
 

@@ -12,7 +12,7 @@ import pytest
 import rlmesh_trio as rt
 from rlmesh_trio import spaces
 from rlmesh_trio._envhost import make_host
-from rlmesh_trio._wire import core_pb, env_pb
+from rlmesh_trio._protocol import core_pb, env_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.testing import ScriptedEnv
 

@@ -9,7 +9,7 @@ import trio
 import trio.testing
 
 from rlmesh_trio import EnvRpcError, ModelRpcError
-from rlmesh_trio._wire import CAP_SUBSET_STEP, core_pb, env_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import CAP_SUBSET_STEP, core_pb, env_pb, model_pb, spaces_pb
 from rlmesh_trio.runtime import EndpointInfo, RuntimeEnv, RuntimeModel
 from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel, scripted_contract
 

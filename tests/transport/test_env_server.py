@@ -14,7 +14,7 @@ from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from rlmesh_trio import spaces
-from rlmesh_trio._wire import CAP_MULTI_LANE_SUBSET, core_pb, env_pb, spaces_pb
+from rlmesh_trio._protocol import CAP_MULTI_LANE_SUBSET, core_pb, env_pb, spaces_pb
 from rlmesh_trio.transport import serve_env
 from rlmesh_trio.transport.server._env_server import BUSY_MESSAGE, EnvServer
 

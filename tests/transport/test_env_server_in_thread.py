@@ -14,7 +14,7 @@ import trio
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 import rlmesh_trio as rt
-from rlmesh_trio._wire import core_pb, env_pb
+from rlmesh_trio._protocol import core_pb, env_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.transport import serve_env, serve_model
 

@@ -35,7 +35,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rlmesh_trio import serve_env, serve_model, spaces
-from rlmesh_trio._wire import WORKFLOW_EDITION, core_pb, env_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import WORKFLOW_EDITION, core_pb, env_pb, model_pb, spaces_pb
 
 from .._asyncio_bridge import asyncio_loop
 from .._faults_raw import ENV_JOIN, MODEL_JOIN, RawStream, ServerThread, StreamEnd

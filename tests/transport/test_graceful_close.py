@@ -23,7 +23,7 @@ import h2.events
 import hyperframe.frame
 
 import rlmesh_trio as rt
-from rlmesh_trio._wire import env_pb
+from rlmesh_trio._protocol import env_pb
 
 ENV_JOIN = "/rlmesh.env.v1.EnvService/Join"
 #: Long enough for a server that closed at once to have its reset on the wire.

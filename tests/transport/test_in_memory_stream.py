@@ -14,7 +14,7 @@ import pytest
 import trio
 import trio.testing
 
-from rlmesh_trio import wire
+from rlmesh_trio import _wire as wire
 from rlmesh_trio.transport._stream import BufferedByteStream, ByteStream
 from rlmesh_trio.transport.client._conn import Connection
 from rlmesh_trio.transport.server._call import ServerCall

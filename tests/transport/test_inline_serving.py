@@ -12,7 +12,7 @@ import pytest
 import trio
 import trio.testing
 
-from rlmesh_trio import wire
+from rlmesh_trio import _wire as wire
 from rlmesh_trio.transport.server._call import CallLost, ServerCall
 
 

@@ -13,7 +13,7 @@ import h2.connection
 import pytest
 import trio
 
-from rlmesh_trio import wire
+from rlmesh_trio import _wire as wire
 from rlmesh_trio.transport._stream import SocketByteStream
 from rlmesh_trio.transport.client import _conn
 from rlmesh_trio.transport.client._conn import Connection

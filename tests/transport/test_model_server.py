@@ -21,7 +21,7 @@ from grpclib.health.v1.health_grpc import HealthStub
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
 from rlmesh_trio import InvalidSpec, spaces
-from rlmesh_trio._wire import CAP_CONCURRENT_PREDICT, core_pb
+from rlmesh_trio._protocol import CAP_CONCURRENT_PREDICT, core_pb
 from rlmesh_trio.inprocess._demo_policy import CARTPOLE_POLICY, cartpole_policy
 from rlmesh_trio.transport import serve_model
 from rlmesh_trio.transport._address import parse_address

@@ -16,7 +16,7 @@ import trio
 
 from rlmesh_trio._blocks import LaneBlockEnv
 from rlmesh_trio._errors import EnvRpcError
-from rlmesh_trio._wire import WORKFLOW_EDITION, env_pb
+from rlmesh_trio._protocol import WORKFLOW_EDITION, env_pb
 from rlmesh_trio.transport import RemoteEnv, serve_env
 
 from .._envhost_envs import CountingEnv, RichEnv

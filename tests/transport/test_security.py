@@ -25,11 +25,11 @@ import trio
 from grpclib.const import Status
 
 import rlmesh_trio as rt
-from rlmesh_trio._wire import MAX_MESSAGE_BYTES, env_pb, model_pb
+from rlmesh_trio._protocol import MAX_MESSAGE_BYTES, env_pb, model_pb
+from rlmesh_trio._wire import check_size
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.transport.server import _conn as _server_conn
 from rlmesh_trio.transport.server import _net as _server_net
-from rlmesh_trio.wire import check_size
 
 from .._faults_procs import our_env, our_model
 from .._faults_raw import ENV_JOIN, MODEL_JOIN, RawStream, StreamEnd
@@ -340,8 +340,8 @@ class _Huge:
 
 def test_message_limit_is_256_mib_on_both_servers_and_clients() -> None:
     # The servers' codec is ours now (no grpclib): its error and status types.
-    from rlmesh_trio.wire import GrpcError as GRPCError
-    from rlmesh_trio.wire import GrpcStatus as Status
+    from rlmesh_trio._wire import GrpcError as GRPCError
+    from rlmesh_trio._wire import GrpcStatus as Status
 
     assert MAX_MESSAGE_BYTES == 256 * 1024 * 1024
     for codec in (_server_net.SizeLimitedCodec(),):

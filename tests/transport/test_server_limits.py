@@ -13,9 +13,9 @@ import pytest
 import trio
 
 import rlmesh_trio as rt
-from rlmesh_trio import wire
+from rlmesh_trio import _wire as wire
+from rlmesh_trio._wire._h2server import PREFACE
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
-from rlmesh_trio.wire._h2server import PREFACE
 
 from ..wire.test_server_core import frames
 

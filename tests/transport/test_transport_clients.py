@@ -28,7 +28,7 @@ from rlmesh_trio._errors import (
     ModelRouteMismatch,
     ModelRpcError,
 )
-from rlmesh_trio._wire import PROTOCOL_GENERATION, core_pb, env_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import PROTOCOL_GENERATION, core_pb, env_pb, model_pb, spaces_pb
 from rlmesh_trio.transport._address import Address, parse_address
 from rlmesh_trio.transport._handshake import local_peer_info
 from rlmesh_trio.transport.client._health import check_health
@@ -647,7 +647,7 @@ async def test_oversized_message_is_refused_before_sending(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from rlmesh_trio._errors import ProtocolError
-    from rlmesh_trio.wire import _grpc
+    from rlmesh_trio._wire import _grpc
 
     monkeypatch.setattr(_grpc, "MAX_MESSAGE_BYTES", 1000)
     service = FakeService({f"{MODEL}/Join": (model_join(), BIDI)})

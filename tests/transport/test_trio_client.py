@@ -12,7 +12,7 @@ import pytest
 import trio
 
 import rlmesh_trio as rt
-from rlmesh_trio._wire import WORKFLOW_EDITION, env_pb, spaces_pb
+from rlmesh_trio._protocol import WORKFLOW_EDITION, env_pb, spaces_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
 from .._cli import run_cli

@@ -17,10 +17,10 @@ import h2.connection
 import hyperframe.frame
 import pytest
 
-from rlmesh_trio import wire
-from rlmesh_trio._wire import env_pb, model_pb, spaces_pb
-from rlmesh_trio.wire import _frames
-from rlmesh_trio.wire._client_codec import decode_env_response, decode_model_response
+from rlmesh_trio import _wire as wire
+from rlmesh_trio._protocol import env_pb, model_pb, spaces_pb
+from rlmesh_trio._wire import _frames
+from rlmesh_trio._wire._client_codec import decode_env_response, decode_model_response
 
 PATH = "/rlmesh.env.v1.EnvService/Join"
 

@@ -12,8 +12,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmesh_trio import wire
-from rlmesh_trio._wire import env_pb, spaces_pb
+from rlmesh_trio import _wire as wire
+from rlmesh_trio._protocol import env_pb, spaces_pb
 
 texts = st.text(max_size=24)
 u64 = st.integers(0, 2**64 - 1)
@@ -85,7 +85,7 @@ one_env_steps = st.builds(
 def test_a_one_env_step_reply_is_the_bytes_of_the_built_response(
     step: Any, request_id: str, total: int, counters: tuple[int, ...]
 ) -> None:
-    from rlmesh_trio.wire._env_codec import encode_step_reply
+    from rlmesh_trio._wire._env_codec import encode_step_reply
 
     built = env_pb.JoinResponse(
         request_id=request_id,

@@ -9,9 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmesh_trio._wire import env_pb
-from rlmesh_trio.wire._env_codec import decode_join_arm, decode_join_request
-from rlmesh_trio.wire._pb import server_counts
+from rlmesh_trio._protocol import env_pb
+from rlmesh_trio._wire._env_codec import decode_join_arm, decode_join_request
+from rlmesh_trio._wire._pb import server_counts
 
 from .test_env_server_fastwire import reset_requests, step_requests, texts
 
@@ -49,7 +49,7 @@ def test_what_falls_back_has_no_parts(data: bytes) -> None:
 @settings(max_examples=300, deadline=None)
 @given(request_id=texts, body=step_requests)
 def test_a_step_read_in_one_pass_is_the_decoded_step(request_id: str, body: Any) -> None:
-    from rlmesh_trio.wire._env_codec import decode_step_arm
+    from rlmesh_trio._wire._env_codec import decode_step_arm
 
     encoded = bytes(env_pb.JoinRequest(request_id=request_id, step=body))
     parts = decode_step_arm(encoded)
@@ -72,6 +72,6 @@ def test_a_step_read_in_one_pass_is_the_decoded_step(request_id: str, body: Any)
     ],
 )
 def test_what_is_not_a_plain_step_is_left_to_the_general_reader(data: bytes) -> None:
-    from rlmesh_trio.wire._env_codec import decode_step_arm
+    from rlmesh_trio._wire._env_codec import decode_step_arm
 
     assert decode_step_arm(data) is None

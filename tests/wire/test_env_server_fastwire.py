@@ -9,9 +9,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmesh_trio import spaces
-from rlmesh_trio._wire import env_pb, spaces_pb
-from rlmesh_trio.wire._env_codec import decode_join_request, encode_join_response
-from rlmesh_trio.wire._pb import Fallback, fields, put_varint, read_varint
+from rlmesh_trio._protocol import env_pb, spaces_pb
+from rlmesh_trio._wire._env_codec import decode_join_request, encode_join_response
+from rlmesh_trio._wire._pb import Fallback, fields, put_varint, read_varint
 
 texts = st.text(max_size=24)
 i64 = st.integers(-(2**63), 2**63 - 1)

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from rlmesh_trio._wire import model_pb, spaces_pb
-from rlmesh_trio.wire._client_codec import (
+from rlmesh_trio._protocol import model_pb, spaces_pb
+from rlmesh_trio._wire._client_codec import (
     GroupedEnvelope,
     decode_grouped_results,
     decode_model_reply,

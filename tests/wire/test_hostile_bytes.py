@@ -12,11 +12,11 @@ import random
 import hyperframe.frame
 import pytest
 
-from rlmesh_trio import wire
-from rlmesh_trio._wire import core_pb, env_pb
-from rlmesh_trio.wire import _frames, _skim
-from rlmesh_trio.wire._grpc import MAPPED_MESSAGE_BYTES, MessageReader, frame
-from rlmesh_trio.wire._limits import RateBudget
+from rlmesh_trio import _wire as wire
+from rlmesh_trio._protocol import core_pb, env_pb
+from rlmesh_trio._wire import _frames, _skim
+from rlmesh_trio._wire._grpc import MAPPED_MESSAGE_BYTES, MessageReader, frame
+from rlmesh_trio._wire._limits import RateBudget
 
 from .test_server_core import CALM, PATH, Pair, goaway_code, raw, started_server
 

@@ -12,10 +12,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from rlmesh_trio import spaces
-from rlmesh_trio._wire import core_pb, model_pb, spaces_pb
+from rlmesh_trio._protocol import core_pb, model_pb, spaces_pb
+from rlmesh_trio._wire._model_codec import decode_join_request, encode_join_response
+from rlmesh_trio._wire._model_parts import encode_predict_reply, read_predict
 from rlmesh_trio.transport.server._model_server import ModelServer, _completed
-from rlmesh_trio.wire._model_codec import decode_join_request, encode_join_response
-from rlmesh_trio.wire._model_parts import encode_predict_reply, read_predict
 
 texts = st.text(max_size=12)
 contexts = st.none() | st.builds(
@@ -219,8 +219,8 @@ def test_an_episode_is_read_only_as_the_hand_decoder_reads_it(episode: bytes, re
 
 @pytest.mark.parametrize("value", [0, 1, 0x7F, 0x80, 0x3FFF, 0x4000, 0x1FFFFF, 0x200000, 2**64 - 1])
 def test_the_reply_varints_are_protobufs(value: int) -> None:
-    from rlmesh_trio.wire._model_parts import _varint
-    from rlmesh_trio.wire._pb import put_varint
+    from rlmesh_trio._wire._model_parts import _varint
+    from rlmesh_trio._wire._pb import put_varint
 
     expected = bytearray()
     put_varint(expected, value)

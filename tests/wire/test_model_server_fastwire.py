@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmesh_trio._wire import model_pb, spaces_pb
-from rlmesh_trio.wire._model_codec import decode_join_request, encode_join_response
+from rlmesh_trio._protocol import model_pb, spaces_pb
+from rlmesh_trio._wire._model_codec import decode_join_request, encode_join_response
 
 texts = st.text(max_size=24)
 i64 = st.integers(-(2**63), 2**63 - 1)
@@ -135,9 +135,9 @@ def test_undecodable_bytes_raise() -> None:
 
 
 def test_the_server_hot_paths_take_the_hand_codecs() -> None:
-    from rlmesh_trio._wire import env_pb
-    from rlmesh_trio.wire import _env_codec
-    from rlmesh_trio.wire._pb import server_counts
+    from rlmesh_trio._protocol import env_pb
+    from rlmesh_trio._wire import _env_codec
+    from rlmesh_trio._wire._pb import server_counts
 
     before = dict(server_counts)
     predict = model_pb.JoinRequest(request_id="p", predict=model_pb.PredictRequest())
@@ -189,7 +189,7 @@ def test_grouped_predict_responses_encode_like_betterproto2(
 
 
 def test_grouped_predicts_take_the_hand_codecs() -> None:
-    from rlmesh_trio.wire._pb import server_counts
+    from rlmesh_trio._wire._pb import server_counts
 
     before = dict(server_counts)
     group = model_pb.PredictRequest(context=model_pb.AdapterContext(env_id="e", request_id="r"))

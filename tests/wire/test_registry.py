@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from rlmesh_trio import wire
-from rlmesh_trio._wire import env_pb, model_pb, spaces_pb
+from rlmesh_trio import _wire as wire
+from rlmesh_trio._protocol import env_pb, model_pb, spaces_pb
+from rlmesh_trio._wire._client_codec import decode_env_response, decode_model_response
+from rlmesh_trio._wire._pb import server_counts
 from rlmesh_trio.transport.server._net import SizeLimitedCodec
-from rlmesh_trio.wire._client_codec import decode_env_response, decode_model_response
-from rlmesh_trio.wire._pb import server_counts
 
 
 def test_the_client_reply_decoders_are_the_registered_ones() -> None:

@@ -11,8 +11,8 @@ import hpack
 import hyperframe.frame
 import pytest
 
-from rlmesh_trio import wire
-from rlmesh_trio.wire._h2server import PREFACE
+from rlmesh_trio import _wire as wire
+from rlmesh_trio._wire._h2server import PREFACE
 
 from .test_wire_core import frames
 
@@ -164,7 +164,7 @@ def test_messages_over_the_connection_budget_are_refused_and_release_gives_back(
 
 def test_the_server_budget_is_shared_by_connections() -> None:
     shared = wire.ServerLimits(server_message_bytes=1000)
-    from rlmesh_trio.wire._limits import ByteBudget
+    from rlmesh_trio._wire._limits import ByteBudget
 
     budget = ByteBudget(1000)
     one, two = Pair(shared, budget=budget), Pair(shared, budget=budget)

@@ -10,8 +10,8 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmesh_trio._wire import env_pb, spaces_pb
-from rlmesh_trio.wire._step_parts import StepParts, encode_step_parts, step_response
+from rlmesh_trio._protocol import env_pb, spaces_pb
+from rlmesh_trio._wire._step_parts import StepParts, encode_step_parts, step_response
 
 COUNTERS = ("decode_ns", "user_ns", "encode_ns", "lane_skew_ns", "queue_ns")
 u64 = st.integers(0, 2**64 - 1)

@@ -14,9 +14,9 @@ import h2.errors
 import hyperframe.frame
 import pytest
 
-from rlmesh_trio import wire
-from rlmesh_trio.wire import _h2base, _streams
-from rlmesh_trio.wire._h2server import PREFACE
+from rlmesh_trio import _wire as wire
+from rlmesh_trio._wire import _h2base, _streams
+from rlmesh_trio._wire._h2server import PREFACE
 
 from .test_server_core import PATH, raw, request, started_server
 from .test_wire_core import frames

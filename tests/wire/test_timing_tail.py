@@ -8,9 +8,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from rlmesh_trio._wire import env_pb, model_pb
-from rlmesh_trio.wire._pb import ENV_COUNTERS, VARINT, key
-from rlmesh_trio.wire._tail import put_timing_tail
+from rlmesh_trio._protocol import env_pb, model_pb
+from rlmesh_trio._wire._pb import ENV_COUNTERS, VARINT, key
+from rlmesh_trio._wire._tail import put_timing_tail
 
 #: The phase counters of a model JoinResponse, in the order its writer passes them.
 MODEL_PHASES = ("decode_ns", "user_ns", "encode_ns")

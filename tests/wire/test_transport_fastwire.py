@@ -8,8 +8,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rlmesh_trio._wire import env_pb, model_pb, spaces_pb
-from rlmesh_trio.wire._client_codec import (
+from rlmesh_trio._protocol import env_pb, model_pb, spaces_pb
+from rlmesh_trio._wire._client_codec import (
     decode_env_response,
     decode_model_response,
     encode_env_step,
@@ -216,7 +216,7 @@ def test_grouped_predict_responses_decode_like_betterproto2(
 def test_cached_route_and_episode_encodings_stay_exact_past_the_cache_limit(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rlmesh_trio.wire import _client_codec as _fastwire
+    from rlmesh_trio._wire import _client_codec as _fastwire
 
     monkeypatch.setattr(_fastwire, "_CACHE_LIMIT", 3)
     for i in range(10):

@@ -14,9 +14,9 @@ import h2.settings
 import hyperframe.frame
 import pytest
 
-from rlmesh_trio import wire
-from rlmesh_trio._wire import env_pb
-from rlmesh_trio.wire import _client_codec
+from rlmesh_trio import _wire as wire
+from rlmesh_trio._protocol import env_pb
+from rlmesh_trio._wire import _client_codec
 
 PATH = "/rlmesh.env.v1.EnvService/Join"
 

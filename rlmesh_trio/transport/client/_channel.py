@@ -8,7 +8,7 @@ from collections.abc import Callable, Iterator
 
 import trio
 
-from ... import wire
+from ... import _wire as wire
 from ..._errors import ConnectError, format_duration
 from .._address import parse_address
 from ._conn import Connection, ConnectionLost

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import trio
 
-from ... import wire
+from ... import _wire as wire
 from .._address import Address
 from .._stream import ByteStream, byte_stream
 from .._writing import SocketWriter

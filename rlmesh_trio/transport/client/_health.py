@@ -11,8 +11,8 @@ from __future__ import annotations
 import ssl as _ssl
 
 from ..._errors import ConnectError
-from ...wire import GrpcError, GrpcStatus
-from ...wire._pb import DECODE_ERRORS, fields, put_len
+from ..._wire import GrpcError, GrpcStatus
+from ..._wire._pb import DECODE_ERRORS, fields, put_len
 from ._channel import ClientConnection, time_limit
 
 __all__ = ["check_health", "health_on"]

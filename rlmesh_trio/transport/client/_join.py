@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 
 import trio
 
-from ... import wire
+from ... import _wire as wire
 from ._conn import CLOSED, Connection, ConnectionLost
 
 __all__ = ["JoinSession", "SessionClosed"]

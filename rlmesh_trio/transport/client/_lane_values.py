@@ -16,7 +16,7 @@ import numpy as np
 from ... import spaces
 from ..._blocks import BlockStep
 from ..._errors import ProtocolError
-from ..._wire import env_pb, spaces_pb
+from ..._protocol import env_pb, spaces_pb
 
 __all__ = ["ServedBlockStep", "join_steps", "lane_infos", "step_arrays"]
 

@@ -11,11 +11,11 @@ from typing import Any, ClassVar, Self
 import betterproto2
 import trio
 
-from ... import wire
+from ... import _wire as wire
 from ..._endpoints import EndpointInfo
 from ..._errors import ConnectError, ProtocolError
-from ..._wire import core_pb
-from ...wire import GrpcError
+from ..._protocol import core_pb
+from ..._wire import GrpcError
 from .._handshake import handshake_failure, handshake_request
 from ._channel import ClientConnection
 from ._conn import Connection, ConnectionLost

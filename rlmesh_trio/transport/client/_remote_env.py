@@ -17,9 +17,9 @@ import trio
 from ..._blocks import BlockReset
 from ..._endpoints import EndpointInfo, Reply
 from ..._errors import ConnectError, EnvRpcError, HandshakeError
-from ..._wire import env_pb
-from ...wire import GrpcStatus
-from ...wire._client_codec import decode_env_response, encode_env_step
+from ..._protocol import env_pb
+from ..._wire import GrpcStatus
+from ..._wire._client_codec import decode_env_response, encode_env_step
 from .._handshake import ENV_COMPONENT, parse_env_handshake
 from ._channel import time_limit
 from ._join import JoinSession, SessionClosed

@@ -31,7 +31,7 @@ from ... import spaces
 from ..._blocks import BlockReset
 from ..._endpoints import EndpointInfo, Reply, RuntimeEnv
 from ..._errors import EnvRpcError, ProtocolError
-from ..._wire import CAP_MULTI_LANE_SUBSET, CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
+from ..._protocol import CAP_MULTI_LANE_SUBSET, CAP_SUBSET_STEP, core_pb, env_pb, spaces_pb
 from ...runtime._spec import mint_uuid7
 from ._lane_values import ServedBlockStep, join_steps, lane_infos, step_arrays
 

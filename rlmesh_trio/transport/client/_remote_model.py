@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
 
-from ... import wire
+from ... import _wire as wire
 from ..._endpoints import EndpointInfo, Reply
 from ..._errors import (
     ConnectError,
@@ -20,8 +20,8 @@ from ..._errors import (
     ModelRpcError,
     ProtocolError,
 )
-from ..._wire import model_pb
-from ...wire._client_codec import (
+from ..._protocol import model_pb
+from ..._wire._client_codec import (
     GroupedEnvelope,
     GroupOutcome,
     decode_grouped_results,

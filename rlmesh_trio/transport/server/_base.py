@@ -17,9 +17,9 @@ from typing import Any, ClassVar
 
 import trio
 
-from ... import wire
+from ... import _wire as wire
+from ..._protocol import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
 from ..._signals import SERVER_SIGNALS, describe_signal, wait_for_signal
-from ..._wire import PROTOCOL_GENERATION, WORKFLOW_EDITION, core_pb
 from .._address import parse_address
 from .._handshake import local_peer_info
 from ._call import Handler

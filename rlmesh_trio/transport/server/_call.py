@@ -18,7 +18,7 @@ from typing import Protocol
 
 import trio
 
-from ...wire import GrpcError, GrpcStatus
+from ..._wire import GrpcError, GrpcStatus
 
 __all__ = ["CallConnection", "CallLost", "Handler", "ServerCall"]
 

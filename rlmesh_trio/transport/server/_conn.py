@@ -3,7 +3,7 @@
 The connection's reader feeds the core at most :data:`TURN_BYTES` at a time
 and yields between chunks, fewer bytes a turn when they cost more (HEADERS
 and resets), so a flood on one connection cannot stall the others; every
-limit of :class:`~rlmesh_trio.wire.ServerLimits` that needs a clock (the
+limit of :class:`~rlmesh_trio._wire.ServerLimits` that needs a clock (the
 handshake deadline, the idle timeout) is kept here.
 """
 
@@ -16,10 +16,10 @@ from typing import Protocol
 
 import trio
 
-from ... import wire
-from ..._wire import MAX_MESSAGE_BYTES
-from ...wire._h2server import ServerCore
-from ...wire._limits import ByteBudget, RateBudget
+from ... import _wire as wire
+from ..._protocol import MAX_MESSAGE_BYTES
+from ..._wire._h2server import ServerCore
+from ..._wire._limits import ByteBudget, RateBudget
 from .._stream import ByteStream
 from .._writing import CLOSED_ERRORS, SocketWriter
 from ._call import CallLost, Handler, ServerCall

@@ -18,12 +18,12 @@ from typing import Any, ClassVar
 import betterproto2
 import trio
 
-from ... import wire
+from ... import _wire as wire
 from ..._envhost import SUPPORTED_EDITIONS, Call, EnvHost, HostReply, make_host
+from ..._protocol import core_pb, env_pb
 from ..._signals import SERVER_SIGNALS, on_first_signal
-from ..._wire import core_pb, env_pb
-from ...wire._env_codec import decode_join_arm, decode_step_arm, encode_step_reply
-from ...wire._step_parts import StepParts, encode_step_parts
+from ..._wire._env_codec import decode_join_arm, decode_step_arm, encode_step_reply
+from ..._wire._step_parts import StepParts, encode_step_parts
 from .._handshake import ENV_COMPONENT
 from ._base import ServerBase
 from ._call import CallLost, ServerCall

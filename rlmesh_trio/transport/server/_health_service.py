@@ -7,8 +7,8 @@ The two tiny messages are encoded by hand (one string field in, one enum out).
 
 from __future__ import annotations
 
-from ... import wire
-from ...wire._pb import DECODE_ERRORS, fields, text
+from ... import _wire as wire
+from ..._wire._pb import DECODE_ERRORS, fields, text
 from ._call import Handler, ServerCall
 
 __all__ = ["health_routes"]

@@ -18,7 +18,7 @@ from typing import Any, ClassVar, TypeVar, cast
 import betterproto2
 import trio
 
-from ... import wire
+from ... import _wire as wire
 from ..._modelhost import (
     Invoke,
     ModelFault,
@@ -28,8 +28,8 @@ from ..._modelhost import (
     answer_row,
     inline_invoke,
 )
-from ..._wire import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
-from ...wire._model_parts import encode_predict_reply, read_predict
+from ..._protocol import CAP_CONCURRENT_PREDICT, WORKFLOW_EDITION, model_pb
+from ..._wire._model_parts import encode_predict_reply, read_predict
 from .._handshake import MODEL_COMPONENT
 from ._base import ServerBase
 from ._call import ServerCall

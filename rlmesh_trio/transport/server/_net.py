@@ -1,7 +1,7 @@
 """What both servers share on the network: the listening socket, accepting within the
 limits, the message codec, the token check's inputs, unary methods.
 
-Trio sockets and the I/O-free server core (:mod:`rlmesh_trio.wire`) only.
+Trio sockets and the I/O-free server core (:mod:`rlmesh_trio._wire`) only.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from typing import Any
 import betterproto2
 import trio
 
-from ... import wire
-from ..._wire import MAX_MESSAGE_BYTES
-from ...wire import _frames
+from ... import _wire as wire
+from ..._protocol import MAX_MESSAGE_BYTES
+from ..._wire import _frames
 from .._address import Address
 from .._stream import BufferedByteStream, ByteStream, SocketByteStream
 from ._call import Handler, ServerCall
@@ -39,7 +39,7 @@ def _too_big(size: int) -> wire.GrpcError:
 
 
 class SizeLimitedCodec:
-    """Messages to and from bytes: the hand codecs of :mod:`rlmesh_trio.wire`'s registry,
+    """Messages to and from bytes: the hand codecs of :mod:`rlmesh_trio._wire`'s registry,
     betterproto2 otherwise, wire-v1's 256 MiB both ways. An undecodable message is
     INVALID_ARGUMENT: without a request id no typed reply is possible."""
 

@@ -17,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 import betterproto2
 
-from .._wire import model_pb, spaces_pb
+from .._protocol import model_pb, spaces_pb
 from . import _skim
 
 __all__ = [

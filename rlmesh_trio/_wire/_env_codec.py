@@ -11,7 +11,7 @@ import dataclasses
 import struct
 from typing import Any
 
-from .._wire import env_pb, spaces_pb
+from .._protocol import env_pb, spaces_pb
 from . import _skim
 from ._pb import (
     DECODE_ERRORS,

@@ -10,7 +10,7 @@ pass it carries. Every other arm falls back to it
 
 from __future__ import annotations
 
-from .._wire import model_pb
+from .._protocol import model_pb
 from ._client_codec import put_context
 from ._pb import (
     MODEL_COUNTERS,

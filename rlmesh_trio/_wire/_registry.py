@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from .._wire import env_pb, model_pb
+from .._protocol import env_pb, model_pb
 from . import _client_codec, _env_codec, _model_codec
 
 __all__ = ["HAND_DECODERS", "HAND_ENCODERS", "encode_env_reply"]

@@ -14,7 +14,7 @@ or one the host would refuse, is left to the general path
 
 from __future__ import annotations
 
-from .._wire import model_pb, spaces_pb
+from .._protocol import model_pb, spaces_pb
 from ._pb import (
     DECODE_ERRORS,
     LEN,

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import struct
 
-from .._wire import env_pb, spaces_pb
+from .._protocol import env_pb, spaces_pb
 from ._pb import ENV_COUNTERS, VARINT, key, put_len
 
 __all__ = ["StepParts", "encode_step_parts", "step_response"]

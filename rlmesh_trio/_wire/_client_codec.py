@@ -12,7 +12,7 @@ import struct
 from collections.abc import Callable, Hashable, Sequence
 from typing import Any, TypeVar
 
-from .._wire import env_pb, model_pb, spaces_pb
+from .._protocol import env_pb, model_pb, spaces_pb
 from . import _pb, _skim
 from ._pb import Fallback, key, number, put_len, put_space_value, put_text, put_varint
 

@@ -15,7 +15,7 @@ import urllib.parse
 from collections.abc import Iterable, Mapping
 
 from .._errors import ProtocolError
-from .._wire import MAX_MESSAGE_BYTES
+from .._protocol import MAX_MESSAGE_BYTES
 
 __all__ = [
     "MAX_MESSAGE_BYTES",
