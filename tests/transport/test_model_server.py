@@ -20,10 +20,9 @@ from grpclib.const import Status
 from grpclib.health.v1.health_grpc import HealthStub
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
-from rlmesh_trio import InvalidSpec, spaces
+from rlmesh_trio import InvalidSpec, serve_model, spaces
 from rlmesh_trio._protocol import CAP_CONCURRENT_PREDICT, core_pb
 from rlmesh_trio.inprocess._demo_policy import CARTPOLE_POLICY, cartpole_policy
-from rlmesh_trio.transport import serve_model
 from rlmesh_trio.transport._address import parse_address
 from rlmesh_trio.transport.server._model_server import ModelServer
 
