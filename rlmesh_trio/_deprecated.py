@@ -3,7 +3,7 @@
 Every public name has one home (``rlmesh_trio`` for the names of ``rt.__all__``, else
 one subpackage). A name that moved to its home stays readable at its old path until
 the release named in :data:`REMOVED_IN`; the warning names the new home, so the fix is
-one edited import. :data:`MOVED` is the whole table (docs/guide/deprecated.md lists it
+one edited import. :data:`MOVED` is the whole table (docs/deprecated.md lists it
 for people); an old package serves its part of it with::
 
     __getattr__, __dir__ = moved_names(__name__, fallback=__getattr__, listed=__dir__)
