@@ -44,9 +44,7 @@ PUBLIC = [
 #: Packages kept only as an old path: nothing of theirs is public.
 OLD_ONLY = ["rlmesh_trio.wire"]
 
-MOVES = sorted(
-    (old, name, home) for old, homes in MOVED.items() for name, home in homes.items()
-)
+MOVES = sorted((old, name, home) for old, homes in MOVED.items() for name, home in homes.items())
 
 
 def _exports() -> dict[str, list[str]]:
