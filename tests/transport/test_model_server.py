@@ -340,7 +340,7 @@ async def test_adapters_are_shared_across_streams_and_close_releases_them_all() 
         closed, tail = await exchange(server.address, closing, expect=2, pipelined=True)
         assert [r.request_id for r in closed] == ["c"] and closed[0].close is not None
         assert tail is None
-        assert not server.host.adapters
+        assert not server._host.adapters
         later, _ = await exchange(server.address, [predict("b", "pb")])
         assert later[0].error.message == "model error: model env adapter was not resolved"
 
@@ -531,7 +531,7 @@ async def test_close_waits_for_outstanding_requests_in_concurrent_mode() -> None
         assert [r.request_id for r in responses] == ["e1:resolve_adapter", "p1", "p2", "bye"]
         assert [actions_of(r) for r in responses[1:3]] == [[1], [1]]
         assert responses[3].close is not None and tail is None
-        assert not server.host.adapters
+        assert not server._host.adapters
 
 
 async def test_many_join_streams_at_once() -> None:
