@@ -42,9 +42,9 @@ os.environ.setdefault("RLMESH_WORKFLOW_EDITION", "2026.06")
 
 from _servers import STARTUP_TIMEOUT, Server
 
+from rlmesh_trio import RemoteEnv
 from rlmesh_trio._protocol import WORKFLOW_EDITION
 from rlmesh_trio.testing import spawn_server
-from rlmesh_trio.transport import RemoteEnv
 from rlmesh_trio.transport.client._remote_lanes import RemoteLaneBlock
 
 __all__ = ["ENV_ID", "LANES", "SERVERS", "compare", "lane_servers", "served_block_episodes"]

@@ -21,7 +21,7 @@ from typing import Any
 import gymnasium
 
 import rlmesh_trio as rt
-from rlmesh_trio.distributed import run_distributed
+from rlmesh_trio import run_distributed
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 
 

@@ -1,7 +1,7 @@
 """Hooks: log a run, perturb a policy's actions, and count progress, all in one chain.
 
 Three hooks watch the same two CartPole routes, combined with
-``rt.hooks.HookChain``:
+``rt.HookChain``:
 
 * ``rt.hooks.LoggingHooks`` -- writes session starts/ends and every finished
   episode to :mod:`logging`;

@@ -1,6 +1,9 @@
 """rlmesh-trio: evaluate RL models against many environments in parallel, on Trio.
 
-The public API is re-exported here; everything else lives in private modules::
+The public API is re-exported here; everything else lives in private modules. Each
+public name has one home: these names here, the others in one public subpackage
+(``rt.hooks``, ``rt.report``, ``rt.results``, ``rt.spaces``, ``rt.distributed``,
+``rlmesh_trio.testing``...)::
 
     import rlmesh_trio as rt
 
@@ -35,98 +38,60 @@ from ._version import __version__
 # extra until a name needs it. Type checkers and the docs read the imports below.
 if TYPE_CHECKING:
     from . import distributed, hooks, report, results, spaces
+    from ._endpoints import EndpointInfo, Reply, RuntimeEnv, RuntimeModel
     from ._modelhost import JaxPolicy, SB3Policy, TorchPolicy, policy
     from ._wire import ServerLimits
-    from .distributed import run_distributed
-    from .inprocess import RANDOM, LocalEnv, LocalModel
-    from .orchestrator import (
-        LedgerError,
-        LedgerExists,
-        Orchestrator,
-        PlanMismatch,
-        Route,
-        RouteOutcome,
-        RunFailed,
-        RunInterrupted,
-        RunMeta,
-        RunReport,
-        load_ledger,
-        run,
-        run_routes,
-        shard,
-    )
-    from .runtime import (
-        EndpointInfo,
-        EpisodeResult,
-        HookChain,
-        Limits,
-        Reply,
-        RouteDriver,
-        RouteReport,
-        RouteSpec,
-        RuntimeEnv,
-        RuntimeHooks,
-        RuntimeModel,
-        TelemetryRow,
-    )
-    from .transport import (
-        EnvServer,
-        ModelServer,
-        RemoteEnv,
-        RemoteModel,
-        check_health,
-        serve_env,
-        serve_model,
-    )
+    from .distributed._api import run_distributed
+    from .inprocess._local_env import LocalEnv
+    from .inprocess._local_model import LocalModel
+    from .inprocess._random_model import RANDOM
+    from .orchestrator._durable import load_ledger
+    from .orchestrator._ledger import LedgerError, LedgerExists
+    from .orchestrator._plan import PlanMismatch
+    from .orchestrator._route import Route, shard
+    from .orchestrator._run import Orchestrator, RunInterrupted, run, run_routes
+    from .report._outcome import RouteOutcome, RunMeta
+    from .report._report import RunFailed, RunReport
+    from .runtime._driver import RouteDriver
+    from .runtime._hooks import HookChain, RuntimeHooks
+    from .runtime._results import EpisodeResult, RouteReport, TelemetryRow
+    from .runtime._spec import Limits, RouteSpec
+    from .transport.client._health import check_health
+    from .transport.client._remote_env import RemoteEnv
+    from .transport.client._remote_model import RemoteModel
+    from .transport.server._env_server import EnvServer, serve_env
+    from .transport.server._model_server import ModelServer, serve_model
 else:
     from ._lazy import lazy_exports
 
+    # Each name is read from the module that defines it: rlmesh_trio is its one public
+    # home (the subpackages' old paths warn, see _deprecated).
     __getattr__, __dir__ = lazy_exports(
         __name__,
         {
+            "._endpoints": ("EndpointInfo", "Reply", "RuntimeEnv", "RuntimeModel"),
             "._modelhost": ("JaxPolicy", "SB3Policy", "TorchPolicy", "policy"),
-            ".distributed": ("run_distributed",),
-            ".inprocess": ("RANDOM", "LocalEnv", "LocalModel"),
-            ".orchestrator": (
-                "LedgerError",
-                "LedgerExists",
-                "Orchestrator",
-                "PlanMismatch",
-                "Route",
-                "RouteOutcome",
-                "RunFailed",
-                "RunInterrupted",
-                "RunMeta",
-                "RunReport",
-                "load_ledger",
-                "run",
-                "run_routes",
-                "shard",
-            ),
-            ".runtime": (
-                "EndpointInfo",
-                "EpisodeResult",
-                "HookChain",
-                "Limits",
-                "Reply",
-                "RouteDriver",
-                "RouteReport",
-                "RouteSpec",
-                "RuntimeEnv",
-                "RuntimeHooks",
-                "RuntimeModel",
-                "TelemetryRow",
-            ),
-            ".transport": (
-                "EnvServer",
-                "ModelServer",
-                "RemoteEnv",
-                "RemoteModel",
-                "check_health",
-                "serve_env",
-                "serve_model",
-            ),
             "._wire": ("ServerLimits",),
+            ".distributed._api": ("run_distributed",),
+            ".inprocess._local_env": ("LocalEnv",),
+            ".inprocess._local_model": ("LocalModel",),
+            ".inprocess._random_model": ("RANDOM",),
+            ".orchestrator._durable": ("load_ledger",),
+            ".orchestrator._ledger": ("LedgerError", "LedgerExists"),
+            ".orchestrator._plan": ("PlanMismatch",),
+            ".orchestrator._route": ("Route", "shard"),
+            ".orchestrator._run": ("Orchestrator", "RunInterrupted", "run", "run_routes"),
+            ".report._outcome": ("RouteOutcome", "RunMeta"),
+            ".report._report": ("RunFailed", "RunReport"),
+            ".runtime._driver": ("RouteDriver",),
+            ".runtime._hooks": ("HookChain", "RuntimeHooks"),
+            ".runtime._results": ("EpisodeResult", "RouteReport", "TelemetryRow"),
+            ".runtime._spec": ("Limits", "RouteSpec"),
+            ".transport.client._health": ("check_health",),
+            ".transport.client._remote_env": ("RemoteEnv",),
+            ".transport.client._remote_model": ("RemoteModel",),
+            ".transport.server._env_server": ("EnvServer", "serve_env"),
+            ".transport.server._model_server": ("ModelServer", "serve_model"),
         },
         submodules=("distributed", "hooks", "report", "results", "spaces"),
     )

@@ -19,9 +19,9 @@ import gymnasium
 import trio
 
 import rlmesh_trio as rt
+from rlmesh_trio.hooks.events import EpisodeCompletedEvent
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.results import Recording
-from rlmesh_trio.runtime import EpisodeCompletedEvent
 
 
 class Gate(rt.RuntimeHooks):

@@ -21,7 +21,7 @@ import ray
 from ray.cluster_utils import Cluster
 
 import rlmesh_trio as rt
-from rlmesh_trio.distributed import run_distributed
+from rlmesh_trio import run_distributed
 from rlmesh_trio.distributed._ray import RayBackend
 from tests._dist_helpers import episode_keys, inprocess_routes
 

@@ -20,7 +20,7 @@ import gymnasium
 import trio
 
 import rlmesh_trio as rt
-from rlmesh_trio.runtime import EpisodeCompletedEvent
+from rlmesh_trio.hooks.events import EpisodeCompletedEvent
 
 #: Episodes of each route after which it is held (one stdin line releases every route).
 HOLDS = (1, 3)

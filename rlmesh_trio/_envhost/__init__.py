@@ -4,7 +4,7 @@
 §3.0): a gymnasium ``Env`` or a list of them becomes a lane endpoint
 (``subset_step``, DISABLED autoreset); a ``VectorEnv`` with two or more lanes
 becomes a vector endpoint (NEXT_STEP or DISABLED); a one-lane ``VectorEnv`` is
-served as a single lane. The gRPC :class:`~rlmesh_trio.transport.EnvServer`
+served as a single lane. The gRPC :class:`~rlmesh_trio.EnvServer`
 and the in-process :class:`~rlmesh_trio.LocalEnv` both drive an :class:`EnvHost`.
 """
 

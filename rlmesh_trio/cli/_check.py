@@ -10,7 +10,8 @@ import trio
 from .._errors import ConnectError
 from .._protocol import core_pb
 from ..spaces import to_gymnasium
-from ..transport import RemoteEnv, RemoteModel
+from ..transport.client._remote_env import RemoteEnv
+from ..transport.client._remote_model import RemoteModel
 
 __all__ = ["run_check"]
 

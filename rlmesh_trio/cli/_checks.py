@@ -18,7 +18,7 @@ from .._errors import InvalidSpec, RlmeshTrioError
 from ..transport._address import parse_address
 
 if TYPE_CHECKING:
-    from ..orchestrator import RunReport
+    from ..report._report import RunReport
 
 __all__ = [
     "check_address",

@@ -56,8 +56,8 @@ def open_dashboard(
     """
     if address is None:
         return None
-    from ..dashboard import Dashboard, DashboardUnavailable, require_extra
-    from ..dashboard._hook import check_address
+    from ..dashboard import DashboardUnavailable, require_extra
+    from ..dashboard._hook import Dashboard, check_address
 
     try:
         check_address(address, token)  # what the user typed first, then what is installed

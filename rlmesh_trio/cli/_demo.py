@@ -8,10 +8,14 @@ from typing import Any
 import attrs
 import gymnasium
 
-from ..hooks import HookChain, RichProgress
+from ..hooks import RichProgress
 from ..inprocess._demo_policy import CARTPOLE_POLICY
-from ..orchestrator import Route, RunReport, run_routes
-from ..transport import serve_env, serve_model
+from ..orchestrator._route import Route
+from ..orchestrator._run import run_routes
+from ..report._report import RunReport
+from ..runtime._hooks import HookChain
+from ..transport.server._env_server import serve_env
+from ..transport.server._model_server import serve_model
 
 __all__ = ["DEMO_ENV", "DEMO_POLICY", "run_demo"]
 

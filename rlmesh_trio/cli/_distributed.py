@@ -12,7 +12,8 @@ from ._checks import user_message
 from ._common import fail
 
 if TYPE_CHECKING:
-    from ..orchestrator import Route, RunReport
+    from ..orchestrator._route import Route
+    from ..report._report import RunReport
 
 __all__ = ["backend_options", "run_distributed_cli"]
 
@@ -61,9 +62,10 @@ def run_distributed_cli(
     **options: Any,
 ) -> tuple[RunReport, int, str]:
     """Run on the chosen backend; (report, exit code, message) as a local run gives them."""
-    from ..distributed import run_distributed
+    from ..distributed._api import run_distributed
     from ..hooks import RichProgress
-    from ..orchestrator import RunFailed, RunInterrupted
+    from ..orchestrator._run import RunInterrupted
+    from ..report._report import RunFailed
 
     chosen: Any = backend
     bars = RichProgress(routes, transient=True) if progress else None

@@ -153,7 +153,7 @@ def serve_env_cmd(
 ) -> None:
     """Serve ENV (a gymnasium id, or module:factory imported from the current folder first)
     until Ctrl+C; prints "serving ENV on ADDRESS" to stderr once bound."""
-    from ..transport import EnvServer
+    from ..transport.server._env_server import EnvServer
 
     if num_envs and lanes:
         fail("--num-envs and --lanes are mutually exclusive")
@@ -205,7 +205,7 @@ def serve_model_cmd(
 ) -> None:
     """Serve POLICY until Ctrl+C: module:callable, or an object with predict (and optionally
     predict_batch, predict_chunk); prints "serving POLICY on ADDRESS" to stderr once bound."""
-    from ..transport import ModelServer
+    from ..transport.server._model_server import ModelServer
     from ._targets import load_policy
 
     tls = server_tls(tls_cert, tls_key)

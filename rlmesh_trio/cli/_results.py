@@ -24,7 +24,7 @@ from ._common import count_option, stack_options
 from ._targets import is_address, parse_seeds, resolve_env
 
 if TYPE_CHECKING:
-    from ..orchestrator import RunReport
+    from ..report._report import RunReport
     from ..results import Recording
 
 __all__ = [

@@ -29,7 +29,8 @@ from ._targets import build_first_envs, parse_limits, parse_seeds, resolve_model
 from ._tls import client_tls_options
 
 if TYPE_CHECKING:  # the orchestrator is imported when the command runs, not for --help
-    from ..orchestrator import Orchestrator, RunReport
+    from ..orchestrator._run import Orchestrator
+    from ..report._report import RunReport
 
 __all__ = ["run_cmd", "write_outputs"]
 
@@ -160,7 +161,7 @@ def run_cmd(
 
 def _local_orchestrator(routes: list[Any], options: dict[str, Any]) -> Orchestrator:
     """The run in this process (the orchestrator is imported now, not for ``--help``)."""
-    from ..orchestrator import Orchestrator
+    from ..orchestrator._run import Orchestrator
 
     orchestrator = Orchestrator(routes, **options)
     _say_resumed(orchestrator.report().meta)
@@ -248,7 +249,7 @@ def _routes(
 ) -> list[Any]:
     """One route per --env with the seeds or episodes dealt, filmed as ``results`` asks;
     every env factory checked."""
-    from ..orchestrator import shard
+    from ..orchestrator._route import shard
 
     routes = shard(
         envs=envs,
@@ -295,8 +296,10 @@ def _abandon(json_path: Path | None, report: RunReport) -> None:
 async def _run_with_progress(
     orchestrator: Any, progress: bool, dashboard: Any = None
 ) -> tuple[RunReport, int, str]:
-    from ..hooks import HookChain, RichProgress
-    from ..orchestrator import RunFailed, RunInterrupted
+    from ..hooks import RichProgress
+    from ..orchestrator._run import RunInterrupted
+    from ..report._report import RunFailed
+    from ..runtime._hooks import HookChain
 
     bars = RichProgress(orchestrator.routes, transient=True) if progress else None
     watchers = [h for h in (bars, dashboard) if h is not None]
@@ -329,7 +332,7 @@ async def _run_with_progress(
 
 def _plan_mismatch(report: RunReport) -> str | None:
     """A resume that met another env than its ledger's: the user's mistake (exit 2)."""
-    from ..orchestrator import PlanMismatch
+    from ..orchestrator._plan import PlanMismatch
 
     for outcome in report.routes:
         if isinstance(outcome.error, PlanMismatch):

@@ -10,7 +10,7 @@ from .._extras import MissingExtra
 if TYPE_CHECKING:  # rich is imported when a table is printed, not for --help
     from rich.console import Console
 
-    from ..orchestrator import RunReport
+    from ..report._report import RunReport
 
 __all__ = ["format_interval", "format_value", "print_statistics"]
 

@@ -12,7 +12,7 @@ from ._stats_table import print_statistics
 if TYPE_CHECKING:  # rich is imported when a table is printed, not for --help
     from rich.console import Console
 
-    from ..orchestrator import RunReport
+    from ..report._report import RunReport
 
 __all__ = ["print_summary", "write_report"]
 

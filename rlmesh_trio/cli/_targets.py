@@ -22,7 +22,7 @@ from ._checks import check_address
 from ._envs import EnvFactory, unknown_env_id_message
 
 if TYPE_CHECKING:
-    from ..runtime import Limits
+    from ..runtime._spec import Limits
 
 __all__ = [
     "EnvIdFactory",
@@ -199,7 +199,7 @@ def parse_limits(text: str | None) -> Limits | None:
         raise click.UsageError(f"--timeouts is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise click.UsageError("--timeouts must be a JSON object of camelCase *TimeoutMs names")
-    from ..runtime import Limits
+    from ..runtime._spec import Limits
 
     try:
         return Limits.from_json(data)

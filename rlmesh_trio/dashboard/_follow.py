@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import trio
 
-from ..orchestrator import load_ledger
+from ..orchestrator._durable import load_ledger
 from ..orchestrator._ledger import (
     LedgerError,
     check_header,
@@ -221,7 +221,7 @@ class LedgerFollower:
 
 def final_report(path: Path, ends: dict[str, tuple[str, str]]) -> Any:
     """The run's report from its ledger, each route with the status and error it ended with."""
-    from ..results import RecordedError
+    from ..report._decode import RecordedError
 
     report = load_ledger(path)
     outcomes = []

@@ -15,20 +15,20 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from .._errors import InvalidSpec
-from ..runtime import (
+from ..runtime._events import (
     EpisodeCompletedEvent,
     LogEvent,
-    RuntimeHooks,
     SessionEndedEvent,
     SessionFailedEvent,
     SessionStartedEvent,
 )
+from ..runtime._hooks import RuntimeHooks
 from ._hub import Hub
 from ._state import DashboardState
 from ._thread import ServerThread, is_loopback, parse_address
 
 if TYPE_CHECKING:
-    from ..orchestrator import RunReport
+    from ..report._report import RunReport
 
 __all__ = ["RETRY_SOURCE", "Dashboard", "check_address"]
 

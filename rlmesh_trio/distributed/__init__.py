@@ -2,10 +2,14 @@
 
 ``ray`` is an optional extra (``pip install "rlmesh-trio[ray]"``) and is
 imported only when ``backend="ray"`` or a cluster server is asked for;
-importing this package imports nothing heavy.
+importing this package imports nothing heavy. The entry point is
+``rt.run_distributed`` (its one home is ``rlmesh_trio``); the old
+``rlmesh_trio.distributed.run_distributed`` still reads, with a ``DeprecationWarning``,
+until the release in ``rlmesh_trio._deprecated.REMOVED_IN``.
 """
 
-from ._api import run_distributed
+from typing import TYPE_CHECKING
+
 from ._backends import Backend, ProcessBackend, ShardHandle, ThreadBackend
 from ._work import RunOptions, ShardWork
 
@@ -16,7 +20,6 @@ __all__ = [
     "ShardHandle",
     "ShardWork",
     "ThreadBackend",
-    "run_distributed",
     "serve_envs",
     "serve_models",
 ]
@@ -34,3 +37,9 @@ def serve_models(*args: object, **kwargs: object) -> object:
     from ._ray_servers import serve_models as start
 
     return start(*args, **kwargs)  # type: ignore[arg-type]
+
+
+if not TYPE_CHECKING:  # type checkers see no old path, so our own code cannot use one
+    from .._deprecated import moved_names
+
+    __getattr__, __dir__ = moved_names(__name__)

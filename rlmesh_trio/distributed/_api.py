@@ -11,11 +11,12 @@ import attrs
 import trio
 
 from .._errors import InvalidSpec
-from ..orchestrator import Route, RunReport
 from ..orchestrator._durable import prepare_durable
 from ..orchestrator._plan import make_plan
 from ..orchestrator._retry import DEFAULT_BACKOFF, RetryPolicy
-from ..runtime import RuntimeHooks
+from ..orchestrator._route import Route
+from ..report._report import RunReport
+from ..runtime._hooks import RuntimeHooks
 from ._backends import Backend, ProcessBackend, ThreadBackend
 from ._coordinator import Coordinator
 from ._planner import budget, check_picklable, route_ids

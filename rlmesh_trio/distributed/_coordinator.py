@@ -20,12 +20,15 @@ import trio
 
 from .._errors import RouteCancelled, ShardLost
 from .._signals import RUN_SIGNALS, wait_for_signal
-from ..orchestrator import Route, RunFailed, RunInterrupted, RunReport
 from ..orchestrator._durable import DurableRun
 from ..orchestrator._ledger import LedgerError
 from ..orchestrator._plan import deal_trial_bases
+from ..orchestrator._route import Route
+from ..orchestrator._run import RunInterrupted
 from ..orchestrator._tickets import IndexRuns
-from ..runtime import EpisodeResult, RuntimeHooks
+from ..report._report import RunFailed, RunReport
+from ..runtime._hooks import RuntimeHooks
+from ..runtime._results import EpisodeResult
 from ._backends import Backend, ShardDied
 from ._planner import owed_part, plan_shards, pool_part
 from ._state import books_of, merged_report

@@ -10,7 +10,7 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
-from ..orchestrator import Route
+from ..orchestrator._route import Route
 from ..orchestrator._tickets import IndexRuns
 from ._work import RoutePart
 

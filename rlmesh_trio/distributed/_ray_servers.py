@@ -18,7 +18,8 @@ import ray
 import trio
 from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-from ..transport import serve_env, serve_model
+from ..transport.server._env_server import serve_env
+from ..transport.server._model_server import serve_model
 from ._planner import is_loopback
 
 __all__ = ["serve_envs", "serve_models"]

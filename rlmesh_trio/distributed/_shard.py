@@ -14,14 +14,16 @@ from functools import partial
 import attrs
 import trio
 
-from ..orchestrator import Orchestrator, RouteOutcome, RunFailed, RunReport
-from ..runtime import (
+from ..orchestrator._run import Orchestrator
+from ..report._outcome import RouteOutcome
+from ..report._report import RunFailed, RunReport
+from ..runtime._events import (
     EpisodeCompletedEvent,
-    RuntimeHooks,
     SessionEndedEvent,
     SessionFailedEvent,
     SessionStartedEvent,
 )
+from ..runtime._hooks import RuntimeHooks
 from ._work import EpisodeDone, HookCall, Item, RouteEnded, ShardEnded, ShardWork
 
 __all__ = ["run_shard"]

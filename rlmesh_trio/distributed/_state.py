@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 
-from ..orchestrator import Route, RouteOutcome, RunMeta, RunReport
+from ..orchestrator._route import Route
 from ..orchestrator._tickets import IndexRuns
-from ..runtime import EpisodeResult, RouteReport, merge_telemetry
-from ..runtime._results import SeriesSnapshot
+from ..report._outcome import RouteOutcome, RunMeta
+from ..report._report import RunReport
+from ..runtime import merge_telemetry
+from ..runtime._results import EpisodeResult, RouteReport, SeriesSnapshot
 from ._work import RouteEnded
 
 __all__ = ["PoolBook", "RouteBook", "books_of", "merged_report"]

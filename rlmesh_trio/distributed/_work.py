@@ -12,9 +12,9 @@ from typing import Any, Literal
 
 import attrs
 
-from ..orchestrator import Route
+from ..orchestrator._route import Route
 from ..orchestrator._tickets import IndexRuns
-from ..runtime import EpisodeResult, RouteReport
+from ..runtime._results import EpisodeResult, RouteReport
 
 __all__ = [
     "EpisodeDone",

@@ -5,20 +5,22 @@ Transforms are fatal: a failing transform ends the route with ``HookError``.
 One hooks object can watch many routes; each event names its route in
 ``event.route``. :class:`ValueTransform` rewrites observations and actions as
 the numpy / gymnasium values users hold; ``RuntimeHooks.transform_*`` work on
-the wire's ``SpaceValue`` slabs.
+the wire's ``SpaceValue`` slabs. The base class and the combinator are
+``rt.RuntimeHooks`` and ``rt.HookChain``; the event classes are in :mod:`.events`.
 
 :class:`Dashboard` (a live browser page for the whole run) is imported on
-first use: it lives in :mod:`rlmesh_trio.dashboard`, above the orchestrator.
+first use: it is defined in the dashboard package, above the orchestrator.
+The old ``rlmesh_trio.hooks.HookChain`` / ``RuntimeHooks`` paths still read,
+each with a ``DeprecationWarning`` naming ``rlmesh_trio``, until the release in
+``rlmesh_trio._deprecated.REMOVED_IN``.
 """
 
 from typing import TYPE_CHECKING
 
 __all__ = [
     "Dashboard",
-    "HookChain",
     "LoggingHooks",
     "RichProgress",
-    "RuntimeHooks",
     "ValueTransform",
     "events",
 ]
@@ -26,21 +28,25 @@ __all__ = [
 # Each name is imported when first read (PEP 562, see rlmesh_trio._lazy): rich is loaded
 # by the first RichProgress, the dashboard's web stack never by this package.
 if TYPE_CHECKING:
-    from ..dashboard import Dashboard
-    from ..runtime import HookChain, RuntimeHooks, events
+    from ..dashboard._hook import Dashboard
+    from . import events
     from ._logging import LoggingHooks
     from ._progress import RichProgress
     from ._values import ValueTransform
 else:
+    from .._deprecated import moved_names
     from .._lazy import lazy_exports
 
-    __getattr__, __dir__ = lazy_exports(
+    __getattr__, __dir__ = moved_names(
         __name__,
-        {
-            "..dashboard": ("Dashboard",),
-            "..runtime": ("HookChain", "RuntimeHooks", "events"),
-            "._logging": ("LoggingHooks",),
-            "._progress": ("RichProgress",),
-            "._values": ("ValueTransform",),
-        },
+        *lazy_exports(
+            __name__,
+            {
+                "..dashboard._hook": ("Dashboard",),
+                "._logging": ("LoggingHooks",),
+                "._progress": ("RichProgress",),
+                "._values": ("ValueTransform",),
+            },
+            submodules=("events",),
+        ),
     )

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import logging
 
-from ..runtime import (
+from ..runtime._events import (
     EpisodeCompletedEvent,
-    RuntimeHooks,
     SessionEndedEvent,
     SessionFailedEvent,
     SessionStartedEvent,
 )
+from ..runtime._hooks import RuntimeHooks
 
 __all__ = ["LoggingHooks"]
 

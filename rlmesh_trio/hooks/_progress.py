@@ -16,14 +16,14 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from ..runtime import (
+from ..runtime._events import (
     EpisodeCompletedEvent,
-    RuntimeHooks,
     SessionEndedEvent,
     SessionFailedEvent,
     SessionStartedEvent,
     StepCompletedEvent,
 )
+from ..runtime._hooks import RuntimeHooks
 
 __all__ = ["RichProgress"]
 

@@ -13,8 +13,8 @@ from collections.abc import Callable
 from typing import Any
 
 from .. import spaces
-from ..runtime import RuntimeHooks
-from ..runtime.events import ActionReceivedEvent, ObservationEmittedEvent
+from ..runtime._events import ActionReceivedEvent, ObservationEmittedEvent
+from ..runtime._hooks import RuntimeHooks
 
 __all__ = ["ValueTransform"]
 

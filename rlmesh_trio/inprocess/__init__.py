@@ -1,29 +1,21 @@
 """In-process endpoints: a gymnasium env and a Python policy in the run's own process.
 
-:class:`LocalEnv` and :class:`LocalModel` speak the same endpoint protocols as the
-remote clients, so a route runs the same loop over either; :data:`RANDOM` is the
+``rt.LocalEnv`` and ``rt.LocalModel`` speak the same endpoint protocols as the
+remote clients, so a route runs the same loop over either; ``rt.RANDOM`` is the
 seeded random baseline. Where a sync call runs (inline or on a worker thread) is
 decided per call by :mod:`._placement`.
+
+The three names live at ``rlmesh_trio``; this package exports nothing of its own
+now. The old ``rlmesh_trio.inprocess.<name>`` paths still read, each with a
+``DeprecationWarning`` naming the home, until the release in
+``rlmesh_trio._deprecated.REMOVED_IN``.
 """
 
 from typing import TYPE_CHECKING
 
-# Each name is imported when first read (PEP 562, see rlmesh_trio._lazy): a run with
-# remote endpoints loads neither the env host nor the model host.
-if TYPE_CHECKING:
-    from ._local_env import LocalEnv
-    from ._local_model import LocalModel
-    from ._random_model import RANDOM
-else:
-    from .._lazy import lazy_exports
+__all__: list[str] = []
 
-    __getattr__, __dir__ = lazy_exports(
-        __name__,
-        {
-            "._local_env": ("LocalEnv",),
-            "._local_model": ("LocalModel",),
-            "._random_model": ("RANDOM",),
-        },
-    )
+if not TYPE_CHECKING:  # type checkers see no old path, so our own code cannot use one
+    from .._deprecated import moved_names
 
-__all__ = ["RANDOM", "LocalEnv", "LocalModel"]
+    __getattr__, __dir__ = moved_names(__name__)

@@ -1,44 +1,17 @@
-"""The multi-route orchestrator: many routes under one nursery."""
+"""The multi-route orchestrator: many routes under one nursery (its modules are private).
+
+Its public names live at ``rlmesh_trio`` (``rt.run``, ``rt.run_routes``, ``rt.shard``,
+``rt.Route``, ``rt.Orchestrator``, ``rt.RunReport``, ``rt.load_ledger``...); this
+package exports nothing of its own now. The old ``rlmesh_trio.orchestrator.<name>``
+paths still read, each with a ``DeprecationWarning`` naming the home, until the
+release in ``rlmesh_trio._deprecated.REMOVED_IN``.
+"""
 
 from typing import TYPE_CHECKING
 
-# Each name is imported when first read (PEP 562, see rlmesh_trio._lazy), so a module
-# that needs one part (the CLI's retry default, the ledger reader) loads no more.
-if TYPE_CHECKING:
-    from ..report import RouteOutcome, RunFailed, RunMeta, RunReport
-    from ._durable import load_ledger
-    from ._ledger import LedgerError, LedgerExists
-    from ._plan import PlanMismatch
-    from ._route import Route, shard
-    from ._run import Orchestrator, RunInterrupted, run, run_routes
-else:
-    from .._lazy import lazy_exports
+__all__: list[str] = []
 
-    __getattr__, __dir__ = lazy_exports(
-        __name__,
-        {
-            "..report": ("RouteOutcome", "RunFailed", "RunMeta", "RunReport"),
-            "._durable": ("load_ledger",),
-            "._ledger": ("LedgerError", "LedgerExists"),
-            "._plan": ("PlanMismatch",),
-            "._route": ("Route", "shard"),
-            "._run": ("Orchestrator", "RunInterrupted", "run", "run_routes"),
-        },
-    )
+if not TYPE_CHECKING:  # type checkers see no old path, so our own code cannot use one
+    from .._deprecated import moved_names
 
-__all__ = [
-    "LedgerError",
-    "LedgerExists",
-    "Orchestrator",
-    "PlanMismatch",
-    "Route",
-    "RouteOutcome",
-    "RunFailed",
-    "RunInterrupted",
-    "RunMeta",
-    "RunReport",
-    "load_ledger",
-    "run",
-    "run_routes",
-    "shard",
-]
+    __getattr__, __dir__ = moved_names(__name__)

@@ -27,17 +27,11 @@ from .._errors import (
     RouteCancelled,
     format_duration,
 )
-from ..runtime import (
-    EpisodeResult,
-    HookChain,
-    Limits,
-    RouteDriver,
-    RouteReport,
-    RouteSpec,
-    RuntimeHooks,
-    merge_telemetry,
-)
-from ..runtime._results import SeriesSnapshot, record_id
+from ..runtime import merge_telemetry
+from ..runtime._driver import RouteDriver
+from ..runtime._hooks import HookChain, RuntimeHooks
+from ..runtime._results import EpisodeResult, RouteReport, SeriesSnapshot, record_id
+from ..runtime._spec import Limits, RouteSpec
 from ._durable import DurableRun
 from ._endpoints import EndpointPool, ResolvedEnv, ResolvedModel
 from ._endpoints import _env_label as env_label

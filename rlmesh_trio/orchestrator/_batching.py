@@ -9,7 +9,7 @@ change: each route still checks its own context, gets its own error, and
 keeps its own timeout (a route that gives up simply abandons its place).
 
 With a client that can send without waiting (``submit_predicts``, as
-:class:`~rlmesh_trio.transport.RemoteModel` does) no task sits in between:
+:class:`~rlmesh_trio.RemoteModel` does) no task sits in between:
 the route that finds a slot free sends the group, and the group's answer is
 handed out -- and the next queued group sent -- right where the reply is
 read. Other clients are served by ``in_flight`` sender tasks.
@@ -32,9 +32,8 @@ from typing import Any
 
 import trio
 
-from .._endpoints import SubmitsPredicts
+from .._endpoints import EndpointInfo, Reply, SubmitsPredicts
 from .._protocol import model_pb
-from ..runtime import EndpointInfo, Reply
 from ._grouping import GROUP, GroupingRule
 
 __all__ = ["MAX_HOLD", "PredictBatcher"]
@@ -84,7 +83,7 @@ class _Pending:
 
 
 class PredictBatcher:
-    """A :class:`~rlmesh_trio.runtime.RuntimeModel` facade over a shared model client.
+    """A :class:`~rlmesh_trio.RuntimeModel` facade over a shared model client.
 
     Everything but ``predict`` goes straight to the client. Run :meth:`serve`
     in a nursery that outlives the routes using it; cancelling it fails any

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+from .._endpoints import RuntimeEnv
 from .._errors import InvalidSpec
-from ..runtime import RuntimeEnv
 from ._route import Route
 
 __all__ = ["check_distinct_env_objects"]

@@ -25,8 +25,9 @@ from typing import Any
 import attrs
 
 from .._errors import InvalidSpec
-from ..report import RouteOutcome, RunMeta, RunReport
-from ..runtime import EpisodeResult, RouteReport
+from ..report._outcome import RouteOutcome, RunMeta
+from ..report._report import RunReport
+from ..runtime._results import EpisodeResult, RouteReport
 from ._ledger import (
     LEDGER_SCHEMA,
     LEDGER_VERSION,

@@ -11,12 +11,12 @@ from typing import Any
 
 import attrs
 
-from .._endpoints import GroupsPredicts
+from .._endpoints import GroupsPredicts, RuntimeEnv, RuntimeModel
 from .._errors import InvalidSpec
 from ..inprocess._random_model import RandomBaseline, RandomModel
-from ..runtime import RuntimeEnv, RuntimeModel
 from ..runtime._fused import FusedBlock, FusedSeat
-from ..transport import RemoteEnv, RemoteModel
+from ..transport.client._remote_env import RemoteEnv
+from ..transport.client._remote_model import RemoteModel
 from ._batching import PredictBatcher
 from ._grouping import WINDOW_ROWS, GroupingRule
 

@@ -34,7 +34,7 @@ def _qualified(value: Any) -> str:
 
 def env_identity(value: Any) -> str:
     """``CartPole-v1`` (an env, lanes of it, or an env id factory), a factory's qualified name,
-    a :class:`~rlmesh_trio.runtime.RuntimeEnv`'s class, or ``address``."""
+    a :class:`~rlmesh_trio.RuntimeEnv`'s class, or ``address``."""
     if isinstance(value, str):
         return ADDRESS
     if isinstance(value, list | tuple) and value:

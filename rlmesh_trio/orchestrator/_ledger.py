@@ -33,7 +33,7 @@ import trio
 
 from .._errors import RunFileError
 from ..report._finite import raw_float, strict_json_value
-from ..runtime import EpisodeResult
+from ..runtime._results import EpisodeResult
 from ._plan import Ticket
 
 __all__ = [

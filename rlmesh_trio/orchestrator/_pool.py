@@ -22,7 +22,7 @@ from typing import Any
 
 import trio
 
-from ..runtime import RuntimeEnv
+from .._endpoints import RuntimeEnv
 from ._plan import Ticket
 from ._tickets import IndexRuns, TicketSeq, as_seq
 

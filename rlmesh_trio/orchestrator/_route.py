@@ -9,8 +9,8 @@ from typing import Any, Literal
 import attrs
 
 from .._errors import InvalidSpec
-from ..runtime import HookChain, Limits, RuntimeHooks
-from ..runtime._spec import check_seed_range
+from ..runtime._hooks import HookChain, RuntimeHooks
+from ..runtime._spec import Limits, check_seed_range
 from ..transport._address import parse_address
 
 __all__ = ["Route", "route_hooks", "shard"]
@@ -76,11 +76,11 @@ class Route:
 
     ``env`` is an address (``host:port``, ``tcp://host:port``, ``unix:///path``),
     a gymnasium env, a list of envs (served as lanes), a zero-argument env
-    factory, or any :class:`~rlmesh_trio.runtime.RuntimeEnv`. ``model`` is an
+    factory, or any :class:`~rlmesh_trio.RuntimeEnv`. ``model`` is an
     address, a policy (a callable ``obs -> action``, an object with
     ``predict``/``predict_batch``, a torch ``nn.Module``, or a
     :class:`~rlmesh_trio.TorchPolicy` / ``JaxPolicy`` / ``SB3Policy``), or any
-    :class:`~rlmesh_trio.runtime.RuntimeModel`.
+    :class:`~rlmesh_trio.RuntimeModel`.
 
     ``seeds`` gives one seed per episode and sets the episode count unless
     ``episodes`` is also given, in which case the two must agree. With
@@ -88,7 +88,7 @@ class Route:
     ``max_episode_seconds`` truncate episodes on the runtime side (envs whose
     resets the runtime owns; refused for NEXT_STEP envs, as in rlmesh).
     Episode ``i`` of the route walks trial ``trial_index_base + i`` (see
-    :class:`~rlmesh_trio.runtime.RouteSpec`). Left at ``None`` (the default),
+    :class:`~rlmesh_trio.RouteSpec`). Left at ``None`` (the default),
     the run deals trial blocks: the routes without a base get consecutive
     blocks in route order, starting after the highest block an explicit base
     claims, so no two planned episodes of a run walk the same trial (a route

@@ -15,19 +15,17 @@ from collections.abc import Callable, Mapping, Sequence
 import attrs
 import trio
 
-from ..runtime import (
+from ..runtime._events import (
     EpisodeCompletedEvent,
-    EpisodeResult,
     EpisodeStartedEvent,
-    HookChain,
     LogEvent,
     RouteContext,
-    RuntimeHooks,
     SessionEndedEvent,
     SessionFailedEvent,
     SessionStartedEvent,
 )
-from ..runtime._results import record_id
+from ..runtime._hooks import HookChain, RuntimeHooks
+from ..runtime._results import EpisodeResult, record_id
 from ._plan import Ticket
 
 __all__ = ["SessionsAsOne", "TicketHook"]

@@ -28,9 +28,8 @@ from .._errors import (
     rebuild_exception,
 )
 from .._signals import RUN_SIGNALS
-from ..report import RunFailed, RunReport
-from ..runtime import RuntimeHooks
-from ..runtime._hooks import as_runtime_hooks
+from ..report._report import RunFailed, RunReport
+from ..runtime._hooks import RuntimeHooks, as_runtime_hooks
 from ._attempts import RouteContext, RouteRun
 from ._checks import check_distinct_env_objects
 from ._durable import prepare_durable

@@ -5,8 +5,9 @@ from __future__ import annotations
 import time
 
 from .._errors import RouteCancelled
-from ..report import RouteOutcome, RouteStatus
-from ..runtime import RouteReport
+from ..report import RouteStatus
+from ..report._outcome import RouteOutcome
+from ..runtime._results import RouteReport
 from ._attempts import RouteRun
 
 __all__ = ["Slot"]

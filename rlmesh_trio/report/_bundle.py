@@ -27,7 +27,7 @@ import attrs
 from .._errors import InvalidSpec
 
 if TYPE_CHECKING:
-    from ..runtime import EpisodeResult
+    from ..runtime._results import EpisodeResult
     from ._outcome import RouteOutcome, RouteSet
 
 __all__ = [

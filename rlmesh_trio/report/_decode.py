@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from .._errors import RlmeshTrioError, RunFileError
-from ..runtime import EpisodeResult, RouteReport, TelemetryRow
+from ..runtime._results import EpisodeResult, RouteReport, TelemetryRow
 from ._outcome import RouteOutcome, RunMeta
 
 __all__ = ["RecordedError", "report_parts"]

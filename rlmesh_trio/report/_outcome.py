@@ -8,7 +8,7 @@ from typing import Any, Literal, Protocol
 
 import attrs
 
-from ..runtime import EpisodeResult, RouteReport
+from ..runtime._results import EpisodeResult, RouteReport
 from ._finite import raw_float
 
 __all__ = ["RouteOutcome", "RouteSet", "RouteStatus", "RunMeta"]

@@ -12,7 +12,8 @@ import attrs
 
 from .._errors import RlmeshTrioError
 from .._extras import MissingExtra
-from ..runtime import EpisodeResult, TelemetryRow, merge_telemetry
+from ..runtime import merge_telemetry
+from ..runtime._results import EpisodeResult, TelemetryRow
 from ._bundle import MediaRef, write_bundle
 from ._decode import report_parts
 from ._finite import nonfinite_note, strict_json_value

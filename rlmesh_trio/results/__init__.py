@@ -7,25 +7,25 @@
 * :func:`write_html`: one self-contained HTML report.
 * :func:`load_run`: a run's JSON report or ledger back as a :class:`~rlmesh_trio.RunReport`.
 
-The statistics, bundle and JSON reading live with the report's values in
-:mod:`rlmesh_trio.report` and are re-exported here. Heavy parts are imported
+The statistics and the bundles are defined with the report's values (whose
+methods use them) and have their one home here; reading a JSON report back
+(``report_from_dict``, ``RecordedError``) is :mod:`rlmesh_trio.report`'s, and
+their old paths here still read, with a ``DeprecationWarning``, until the release
+in ``rlmesh_trio._deprecated.REMOVED_IN``. Heavy parts are imported
 only when a function here needs them, each from its extra: scipy and plotly
 (``results``), PyAV (``video``).
 """
 
-from ..report import (
-    SCHEMA,
+from typing import TYPE_CHECKING
+
+from ..report._bundle import SCHEMA, MediaRef, bundle_document, write_bundle
+from ..report._stats import (
     Difference,
-    MediaRef,
-    RecordedError,
     Summary,
-    bundle_document,
     compare_rewards,
-    report_from_dict,
     resample_batch,
     statistics_block,
     summarize,
-    write_bundle,
 )
 from ._differ import run_differences
 from ._html import render_html, write_html
@@ -36,14 +36,12 @@ __all__ = [
     "SCHEMA",
     "Difference",
     "MediaRef",
-    "RecordedError",
     "Recording",
     "Summary",
     "bundle_document",
     "compare_rewards",
     "load_run",
     "render_html",
-    "report_from_dict",
     "resample_batch",
     "run_differences",
     "statistics_block",
@@ -51,3 +49,8 @@ __all__ = [
     "write_bundle",
     "write_html",
 ]
+
+if not TYPE_CHECKING:  # type checkers see no old path, so our own code cannot use one
+    from .._deprecated import moved_names
+
+    __getattr__, __dir__ = moved_names(__name__)

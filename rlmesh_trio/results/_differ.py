@@ -15,7 +15,7 @@ from .._errors import InvalidSpec
 from ..transport._address import parse_address
 
 if TYPE_CHECKING:
-    from ..orchestrator import RunReport
+    from ..report._report import RunReport
 
 __all__ = ["run_differences"]
 

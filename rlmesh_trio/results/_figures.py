@@ -13,7 +13,7 @@ from .._extras import require
 if TYPE_CHECKING:
     from types import ModuleType
 
-    from ..report import RunReport
+    from ..report._report import RunReport
 
 __all__ = ["FIGURES", "plotly_module"]
 

@@ -16,11 +16,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._words import counted
-from ..report import statistics_block
+from ..report._stats import statistics_block
 from ._figures import FIGURES, plotly_module
 
 if TYPE_CHECKING:
-    from ..report import MediaRef, RunReport
+    from ..report._bundle import MediaRef
+    from ..report._report import RunReport
 
 __all__ = ["render_html", "write_html"]
 

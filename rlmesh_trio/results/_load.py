@@ -11,9 +11,10 @@ import json
 from pathlib import Path
 
 from .._errors import RunFileError
-from ..orchestrator import RunReport, load_ledger
+from ..orchestrator._durable import load_ledger
 from ..orchestrator._ledger import LEDGER_SCHEMA
 from ..report import report_from_dict
+from ..report._report import RunReport
 
 __all__ = ["load_run"]
 

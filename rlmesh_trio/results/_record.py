@@ -27,15 +27,15 @@ import numpy as np
 import trio
 
 from .._errors import InvalidSpec
-from ..report import MediaRef
-from ..runtime import (
+from ..report._bundle import MediaRef
+from ..runtime._events import (
     EpisodeCompletedEvent,
     EpisodeStartedEvent,
     ObservationEmittedEvent,
-    RuntimeHooks,
     SessionEndedEvent,
     SessionFailedEvent,
 )
+from ..runtime._hooks import RuntimeHooks
 from ..spaces import decode_stacked
 from ._video import DEFAULT_FPS, VideoWriter, as_rgb_frame, decode_png
 

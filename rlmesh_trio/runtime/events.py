@@ -1,31 +1,14 @@
-"""Hook event classes (also re-exported from ``rlmesh_trio.runtime``)."""
+"""Deprecated: the hook event classes live in :mod:`rlmesh_trio.hooks.events`.
 
-from ._events import (
-    ActionReceivedEvent,
-    EpisodeCompletedEvent,
-    EpisodeStartedEvent,
-    LogEvent,
-    ObservationEmittedEvent,
-    RouteContext,
-    SessionEndedEvent,
-    SessionFailedEvent,
-    SessionStartedEvent,
-    StepCompletedEvent,
-    TelemetrySummaryEvent,
-    TelemetryWindowEvent,
-)
+Every name this module exported still reads from here, with a ``DeprecationWarning``,
+until the release in ``rlmesh_trio._deprecated.REMOVED_IN``.
+"""
 
-__all__ = [
-    "ActionReceivedEvent",
-    "EpisodeCompletedEvent",
-    "EpisodeStartedEvent",
-    "LogEvent",
-    "ObservationEmittedEvent",
-    "RouteContext",
-    "SessionEndedEvent",
-    "SessionFailedEvent",
-    "SessionStartedEvent",
-    "StepCompletedEvent",
-    "TelemetrySummaryEvent",
-    "TelemetryWindowEvent",
-]
+from typing import TYPE_CHECKING
+
+__all__: list[str] = []
+
+if not TYPE_CHECKING:  # type checkers see no old path, so our own code cannot use one
+    from .._deprecated import moved_names
+
+    __getattr__, __dir__ = moved_names(__name__)

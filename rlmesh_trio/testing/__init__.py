@@ -15,7 +15,7 @@
 
 Example::
 
-    from rlmesh_trio.runtime import RouteDriver, RouteSpec
+    from rlmesh_trio import RouteDriver, RouteSpec
     from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel
 
     async def test_three_episodes():

@@ -1,43 +1,22 @@
-"""gRPC transport for rlmesh-wire-v1: Trio-native clients and servers.
+"""gRPC transport for rlmesh-wire-v1: Trio-native clients and servers (its modules are private).
 
-The clients (:class:`RemoteEnv`, :class:`RemoteModel`, :func:`check_health`)
-and the servers (:class:`EnvServer`, :class:`ModelServer`) run on the I/O-free
-:mod:`rlmesh_trio._wire` core over Trio sockets. Each server runs its own
-``trio.run`` on a thread of its own (``server/_thread.py``), so serving never
-competes with the caller's routes.
+The clients (``rt.RemoteEnv``, ``rt.RemoteModel``, ``rt.check_health``) and the
+servers (``rt.EnvServer``, ``rt.ModelServer``, ``rt.serve_env``, ``rt.serve_model``)
+run on the I/O-free :mod:`rlmesh_trio._wire` core over Trio sockets. Each server
+runs its own ``trio.run`` on a thread of its own (``server/_thread.py``), so serving
+never competes with the caller's routes.
+
+The seven names live at ``rlmesh_trio``; this package exports nothing of its own
+now. The old ``rlmesh_trio.transport.<name>`` paths still read, each with a
+``DeprecationWarning`` naming the home, until the release in
+``rlmesh_trio._deprecated.REMOVED_IN``.
 """
 
 from typing import TYPE_CHECKING
 
-# Each name is imported when first read (PEP 562, see rlmesh_trio._lazy): a run's clients
-# never load the servers (nor the env and model hosts behind them), and a server never
-# loads the clients.
-if TYPE_CHECKING:
-    from .client._health import check_health
-    from .client._remote_env import RemoteEnv
-    from .client._remote_model import RemoteModel
-    from .server._env_server import EnvServer, serve_env
-    from .server._model_server import ModelServer, serve_model
-else:
-    from .._lazy import lazy_exports
+__all__: list[str] = []
 
-    __getattr__, __dir__ = lazy_exports(
-        __name__,
-        {
-            ".server._env_server": ("EnvServer", "serve_env"),
-            ".client._health": ("check_health",),
-            ".server._model_server": ("ModelServer", "serve_model"),
-            ".client._remote_env": ("RemoteEnv",),
-            ".client._remote_model": ("RemoteModel",),
-        },
-    )
+if not TYPE_CHECKING:  # type checkers see no old path, so our own code cannot use one
+    from .._deprecated import moved_names
 
-__all__ = [
-    "EnvServer",
-    "ModelServer",
-    "RemoteEnv",
-    "RemoteModel",
-    "check_health",
-    "serve_env",
-    "serve_model",
-]
+    __getattr__, __dir__ = moved_names(__name__)

@@ -15,10 +15,11 @@ import gymnasium
 import pytest
 
 import rlmesh_trio as rt
-from rlmesh_trio.dashboard import Dashboard, DashboardState, LedgerFollower
+from rlmesh_trio.dashboard import DashboardState, LedgerFollower
 from rlmesh_trio.dashboard._hook import check_address
 from rlmesh_trio.dashboard._hub import live_statistics
 from rlmesh_trio.dashboard._state import HISTORY_POINTS, REWARD_SAMPLE
+from rlmesh_trio.hooks import Dashboard
 
 from .._cli import CLI, run_cli
 

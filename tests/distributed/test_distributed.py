@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 import rlmesh_trio as rt
-from rlmesh_trio.distributed import ThreadBackend, run_distributed
+from rlmesh_trio import run_distributed
+from rlmesh_trio.distributed import ThreadBackend
 from rlmesh_trio.distributed._planner import owed_part, plan_shards
 
 from .._dist_helpers import (

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 import rlmesh_trio as rt
-from rlmesh_trio.distributed import run_distributed
+from rlmesh_trio import run_distributed
 from rlmesh_trio.distributed._planner import owed_part, plan_shards
 from rlmesh_trio.distributed._state import books_of
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy

@@ -7,7 +7,7 @@ import gymnasium as gym
 import pytest
 
 import rlmesh_trio as rt
-from rlmesh_trio.distributed import run_distributed
+from rlmesh_trio import run_distributed
 from rlmesh_trio.testing import RecordingHooks
 
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 import rlmesh_trio as rt
-from rlmesh_trio.distributed import run_distributed
+from rlmesh_trio import run_distributed
 
 from .._dist_helpers import (
     episode_keys,

@@ -8,10 +8,10 @@ import gymnasium as gym
 import pytest
 import trio
 
+from rlmesh_trio import RuntimeEnv
 from rlmesh_trio._errors import EnvRpcError
 from rlmesh_trio._protocol import env_pb, spaces_pb
 from rlmesh_trio.inprocess._local_env import LocalEnv
-from rlmesh_trio.runtime import RuntimeEnv
 
 from .._envhost_envs import CountingEnv, Gate
 

@@ -11,13 +11,13 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlmesh_trio import Limits, RouteDriver, RouteSpec
 from rlmesh_trio._envhost import make_host
 from rlmesh_trio._errors import ProtocolError
 from rlmesh_trio._protocol import spaces_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
 from rlmesh_trio.inprocess._local_env import LocalEnv
 from rlmesh_trio.inprocess._local_model import LocalModel
-from rlmesh_trio.runtime import Limits, RouteDriver, RouteSpec
 from rlmesh_trio.runtime._calls import RouteCalls
 from rlmesh_trio.runtime._telemetry import RouteTelemetry
 from rlmesh_trio.testing import ScriptedEnv, ScriptedModel

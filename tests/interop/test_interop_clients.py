@@ -481,7 +481,7 @@ def test_routes_by_address_match_rlmesh_run_seed_for_seed(rlmesh_servers: Rlmesh
     """run_routes over our clients vs rlmesh's own runtime, same servers, same seeds."""
     import rlmesh
 
-    from rlmesh_trio.orchestrator import Route, run
+    from rlmesh_trio import Route, run
 
     seeds = [0, 1, 2, 3, 4]
     env_server = rlmesh_servers.env()

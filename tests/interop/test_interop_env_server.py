@@ -18,9 +18,9 @@ import pytest
 import trio
 from gymnasium.vector import AutoresetMode, SyncVectorEnv
 
+from rlmesh_trio import serve_env
 from rlmesh_trio import spaces as rlmesh_trio_spaces
 from rlmesh_trio._protocol import env_pb, spaces_pb
-from rlmesh_trio.transport import serve_env
 
 from .._env_raw_client import RawJoin
 from .._envhost_envs import RichEnv, TextEnv

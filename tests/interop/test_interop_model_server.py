@@ -10,8 +10,8 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlmesh_trio import serve_env, serve_model
 from rlmesh_trio.inprocess._demo_policy import CARTPOLE_POLICY
-from rlmesh_trio.transport import serve_env, serve_model
 
 from .._rlmesh_inproc import in_thread, rlmesh_server
 from .._rlmesh_procs import rlmesh_model

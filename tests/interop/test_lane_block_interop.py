@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
+from rlmesh_trio import RemoteEnv
 from rlmesh_trio._protocol import CAP_MULTI_LANE_SUBSET, WORKFLOW_EDITION
-from rlmesh_trio.transport import RemoteEnv
 from rlmesh_trio.transport.client._remote_lanes import RemoteLaneBlock
 
 from .._lane_block_loop import angle_policy, drive_block, plain_episodes

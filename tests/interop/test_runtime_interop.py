@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rlmesh_trio.runtime import RouteDriver, RouteSpec
+from rlmesh_trio import RouteDriver, RouteSpec
 from rlmesh_trio.testing import RecordingHooks
 from rlmesh_trio.transport.client._remote_env import RemoteEnv
 from rlmesh_trio.transport.client._remote_model import RemoteModel

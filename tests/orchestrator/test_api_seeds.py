@@ -8,7 +8,7 @@ import gymnasium
 import pytest
 
 import rlmesh_trio as rt
-from rlmesh_trio.runtime import RouteDriver, RouteSpec
+from rlmesh_trio import RouteDriver, RouteSpec
 from rlmesh_trio.testing import ScriptedEnv, ScriptedModel
 
 TOO_BIG = [2**64 + 5, 2**63, -(2**63) - 1]

@@ -8,8 +8,8 @@ import gymnasium
 import numpy as np
 
 import rlmesh_trio as rt
+from rlmesh_trio import Orchestrator
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
-from rlmesh_trio.orchestrator import Orchestrator
 from rlmesh_trio.orchestrator._batching import PredictBatcher
 
 

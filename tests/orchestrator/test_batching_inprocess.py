@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 import rlmesh_trio as rt
-from rlmesh_trio.orchestrator import Orchestrator
+from rlmesh_trio import Orchestrator
 
 
 class RecordingPolicy:

@@ -21,9 +21,8 @@ import numpy as np
 import pytest
 
 import rlmesh_trio as rt
+from rlmesh_trio import Orchestrator, RuntimeHooks
 from rlmesh_trio._errors import EnvRpcError, RouteCancelled
-from rlmesh_trio.orchestrator import Orchestrator
-from rlmesh_trio.runtime import RuntimeHooks
 
 from .._block_helpers import Breaks
 

@@ -11,8 +11,7 @@ import trio
 import trio.testing
 
 import rlmesh_trio as rt
-from rlmesh_trio.orchestrator import Orchestrator, Route, RunInterrupted, run_routes, shard
-from rlmesh_trio.runtime import Limits
+from rlmesh_trio import Limits, Orchestrator, Route, RunInterrupted, run_routes, shard
 from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel
 
 
@@ -96,7 +95,7 @@ async def test_concurrency_cap_respected() -> None:
     running = 0
     peak = 0
 
-    class Hooks(rt.runtime.RuntimeHooks):
+    class Hooks(rt.RuntimeHooks):
         async def session_started(self, event: object) -> None:
             nonlocal running, peak
             running += 1
@@ -198,7 +197,7 @@ async def test_hooks_see_every_route() -> None:
 
 
 def test_run_from_sync_code() -> None:
-    report = rt.orchestrator.run([_route(0, episodes=2)])
+    report = rt.run([_route(0, episodes=2)])
     assert report.total_episodes == 2
     data = report.to_dict()
     assert data["routes"][0]["status"] == "completed"

@@ -28,9 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 LAZY_PACKAGES = [
     "rlmesh_trio",
     "rlmesh_trio.hooks",
-    "rlmesh_trio.inprocess",
-    "rlmesh_trio.orchestrator",
-    "rlmesh_trio.transport",
     "rlmesh_trio._wire",
 ]
 

@@ -78,7 +78,7 @@ CONTRACT = {
         "meta_from_python",
         "meta_to_python",
     ],
-    "rlmesh_trio.hooks": ["RichProgress", "LoggingHooks", "RuntimeHooks", "HookChain"],
+    "rlmesh_trio.hooks": ["RichProgress", "LoggingHooks", "ValueTransform", "Dashboard", "events"],
     "rlmesh_trio.testing": ["ScriptedEnv", "ScriptedModel", "RecordingHooks"],
 }
 

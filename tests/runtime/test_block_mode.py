@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 import rlmesh_trio as rt
+from rlmesh_trio import RuntimeHooks
 from rlmesh_trio._errors import EnvRpcError
-from rlmesh_trio.runtime import RuntimeHooks
 
 from .._block_helpers import Breaks
 

@@ -10,9 +10,15 @@ import pytest
 import trio
 import trio.testing
 
-from rlmesh_trio import HandshakeError, InvalidSpec, ProtocolError
+from rlmesh_trio import (
+    HandshakeError,
+    InvalidSpec,
+    ProtocolError,
+    RouteDriver,
+    RouteReport,
+    RouteSpec,
+)
 from rlmesh_trio._protocol import core_pb
-from rlmesh_trio.runtime import RouteDriver, RouteReport, RouteSpec
 from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel, scripted_contract
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from rlmesh_trio import RouteSpec
 from rlmesh_trio._protocol import env_pb
-from rlmesh_trio.runtime import RouteSpec
 from rlmesh_trio.runtime._episodes import EpisodeBook
 
 

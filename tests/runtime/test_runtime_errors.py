@@ -12,13 +12,15 @@ from rlmesh_trio import (
     EnvRpcError,
     HookError,
     InvalidSpec,
+    Limits,
     ModelRouteMismatch,
     ModelRpcError,
     OperationTimeout,
     ProtocolError,
     RouteCancelled,
+    RouteDriver,
+    RouteSpec,
 )
-from rlmesh_trio.runtime import Limits, RouteDriver, RouteSpec
 from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel
 
 HINT = "If the source is 'transport error: connection closed'"

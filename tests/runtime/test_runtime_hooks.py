@@ -8,15 +8,9 @@ from typing import Any
 import attrs
 import pytest
 
+from rlmesh_trio import HookChain, RouteDriver, RouteSpec, RuntimeHooks
 from rlmesh_trio._protocol import spaces_pb
-from rlmesh_trio.runtime import (
-    HookChain,
-    ObservationEmittedEvent,
-    RouteContext,
-    RouteDriver,
-    RouteSpec,
-    RuntimeHooks,
-)
+from rlmesh_trio.hooks.events import ObservationEmittedEvent, RouteContext
 from rlmesh_trio.runtime._hooks import overrides
 from rlmesh_trio.testing import HookFailure, RecordingHooks, ScriptedEnv, ScriptedModel
 
@@ -131,7 +125,7 @@ async def test_hook_chain_sends_events_to_every_hook_and_reports_the_first_error
     b = RecordingHooks(fail_events={"log"})
     c = RecordingHooks()
     chain = HookChain([a, b, c])
-    from rlmesh_trio.runtime import LogEvent
+    from rlmesh_trio.hooks.events import LogEvent
 
     with pytest.raises(HookFailure):
         await chain.log(LogEvent(CTX, "info", "hello"))

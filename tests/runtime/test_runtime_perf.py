@@ -11,8 +11,8 @@ import time
 
 import pytest
 
+from rlmesh_trio import RouteDriver, RouteSpec
 from rlmesh_trio._protocol import env_pb, model_pb
-from rlmesh_trio.runtime import RouteDriver, RouteSpec
 from rlmesh_trio.testing import ScriptedEnv, ScriptedModel
 
 STEPS = 20_000

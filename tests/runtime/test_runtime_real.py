@@ -10,8 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from rlmesh_trio import LocalEnv, LocalModel
-from rlmesh_trio.runtime import RouteDriver, RouteSpec
+from rlmesh_trio import LocalEnv, LocalModel, RouteDriver, RouteSpec
 from rlmesh_trio.testing import RecordingHooks
 
 

@@ -6,8 +6,8 @@ import uuid
 
 import pytest
 
-from rlmesh_trio import InvalidSpec
-from rlmesh_trio.runtime import DEFAULT_MAX_EPISODE_STEPS, Limits, RouteSpec, mint_uuid7
+from rlmesh_trio import InvalidSpec, Limits, RouteSpec
+from rlmesh_trio.runtime import DEFAULT_MAX_EPISODE_STEPS, mint_uuid7
 from rlmesh_trio.testing import scripted_contract
 
 

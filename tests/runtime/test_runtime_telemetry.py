@@ -8,7 +8,8 @@ import pytest
 import trio
 import trio.testing
 
-from rlmesh_trio.runtime import Limits, RouteDriver, RouteSpec, TelemetryRow, merge_telemetry
+from rlmesh_trio import Limits, RouteDriver, RouteSpec, TelemetryRow
+from rlmesh_trio.runtime import merge_telemetry
 from rlmesh_trio.runtime._telemetry import Series, metric_unit, percentile
 from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel
 

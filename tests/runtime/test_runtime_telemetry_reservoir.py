@@ -7,9 +7,9 @@ import statistics
 
 import pytest
 
-from rlmesh_trio.runtime import Limits, RouteDriver, RouteSpec, RuntimeHooks
+from rlmesh_trio import Limits, RouteDriver, RouteSpec, RuntimeHooks
+from rlmesh_trio.hooks.events import TelemetryWindowEvent
 from rlmesh_trio.runtime._telemetry import RouteTelemetry, Series
-from rlmesh_trio.runtime.events import TelemetryWindowEvent
 from rlmesh_trio.testing import ScriptedEnv, ScriptedModel
 
 

@@ -12,9 +12,8 @@ import trio.testing
 from gymnasium.envs.classic_control import CartPoleEnv
 
 import rlmesh_trio as rt
-from rlmesh_trio import InvalidSpec, spaces
+from rlmesh_trio import InvalidSpec, RouteDriver, RouteSpec, spaces
 from rlmesh_trio._protocol import core_pb
-from rlmesh_trio.runtime import RouteDriver, RouteSpec
 from rlmesh_trio.runtime._meta import RESET_OPTIONS_KEY, declares_reset_option
 from rlmesh_trio.testing import ScriptedEnv, ScriptedModel, scripted_contract
 

@@ -8,8 +8,7 @@ import pytest
 import trio
 import trio.testing
 
-from rlmesh_trio import OperationTimeout
-from rlmesh_trio.runtime import Limits, RouteDriver, RouteSpec
+from rlmesh_trio import Limits, OperationTimeout, RouteDriver, RouteSpec
 from rlmesh_trio.runtime._watchdog import OperationWatchdog, current_watchdog
 from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel
 

@@ -8,9 +8,8 @@ import pytest
 import trio
 import trio.testing
 
-from rlmesh_trio import EnvRpcError, ModelRpcError
+from rlmesh_trio import EndpointInfo, EnvRpcError, ModelRpcError, RuntimeEnv, RuntimeModel
 from rlmesh_trio._protocol import CAP_SUBSET_STEP, core_pb, env_pb, model_pb, spaces_pb
-from rlmesh_trio.runtime import EndpointInfo, RuntimeEnv, RuntimeModel
 from rlmesh_trio.testing import RecordingHooks, ScriptedEnv, ScriptedModel, scripted_contract
 
 

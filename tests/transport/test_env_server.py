@@ -13,9 +13,8 @@ from grpclib.const import Status
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
-from rlmesh_trio import spaces
+from rlmesh_trio import serve_env, spaces
 from rlmesh_trio._protocol import CAP_MULTI_LANE_SUBSET, core_pb, env_pb, spaces_pb
-from rlmesh_trio.transport import serve_env
 from rlmesh_trio.transport.server._env_server import BUSY_MESSAGE, EnvServer
 
 from .. import _asyncio_bridge as bridge

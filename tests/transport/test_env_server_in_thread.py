@@ -14,9 +14,9 @@ import trio
 from grpclib.exceptions import GRPCError, StreamTerminatedError
 
 import rlmesh_trio as rt
+from rlmesh_trio import serve_env, serve_model
 from rlmesh_trio._protocol import core_pb, env_pb
 from rlmesh_trio.inprocess._demo_policy import cartpole_policy
-from rlmesh_trio.transport import serve_env, serve_model
 
 from .._asyncio_bridge import asyncio_loop
 from .._env_raw_client import RawJoin, handshake, unary

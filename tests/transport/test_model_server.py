@@ -20,10 +20,9 @@ from grpclib.const import Status
 from grpclib.health.v1.health_grpc import HealthStub
 from grpclib.health.v1.health_pb2 import HealthCheckRequest, HealthCheckResponse
 
-from rlmesh_trio import InvalidSpec, spaces
+from rlmesh_trio import InvalidSpec, serve_model, spaces
 from rlmesh_trio._protocol import CAP_CONCURRENT_PREDICT, core_pb
 from rlmesh_trio.inprocess._demo_policy import CARTPOLE_POLICY, cartpole_policy
-from rlmesh_trio.transport import serve_model
 from rlmesh_trio.transport._address import parse_address
 from rlmesh_trio.transport.server._model_server import ModelServer
 
@@ -341,7 +340,7 @@ async def test_adapters_are_shared_across_streams_and_close_releases_them_all() 
         closed, tail = await exchange(server.address, closing, expect=2, pipelined=True)
         assert [r.request_id for r in closed] == ["c"] and closed[0].close is not None
         assert tail is None
-        assert not server.host.adapters
+        assert not server._host.adapters
         later, _ = await exchange(server.address, [predict("b", "pb")])
         assert later[0].error.message == "model error: model env adapter was not resolved"
 
@@ -532,7 +531,7 @@ async def test_close_waits_for_outstanding_requests_in_concurrent_mode() -> None
         assert [r.request_id for r in responses] == ["e1:resolve_adapter", "p1", "p2", "bye"]
         assert [actions_of(r) for r in responses[1:3]] == [[1], [1]]
         assert responses[3].close is not None and tail is None
-        assert not server.host.adapters
+        assert not server._host.adapters
 
 
 async def test_many_join_streams_at_once() -> None:

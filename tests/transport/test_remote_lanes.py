@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import trio
 
+from rlmesh_trio import RemoteEnv, serve_env
 from rlmesh_trio._blocks import LaneBlockEnv
 from rlmesh_trio._errors import EnvRpcError
 from rlmesh_trio._protocol import WORKFLOW_EDITION, env_pb
-from rlmesh_trio.transport import RemoteEnv, serve_env
 
 from .._envhost_envs import CountingEnv, RichEnv
 from .._faults_raw import RawStream

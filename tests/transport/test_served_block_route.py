@@ -13,8 +13,8 @@ import gymnasium as gym
 import pytest
 
 import rlmesh_trio as rt
+from rlmesh_trio import serve_env
 from rlmesh_trio.runtime import _modes
-from rlmesh_trio.transport import serve_env
 
 from .._lane_block_loop import angle_policy, plain_episodes
 

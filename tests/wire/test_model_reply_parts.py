@@ -127,7 +127,7 @@ def _server(policy: Any) -> ModelServer:
             execution_horizon=1,
         ),
     )
-    response = _completed(server.host.handle(resolve, server._invoke_policy))
+    response = _completed(server._host.handle(resolve, server._invoke_policy))
     assert response.resolve_adapter is not None
     return server
 
@@ -154,7 +154,7 @@ def _untimed(data: bytes) -> Any:
 
 def _general(server: ModelServer, data: bytes) -> Any:
     request = model_pb.JoinRequest.parse(data)
-    response = _completed(server.host.handle(request, server._invoke_policy))
+    response = _completed(server._host.handle(request, server._invoke_policy))
     for name in TIMES:
         setattr(response, name, 0)
     return response

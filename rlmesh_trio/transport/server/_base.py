@@ -37,19 +37,19 @@ SHUTDOWN_GRACE = 0.05
 class ServerBase:
     """The plumbing both servers share; subclasses implement :meth:`_serve_blocking`.
 
-    ``kind`` names the endpoint in logs and in the token refusal
+    ``_kind`` names the endpoint in logs and in the token refusal
     (``"invalid env token"``, as 0.1.0 words it).
     """
 
-    kind: ClassVar[str] = "endpoint"
+    _kind: ClassVar[str] = "endpoint"
     #: The gRPC service served (``rlmesh.env.v1.EnvService``), the generated module of
     #: its messages, and our component name in handshakes.
-    service: ClassVar[str]
-    messages: ClassVar[Any]
-    component: ClassVar[str]
+    _grpc_service: ClassVar[str]
+    _messages: ClassVar[Any]
+    _component: ClassVar[str]
     #: A refused Shutdown's message, and the reason an accepted one without any records.
-    shutdown_refusal: ClassVar[str]
-    blank_shutdown_reason: ClassVar[str] = ""
+    _shutdown_refusal: ClassVar[str]
+    _blank_shutdown_reason: ClassVar[str] = ""
 
     def __init__(
         self,
@@ -62,11 +62,11 @@ class ServerBase:
     ) -> None:
         if limits is not None and not isinstance(limits, wire.ServerLimits):
             raise TypeError(f"limits must be a ServerLimits, got {type(limits).__name__}")
-        self.limits = limits if limits is not None else wire.ServerLimits()
+        self._limits = limits if limits is not None else wire.ServerLimits()
         self._bind = parse_address(address)
         self._token = token
         self._ssl = ssl
-        self.allow_remote_shutdown = allow_remote_shutdown
+        self._allow_remote_shutdown = allow_remote_shutdown
         self._address: str | None = None
         self._shutdown_reason: str | None = None
         self._stop: trio.Event | None = None  # set to stop serving (one per serve)
@@ -88,7 +88,7 @@ class ServerBase:
             RuntimeError: before the server is listening.
         """
         if self._address is None:
-            raise RuntimeError(f"the {self.kind} server is not running yet")
+            raise RuntimeError(f"the {self._kind} server is not running yet")
         return self._address
 
     @property
@@ -174,12 +174,12 @@ class ServerBase:
 
         def ended() -> None:
             if ready.is_set() and serving.failure is not None:
-                log.error("%s server failed", self.kind, exc_info=serving.failure)
+                log.error("%s server failed", self._kind, exc_info=serving.failure)
             ready.set()
 
         with self._life_lock:
             if self._serving is not None:
-                raise RuntimeError(f"the {self.kind} server was started already")
+                raise RuntimeError(f"the {self._kind} server was started already")
             self._refuse_thread()
             self._reset_stop()
             serving = ServingThread(self, on_listening=ready.set, on_ended=ended)
@@ -187,7 +187,7 @@ class ServerBase:
             serving.thread.start()
         if not ready.wait(timeout):
             self.shutdown()
-            raise RuntimeError(f"the {self.kind} server did not start within {timeout}s")
+            raise RuntimeError(f"the {self._kind} server did not start within {timeout}s")
         if serving.ended.is_set():
             serving.thread.join()
             serving.raise_failure()
@@ -276,7 +276,7 @@ class ServerBase:
 
     def _note_signal(self, signum: int) -> None:
         self._shutdown_reason = describe_signal(signum)
-        log.info("%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason)
+        log.info("%s server %s stopping: %s", self._kind, self._address, self._shutdown_reason)
 
     def _request_shutdown(self, reason: str) -> None:
         """Ask the serve to stop, recording ``reason`` (in the serving run; never
@@ -289,11 +289,11 @@ class ServerBase:
 
     def _routes(self) -> dict[str, Handler]:
         """What the server serves: path to handler (health is added by the serve)."""
-        pb = self.messages
+        pb = self._messages
         return {
-            f"/{self.service}/Handshake": unary(self._handshake, pb.HandshakeRequest),
-            f"/{self.service}/Join": self._join,
-            f"/{self.service}/Shutdown": unary(self._shutdown, pb.ShutdownRequest),
+            f"/{self._grpc_service}/Handshake": unary(self._handshake, pb.HandshakeRequest),
+            f"/{self._grpc_service}/Join": self._join,
+            f"/{self._grpc_service}/Shutdown": unary(self._shutdown, pb.ShutdownRequest),
         }
 
     _handshake: Callable[[Any], Awaitable[Any]]
@@ -317,7 +317,7 @@ class ServerBase:
         compatible = base.protocol_generation.strip() == PROTOCOL_GENERATION
         return core_pb.HandshakeResponse(
             compatible=compatible,
-            peer_info=local_peer_info(self.component),
+            peer_info=local_peer_info(self._component),
             capabilities=dict(capabilities),
             supported_workflow_editions=list(editions),
             preferred_workflow_edition=WORKFLOW_EDITION,
@@ -340,15 +340,15 @@ class ServerBase:
         base = message.base
         if base is None:
             raise wire.GrpcError(wire.GrpcStatus.INVALID_ARGUMENT, "shutdown request missing base")
-        if not self.allow_remote_shutdown:
-            reply = core_pb.ShutdownResponse(accepted=False, message=self.shutdown_refusal)
+        if not self._allow_remote_shutdown:
+            reply = core_pb.ShutdownResponse(accepted=False, message=self._shutdown_refusal)
         else:
-            reason = base.reason or self.blank_shutdown_reason
+            reason = base.reason or self._blank_shutdown_reason
             assert self._service is not None
             self._service.nursery.start_soon(self._shutdown_later, reason)
             text = f"shutdown accepted: {base.reason}" if base.reason else "shutdown accepted"
             reply = core_pb.ShutdownResponse(accepted=True, message=text)
-        return self.messages.ShutdownResponse(base=reply)
+        return self._messages.ShutdownResponse(base=reply)
 
     async def _shutdown_later(self, reason: str) -> None:
         await trio.sleep(SHUTDOWN_GRACE)
@@ -387,15 +387,15 @@ class ServerBase:
             OSError: the address cannot be bound.
         """
         self._stop = stop = trio.Event()
-        self._listener = listener = open_listener(self._bind, self.limits, self._ssl)
+        self._listener = listener = open_listener(self._bind, self._limits, self._ssl)
         self._address = listener.address
-        log.info("%s server listening on %s", self.kind, listener.address)
-        refusal = f"invalid {self.kind} token"
+        log.info("%s server listening on %s", self._kind, listener.address)
+        refusal = f"invalid {self._kind} token"
         try:
             async with trio.open_nursery() as nursery:
                 self._service = service = Service(
                     self._all_routes(),
-                    self.limits,
+                    self._limits,
                     token=self._token,
                     token_refusal=refusal,
                     nursery=nursery,
@@ -410,14 +410,17 @@ class ServerBase:
                 announce()
                 await stop.wait()
                 log.info(
-                    "%s server %s stopping: %s", self.kind, self._address, self._shutdown_reason
+                    "%s server %s stopping: %s", self._kind, self._address, self._shutdown_reason
                 )
                 close_timeout = self._close_bound()
                 with trio.move_on_after(close_timeout) as bounded:
                     await self._close()
                 if bounded.cancelled_caught:
                     log.warning(
-                        "%s server %s: close took over %ss", self.kind, self._address, close_timeout
+                        "%s server %s: close took over %ss",
+                        self._kind,
+                        self._address,
+                        close_timeout,
                     )
                 nursery.cancel_scope.cancel()
         finally:

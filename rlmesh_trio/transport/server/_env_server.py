@@ -67,11 +67,11 @@ class EnvServer(ServerBase):
         InvalidSpec: a bad ``address`` (see :func:`~._address.parse_address`).
     """
 
-    kind = "env"
-    service = "rlmesh.env.v1.EnvService"
-    messages: ClassVar[Any] = env_pb
-    component = ENV_COMPONENT
-    shutdown_refusal = "remote shutdown is disabled for this environment endpoint"
+    _kind = "env"
+    _grpc_service = "rlmesh.env.v1.EnvService"
+    _messages: ClassVar[Any] = env_pb
+    _component = ENV_COMPONENT
+    _shutdown_refusal = "remote shutdown is disabled for this environment endpoint"
 
     def __init__(
         self,
@@ -91,17 +91,17 @@ class EnvServer(ServerBase):
             allow_remote_shutdown = flag in ("1", "true")
         remote = allow_remote_shutdown
         super().__init__(address, token=token, ssl=ssl, allow_remote_shutdown=remote, limits=limits)
-        self.host: EnvHost = (
+        self._host: EnvHost = (
             env if isinstance(env, EnvHost) else make_host(env, close_env=close_env)
         )
-        self.env_thread = env_thread
+        self._env_thread = env_thread
         self._session: JoinSession | None = None  # the one open Join stream
         self._workers: EnvWorkers | None = None  # None while serving inline
 
     @property
     def contract(self) -> core_pb.EnvContract:
         """The env's contract (spaces, metadata) as the Handshake announces it."""
-        return self.host.contract
+        return self._host.contract
 
     # -- ways to run -----------------------------------------------------------------------
 
@@ -111,10 +111,10 @@ class EnvServer(ServerBase):
 
     def _close_unstarted(self) -> None:
         """Never started: the env is closed all the same (0.1.0's lifecycle)."""
-        self.host.close()
+        self._host.close()
 
     def _refuse_thread(self) -> None:
-        if self.env_thread == "caller":
+        if self._env_thread == "caller":
             raise ValueError('env_thread="caller" needs the blocking EnvServer.serve()')
 
     def serve(
@@ -145,22 +145,22 @@ class EnvServer(ServerBase):
             ValueError: an unknown ``env_thread``.
             OSError: the address cannot be bound (the port is taken, say).
         """
-        mode = self.env_thread if env_thread is None else env_thread
+        mode = self._env_thread if env_thread is None else env_thread
         _check_env_thread(mode)
         self._reset_stop()
         self._serve_mode(mode, self._announcer(ready_fd, announce_as))
 
     def _serve_blocking(self, announce: Callable[[], None]) -> None:
         """:meth:`ServerBase._serve_blocking`, env calls where ``env_thread`` says."""
-        self._serve_mode(self.env_thread, announce)
+        self._serve_mode(self._env_thread, announce)
 
     def _serve_mode(self, env_thread: str, announce: Callable[[], None]) -> None:
         if env_thread == "auto":
-            env_thread = "worker" if self.host.concurrent else "loop"
+            env_thread = "worker" if self._host.concurrent else "loop"
         if env_thread == "caller":
             self._serve_on_caller(announce)
             return
-        workers = None if env_thread == "loop" else EnvWorkers(self.host.num_envs + 1)
+        workers = None if env_thread == "loop" else EnvWorkers(self._host.num_envs + 1)
         self._workers = workers
         try:
             super()._serve_blocking(announce)
@@ -195,7 +195,7 @@ class EnvServer(ServerBase):
     # -- the serving run ---------------------------------------------------------------------
 
     async def _handshake(self, message: env_pb.HandshakeRequest) -> env_pb.HandshakeResponse:
-        host = self.host
+        host = self._host
         reply = self._handshake_reply(
             message.base, capabilities=host.capabilities, editions=SUPPORTED_EDITIONS
         )
@@ -234,10 +234,10 @@ class EnvServer(ServerBase):
                     session.abandon()
         await super()._close()
         if self._workers is None:
-            self.host.close()
+            self._host.close()
         else:
             with trio.move_on_after(CLOSE_TIMEOUT):
-                await self._workers.run(self.host.close)
+                await self._workers.run(self._host.close)
 
 
 @contextlib.asynccontextmanager
@@ -295,7 +295,7 @@ class JoinSession:
     """
 
     def __init__(self, server: EnvServer, call: ServerCall) -> None:
-        self._host = server.host
+        self._host = server._host
         self._call = call
         self._workers = server._workers
         self.released = trio.Event()  # the session's slot is free again

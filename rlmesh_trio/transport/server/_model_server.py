@@ -59,12 +59,12 @@ class ModelServer(ServerBase):
         InvalidSpec: a bad ``address``.
     """
 
-    kind = "model"
-    service = "rlmesh.model.v1.ModelService"
-    messages: ClassVar[Any] = model_pb
-    component = MODEL_COMPONENT
-    shutdown_refusal = "remote shutdown is disabled for this model endpoint"
-    blank_shutdown_reason = "remote shutdown"
+    _kind = "model"
+    _grpc_service = "rlmesh.model.v1.ModelService"
+    _messages: ClassVar[Any] = model_pb
+    _component = MODEL_COMPONENT
+    _shutdown_refusal = "remote shutdown is disabled for this model endpoint"
+    _blank_shutdown_reason = "remote shutdown"
 
     def __init__(
         self,
@@ -88,11 +88,11 @@ class ModelServer(ServerBase):
             allow_remote_shutdown=allow_remote_shutdown,
             limits=limits,
         )
-        self.host = (
+        self._host = (
             policy if isinstance(policy, ModelHost) else ModelHost(policy, editions=editions)
         )
-        self.threaded = threaded
-        self.max_concurrency = max_concurrency
+        self._threaded = threaded
+        self._max_concurrency = max_concurrency
         # Two statements, not a conditional expression: older mypy joins its arms to object.
         self._invoke_in_trio: Invoke = inline_invoke
         if threaded:
@@ -101,7 +101,7 @@ class ModelServer(ServerBase):
     @property
     def inline(self) -> bool:
         """True when every request can be answered inline, without a Trio hop."""
-        return not self.threaded and not self.host.policy.is_async
+        return not self._threaded and not self._host.policy.is_async
 
     def _close_bound(self) -> float:
         """Stopping cancels in-flight requests and closes connections, bounded."""
@@ -111,7 +111,9 @@ class ModelServer(ServerBase):
 
     async def _handshake(self, message: model_pb.HandshakeRequest) -> model_pb.HandshakeResponse:
         base = self._handshake_reply(
-            message.base, capabilities={CAP_CONCURRENT_PREDICT: "true"}, editions=self.host.editions
+            message.base,
+            capabilities={CAP_CONCURRENT_PREDICT: "true"},
+            editions=self._host.editions,
         )
         return model_pb.HandshakeResponse(base=base)
 
@@ -124,7 +126,7 @@ class ModelServer(ServerBase):
             await _ConcurrentJoin(self, call).run()
 
     async def _join_inline(self, call: ServerCall) -> None:
-        host = self.host
+        host = self._host
         invoke = self._invoke_policy
         decode, encode = CODEC.decode, CODEC.encode
         # While this task waits for the next request the connection's reader answers
@@ -154,7 +156,7 @@ class ModelServer(ServerBase):
             GrpcError: a reply over the size limit (the task raises it from recv()).
             CallLost: the stream is gone.
         """
-        host = self.host
+        host = self._host
         if len(data) >= THREAD_DECODE_BYTES or not host.synchronous:
             return False
         reply = self._answer_row(data)
@@ -177,9 +179,9 @@ class ModelServer(ServerBase):
         :meth:`ModelHost.handle` must answer (its replies are the same)."""
         started = time.perf_counter_ns()
         parts = read_predict(data) if CODEC.fits(data) else None
-        if parts is None or self.threaded:
+        if parts is None or self._threaded:
             return None
-        adapter = self.host.adapters.get(parts.env_id)
+        adapter = self._host.adapters.get(parts.env_id)
         if adapter is None:
             return None
         answered = answer_row(adapter, parts.observation)
@@ -201,7 +203,7 @@ class ModelServer(ServerBase):
         Raises:
             What the function raised.
         """
-        if not fn.is_async and not self.threaded:
+        if not fn.is_async and not self._threaded:
             return fn.fn(arg)
         return await self._invoke_in_trio(fn, arg)
 
@@ -237,10 +239,10 @@ class _ConcurrentJoin:
     for the earlier requests of its env_ids."""
 
     def __init__(self, server: ModelServer, call: ServerCall) -> None:
-        self._host = server.host
+        self._host = server._host
         self._invoke = server._invoke_policy
         self._call = call
-        self._slots = trio.Semaphore(server.max_concurrency, max_value=server.max_concurrency)
+        self._slots = trio.Semaphore(server._max_concurrency, max_value=server._max_concurrency)
         self._tails: dict[str, trio.Event] = {}
         self._failure: BaseException | None = None
 

@@ -26,7 +26,7 @@ class ThreadedServer(Protocol):
     """What a server thread needs of its server (``ServerBase``, without importing it)."""
 
     @property
-    def kind(self) -> str: ...
+    def _kind(self) -> str: ...
     @property
     def _address(self) -> str | None: ...
 
@@ -61,7 +61,7 @@ class ServingThread:
         self._serve = server._serve_blocking if serve is None else serve
         self._on_listening = on_listening
         self._on_ended = on_ended
-        name = f"rlmesh-trio-{server.kind}-server"
+        name = f"rlmesh-trio-{server._kind}-server"
         self.thread = threading.Thread(target=self._main, name=name, daemon=True)
 
     def _main(self) -> None:
@@ -81,12 +81,12 @@ class ServingThread:
         """
         if self.failure is not None:
             raise self.failure
-        raise RuntimeError(f"the {self.server.kind} server stopped before it was listening")
+        raise RuntimeError(f"the {self.server._kind} server stopped before it was listening")
 
     def left_behind(self) -> None:
         log.warning(
             "%s server %s did not stop within %ss; leaving its thread behind",
-            self.server.kind,
+            self.server._kind,
             self.server._address,
             self.bound,
         )
@@ -154,7 +154,7 @@ async def serving_in_thread(server: ThreadedServer) -> AsyncIterator[trio.Event]
         await serving.stop_from_trio(finished)
         if serving.failure is not None and finished.is_set():
             if body_failed:
-                log.error("%s server failed", server.kind, exc_info=serving.failure)
+                log.error("%s server failed", server._kind, exc_info=serving.failure)
             else:
                 raise serving.failure
 
