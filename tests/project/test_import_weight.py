@@ -32,14 +32,15 @@ LAZY_PACKAGES = [
 ]
 
 SERVERS = [
-    "rlmesh_trio.transport._env_server",
-    "rlmesh_trio.transport._model_server",
-    "rlmesh_trio.transport._server_base",
-    "rlmesh_trio.transport._server_call",
-    "rlmesh_trio.transport._server_conn",
-    "rlmesh_trio.transport._server_net",
-    "rlmesh_trio.transport._server_thread",
-    "rlmesh_trio.transport._health_service",
+    "rlmesh_trio.transport.server",
+    "rlmesh_trio.transport.server._env_server",
+    "rlmesh_trio.transport.server._model_server",
+    "rlmesh_trio.transport.server._base",
+    "rlmesh_trio.transport.server._call",
+    "rlmesh_trio.transport.server._conn",
+    "rlmesh_trio.transport.server._net",
+    "rlmesh_trio.transport.server._thread",
+    "rlmesh_trio.transport.server._health_service",
     "rlmesh_trio._wire._h2server",
 ]
 #: Never loaded by a plain run: the servers, what sits above the orchestrator, the hosts
@@ -83,7 +84,7 @@ RUNTIME = [
     "rlmesh_trio.spaces",
     "rlmesh_trio.report",
     "rlmesh_trio._wire._h2core",
-    "rlmesh_trio.transport._remote_env",
+    "rlmesh_trio.transport.client._remote_env",
 ]
 
 
@@ -117,6 +118,14 @@ def loaded_after(code: str, *argv: str) -> set[str]:
 def present(modules: set[str], names: list[str]) -> list[str]:
     """Which of ``names`` (a module, or any module under it) are in ``modules``."""
     return [n for n in names if any(m == n or m.startswith(n + ".") for m in modules)]
+
+
+@pytest.mark.parametrize(
+    "module", [m for m in NOT_FOR_A_RUN + RUNTIME if m.startswith("rlmesh_trio")]
+)
+def test_every_listed_module_exists(module: str) -> None:
+    # A module renamed away would make the "not loaded" checks pass without checking anything.
+    assert importlib.util.find_spec(module) is not None, f"{module} no longer exists"
 
 
 def test_importing_the_package_loads_only_its_errors() -> None:
