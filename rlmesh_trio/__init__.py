@@ -55,6 +55,7 @@ if TYPE_CHECKING:
         run_routes,
         shard,
     )
+    from .orchestrator._options import RunOptions
     from .runtime import (
         EndpointInfo,
         EpisodeResult,
@@ -87,6 +88,7 @@ else:
             "._modelhost": ("JaxPolicy", "SB3Policy", "TorchPolicy", "policy"),
             ".distributed": ("run_distributed",),
             ".inprocess": ("RANDOM", "LocalEnv", "LocalModel"),
+            ".orchestrator._options": ("RunOptions",),
             ".orchestrator": (
                 "LedgerError",
                 "LedgerExists",
@@ -171,6 +173,7 @@ __all__ = [
     "RunFileError",
     "RunInterrupted",
     "RunMeta",
+    "RunOptions",
     "RunReport",
     "RuntimeEnv",
     "RuntimeHooks",

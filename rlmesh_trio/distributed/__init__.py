@@ -7,12 +7,12 @@ importing this package imports nothing heavy.
 
 from ._api import run_distributed
 from ._backends import Backend, ProcessBackend, ShardHandle, ThreadBackend
-from ._work import RunOptions, ShardWork
+from .._deprecated import moved_names
+from ._work import ShardWork
 
 __all__ = [
     "Backend",
     "ProcessBackend",
-    "RunOptions",
     "ShardHandle",
     "ShardWork",
     "ThreadBackend",
@@ -20,6 +20,10 @@ __all__ = [
     "serve_envs",
     "serve_models",
 ]
+
+
+# One options type for local and distributed runs: rlmesh_trio.RunOptions.
+__getattr__, __dir__ = moved_names(__name__, {"RunOptions": "rlmesh_trio"})
 
 
 def serve_envs(*args: object, **kwargs: object) -> object:
