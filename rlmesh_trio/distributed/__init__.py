@@ -5,9 +5,9 @@ imported only when ``backend="ray"`` or a cluster server is asked for;
 importing this package imports nothing heavy.
 """
 
+from .._deprecated import moved_names
 from ._api import run_distributed
 from ._backends import Backend, ProcessBackend, ShardHandle, ThreadBackend
-from .._deprecated import moved_names
 from ._work import ShardWork
 
 __all__ = [

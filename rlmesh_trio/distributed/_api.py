@@ -13,8 +13,8 @@ import trio
 from .._errors import InvalidSpec
 from ..orchestrator import Route, RunReport
 from ..orchestrator._durable import prepare_durable
-from ..orchestrator._plan import make_plan
 from ..orchestrator._options import RunOptions
+from ..orchestrator._plan import make_plan
 from ..orchestrator._retry import DEFAULT_BACKOFF
 from ..runtime import RuntimeHooks
 from ._backends import Backend, ProcessBackend, ThreadBackend
