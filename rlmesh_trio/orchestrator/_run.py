@@ -377,7 +377,7 @@ async def run_routes(
             :class:`RunOptions`), ``options`` not a ``RunOptions``, ``hooks``
             that are not hooks, or a bad route (not a ``Route``, a duplicate id,
             one env object in two routes, a route id that is also a ticket
-            pool's). Its ledger kinds: ``LedgerExists`` (a non-empty ledger
+            pool's, routes of one ticket pool that disagree). Its ledger kinds: ``LedgerExists`` (a non-empty ledger
             without ``resume``; the file untouched), ``PlanMismatch`` (a ledger
             of another plan), ``LedgerError`` (a ledger unreadable, corrupt, not
             writable or held by another run).
