@@ -377,10 +377,11 @@ async def run_routes(
             :class:`RunOptions`), ``options`` not a ``RunOptions``, ``hooks``
             that are not hooks, or a bad route (not a ``Route``, a duplicate id,
             one env object in two routes, a route id that is also a ticket
-            pool's, routes of one ticket pool that disagree). Its ledger kinds: ``LedgerExists`` (a non-empty ledger
-            without ``resume``; the file untouched), ``PlanMismatch`` (a ledger
-            of another plan), ``LedgerError`` (a ledger unreadable, corrupt, not
-            writable or held by another run).
+            pool's, routes of one ticket pool that disagree). Its ledger kinds:
+            ``LedgerExists`` (a non-empty ledger without ``resume``; the file
+            untouched), ``PlanMismatch`` (a ledger of another plan),
+            ``LedgerError`` (a ledger unreadable, corrupt, not writable or held
+            by another run).
         TypeError: a keyword that is no ``RunOptions`` field.
         WrongEventLoop: awaited outside a Trio run (e.g. under asyncio).
         RunFailed: a route failed under ``on_failure="cancel_siblings"``; the

@@ -71,8 +71,9 @@ def test_a_bad_setting_is_one_line_naming_it(settings: dict[str, Any], message: 
 
 def test_keywords_override_options_and_the_value_is_frozen(tmp_path: Path) -> None:
     base = rt.RunOptions(on_failure="isolate", max_concurrency=4, retries=2)
-    orchestrator = rt.Orchestrator(_routes(), options=base, max_concurrency=1, ledger=tmp_path / "l")
-    assert orchestrator.options == attrs.evolve(base, max_concurrency=1, ledger=tmp_path / "l")
+    ledger = tmp_path / "run.jsonl"
+    orchestrator = rt.Orchestrator(_routes(), options=base, max_concurrency=1, ledger=ledger)
+    assert orchestrator.options == attrs.evolve(base, max_concurrency=1, ledger=ledger)
     assert base.max_concurrency == 4  # evolved, not changed
     with pytest.raises(attrs.exceptions.FrozenInstanceError):
         base.retries = 3  # type: ignore[misc]
