@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from .inprocess._random_model import RANDOM
     from .orchestrator._durable import load_ledger
     from .orchestrator._ledger import LedgerError, LedgerExists
+    from .orchestrator._options import RunOptions
     from .orchestrator._plan import PlanMismatch
     from .orchestrator._route import Route, shard
     from .orchestrator._run import Orchestrator, RunInterrupted, run, run_routes
@@ -78,6 +79,7 @@ else:
             ".inprocess._random_model": ("RANDOM",),
             ".orchestrator._durable": ("load_ledger",),
             ".orchestrator._ledger": ("LedgerError", "LedgerExists"),
+            ".orchestrator._options": ("RunOptions",),
             ".orchestrator._plan": ("PlanMismatch",),
             ".orchestrator._route": ("Route", "shard"),
             ".orchestrator._run": ("Orchestrator", "RunInterrupted", "run", "run_routes"),
@@ -136,6 +138,7 @@ __all__ = [
     "RunFileError",
     "RunInterrupted",
     "RunMeta",
+    "RunOptions",
     "RunReport",
     "RuntimeEnv",
     "RuntimeHooks",

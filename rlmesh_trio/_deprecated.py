@@ -87,7 +87,7 @@ _STATS_AND_BUNDLES = (
 #: internal now, with no public replacement).
 MOVED: Mapping[str, Mapping[str, str]] = {
     "rlmesh_trio.dashboard": {"Dashboard": "rlmesh_trio.hooks"},
-    "rlmesh_trio.distributed": {"run_distributed": _RT},
+    "rlmesh_trio.distributed": {"run_distributed": _RT, "RunOptions": _RT},
     "rlmesh_trio.hooks": dict.fromkeys(("HookChain", "RuntimeHooks"), _RT),
     "rlmesh_trio.inprocess": dict.fromkeys(("RANDOM", "LocalEnv", "LocalModel"), _RT),
     "rlmesh_trio.orchestrator": dict.fromkeys(

@@ -11,12 +11,11 @@ until the release in ``rlmesh_trio._deprecated.REMOVED_IN``.
 from typing import TYPE_CHECKING
 
 from ._backends import Backend, ProcessBackend, ShardHandle, ThreadBackend
-from ._work import RunOptions, ShardWork
+from ._work import ShardWork
 
 __all__ = [
     "Backend",
     "ProcessBackend",
-    "RunOptions",
     "ShardHandle",
     "ShardWork",
     "ThreadBackend",

@@ -12,15 +12,15 @@ import trio
 
 from .._errors import InvalidSpec
 from ..orchestrator._durable import prepare_durable
+from ..orchestrator._options import RunOptions
 from ..orchestrator._plan import make_plan
-from ..orchestrator._retry import DEFAULT_BACKOFF, RetryPolicy
+from ..orchestrator._retry import DEFAULT_BACKOFF
 from ..orchestrator._route import Route
 from ..report._report import RunReport
 from ..runtime._hooks import RuntimeHooks
 from ._backends import Backend, ProcessBackend, ThreadBackend
 from ._coordinator import Coordinator
 from ._planner import budget, check_picklable, route_ids
-from ._work import RunOptions
 
 __all__ = ["run_distributed"]
 
@@ -108,24 +108,33 @@ def run_distributed(
     as there too, applied by each shard to its routes.
 
     Raises:
-        InvalidSpec: a route that cannot be sent to a shard (named), a route with no
-            episode budget, or a backend that is not available.
+        InvalidSpec: a bad option (as for :class:`~rlmesh_trio.RunOptions`), a route
+            that cannot be sent to a shard (named), a route with no episode budget, or
+            a backend that is not available; a ledger refused (``LedgerExists``,
+            ``PlanMismatch``, ``LedgerError``) as for :func:`~rlmesh_trio.run`.
         RunFailed: a route failed under ``cancel_siblings``; every shard was cancelled
             and the merged report is on the error.
         RunInterrupted: Ctrl+C cancelled every shard; the partial report is on it.
     """
-    named = _checked_routes(routes, backend, max_shard_attempts)
-    plan, policy = make_plan(named, route_ids(named)), RetryPolicy(retries, retry_backoff)
-    durable = prepare_durable(plan, ledger=ledger, resume=resume, policy=policy, argv=argv)
-    client = dict(client_options or {})
     options = RunOptions(
-        on_failure, max_concurrency, batch_predicts, client, retries, retry_backoff
+        on_failure=on_failure,
+        max_concurrency=max_concurrency,
+        handle_sigint=handle_sigint,
+        batch_predicts=batch_predicts,
+        client_options=client_options,
+        ledger=ledger,
+        resume=resume,
+        retries=retries,
+        retry_backoff=retry_backoff,
     )
+    named = _checked_routes(routes, backend, max_shard_attempts)
+    durable = prepare_durable(make_plan(named, route_ids(named)), options, argv)
     return _coordinate(
         named,
         make_backend(backend, address),
         shards,
-        options,
+        # The coordinator is the ledger's one writer: shards run without it.
+        attrs.evolve(options, ledger=None, resume=False),
         max_shard_attempts=max_shard_attempts,
         handle_sigint=handle_sigint,
         hooks=hooks,

@@ -89,18 +89,12 @@ def _ended(outcome: RouteOutcome) -> RouteEnded:
 
 
 async def _run(work: ShardWork, emit: Emit, on_started: Callable[[Cancel], None]) -> None:
-    options = work.options
     contracts = None if work.contracts is None else dict(work.contracts)
     orchestrator = Orchestrator(
         [part.route for part in work.parts],
         hooks=_Streamer(work, emit, {} if contracts is None else contracts),
-        on_failure=options.on_failure,
-        max_concurrency=options.max_concurrency,
+        options=work.options,
         handle_sigint=False,
-        batch_predicts=options.batch_predicts,
-        client_options=options.client_options,
-        retries=options.retries,
-        retry_backoff=options.retry_backoff,
         trial_bases={p.route_id: p.trial_base for p in work.parts if p.trial_base is not None},
     )
     pools = {p.route.ticket_pool: p.owed for p in work.parts if p.owed is not None}

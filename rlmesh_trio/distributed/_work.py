@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import attrs
 
+from ..orchestrator._options import RunOptions
 from ..orchestrator._route import Route
 from ..orchestrator._tickets import IndexRuns
 from ..runtime._results import EpisodeResult, RouteReport
@@ -22,7 +23,6 @@ __all__ = [
     "Item",
     "RouteEnded",
     "RoutePart",
-    "RunOptions",
     "ShardEnded",
     "ShardWork",
     "TicketKey",
@@ -30,19 +30,6 @@ __all__ = [
 
 #: A planned episode: (route id, the episode's index among the route's planned episodes).
 TicketKey = tuple[str, int]
-
-
-@attrs.frozen
-class RunOptions:
-    """The run-wide settings every shard's orchestrator gets."""
-
-    on_failure: Literal["cancel_siblings", "isolate"] = "cancel_siblings"
-    max_concurrency: int | None = None
-    batch_predicts: bool = False
-    client_options: Mapping[str, Any] = attrs.field(factory=dict)
-    #: Reruns per route after a broken connection, inside its shard (as ``retries=`` locally).
-    retries: int = 0
-    retry_backoff: float = 0.5
 
 
 @attrs.frozen
@@ -79,6 +66,7 @@ class ShardWork:
     shard_id: str
     attempt: int
     parts: tuple[RoutePart, ...]
+    #: The run's options without its ledger (the coordinator is the ledger's one writer).
     options: RunOptions
     contracts: Mapping[str, Mapping[str, str]] | None = None
 

@@ -40,6 +40,7 @@ from ._ledger import (
     read_ledger,
     write_failure,
 )
+from ._options import RunOptions
 from ._plan import Plan, PlanMismatch, plan_digest
 from ._pool import TicketQueue
 from ._retry import RetryPolicy
@@ -230,27 +231,22 @@ class DurableRun:
 
 
 def prepare_durable(
-    plan: Plan,
-    *,
-    ledger: str | os.PathLike[str] | None,
-    resume: bool,
-    policy: RetryPolicy,
-    argv: Sequence[str] | None = None,
+    plan: Plan, options: RunOptions, argv: Sequence[str] | None = None
 ) -> DurableRun:
-    """Check a ledger against ``plan`` and read what it holds (the file is not written).
+    """Check ``options.ledger`` against ``plan`` and read what it holds (the file is not
+    written); ``options`` already refused ``resume`` without a ledger.
 
     Raises:
-        InvalidSpec: resume without a ledger, or a ledger with an unbounded route.
+        InvalidSpec: a ledger with an unbounded route.
         LedgerExists: a non-empty ledger without ``resume``.
         LedgerError: the ledger is unreadable or corrupt before its last line.
         PlanMismatch: the ledger was written for another plan.
     """
+    ledger, resume = options.ledger, options.resume
     path = os.fspath(ledger) if ledger is not None else None
     meta = run_meta(plan, argv, path)
-    run = DurableRun(plan=plan, policy=policy, meta=meta, ledger=path)
+    run = DurableRun(plan=plan, policy=options.retry_policy, meta=meta, ledger=path)
     if path is None:
-        if resume:
-            raise InvalidSpec("resume needs a ledger (ledger=PATH, --ledger FILE)")
         return run
     unbounded = [r.route_id for r in plan.routes if r.episodes is None]
     if unbounded:

@@ -11,7 +11,6 @@ every other coded ``EnvError`` / ``ModelError``): a rerun would meet it again.
 
 from __future__ import annotations
 
-import math
 import random
 
 import attrs
@@ -19,7 +18,6 @@ import attrs
 from .._errors import (
     ConnectError,
     EnvRpcError,
-    InvalidSpec,
     ModelRpcError,
     OperationTimeout,
 )
@@ -45,17 +43,6 @@ def is_retriable(error: BaseException) -> bool:
     return False
 
 
-def _non_negative_int(instance: object, attribute: attrs.Attribute[int], value: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-        raise InvalidSpec(f"{attribute.name} must be an integer >= 0, got {value!r}")
-
-
-def _backoff_seconds(instance: object, attribute: attrs.Attribute[float], value: float) -> None:
-    ok = isinstance(value, int | float) and not isinstance(value, bool)
-    if not ok or not (0 <= value < math.inf):
-        raise InvalidSpec(f"{attribute.name} must be a number of seconds >= 0, got {value!r}")
-
-
 @attrs.frozen
 class RetryPolicy:
     """``retries`` reruns per route; waits grow as ``backoff * 2**(n-1)``, capped, jittered.
@@ -63,12 +50,13 @@ class RetryPolicy:
     The n-th wait is drawn uniformly from ``[d/2, d]`` with
     ``d = min(max_backoff, backoff * 2**(n-1))`` ("equal jitter"): routes that
     lost the same server do not all knock on it at the same instant, and no
-    wait exceeds ``max_backoff``.
+    wait exceeds ``max_backoff``. Built from a :class:`~rlmesh_trio.RunOptions`
+    (``retry_policy``), which checked ``retries`` and ``retry_backoff``: not here again.
     """
 
-    retries: int = attrs.field(default=0, validator=_non_negative_int)
-    backoff: float = attrs.field(default=DEFAULT_BACKOFF, validator=_backoff_seconds)
-    max_backoff: float = attrs.field(default=MAX_BACKOFF, validator=_backoff_seconds)
+    retries: int = 0
+    backoff: float = DEFAULT_BACKOFF
+    max_backoff: float = MAX_BACKOFF
 
     def delay(self, retry: int, rng: random.Random) -> float:
         """Seconds to wait before the ``retry``-th rerun (1-based)."""

@@ -70,7 +70,7 @@ def _check_route(route: Route) -> None:
         )
 
 
-@attrs.frozen(eq=False)
+@attrs.frozen(eq=False, repr=False)
 class Route:
     """One environment endpoint paired with one model endpoint.
 
@@ -122,6 +122,16 @@ class Route:
     def __attrs_post_init__(self) -> None:
         _check_route(self)
 
+    def __repr__(self) -> str:
+        # Counts, not contents: a route of a million seeds or 64 lanes is one short line;
+        # fields left at their default are not shown.
+        parts = [f"env={_short(self.env, 'envs')}", f"model={_short(self.model, 'models')}"]
+        for field in attrs.fields(Route)[2:]:
+            value = getattr(self, field.name)
+            if value != field.default:
+                parts.append(f"{field.name}={_short(value, field.name)}")
+        return f"Route({', '.join(parts)})"
+
     @property
     def episode_budget(self) -> int | None:
         """How many episodes this route runs (``None``: until cancelled)."""
@@ -130,6 +140,20 @@ class Route:
         if self.seeds is not None:
             return len(self.seeds)
         return None
+
+
+#: Longer reprs of a route's parts print as their type's name.
+_REPR_WIDTH = 80
+
+
+def _short(value: Any, things: str) -> str:
+    """``value``'s repr, or a count (a sequence of more than 8) or its type (a long repr)."""
+    if isinstance(value, list | tuple) and len(value) > 8:
+        return f"<{len(value)} {things}>"
+    text = repr(value)
+    if len(text) > _REPR_WIDTH or "\n" in text:
+        return f"<{type(value).__name__}>"
+    return text
 
 
 def route_hooks(shared: RuntimeHooks | None, route: Route, env: Any) -> RuntimeHooks | None:
@@ -179,14 +203,21 @@ def shard(
     Episode ``i`` of the list keeps seed ``seeds[i]`` and trial ``base + i``
     whichever endpoint runs it.
 
+    Nothing is connected or run here: every check is on the values given.
+
     Raises:
         InvalidSpec: no envs; an unknown ``dealing``; both or neither of
-            ``seeds`` and ``episodes``; an empty seed list; ``episodes < 1``;
-            or a ``route_options`` name or value that :class:`Route` refuses
-            (an unknown option, a bad limit, a negative cap).
+            ``seeds`` and ``episodes``; an empty seed list; a seed that is not
+            an integer or out of range; ``episodes`` not an integer >= 1; an env
+            or model address that does not parse; or a ``route_options`` name or
+            value that :class:`Route` refuses (an unknown option, a bad limit, a
+            negative cap).
+        TypeError: ``envs`` has no length (a generator: pass a list).
     """
     if not envs:
         raise InvalidSpec("shard needs at least one env")
+    if episodes is not None and (isinstance(episodes, bool) or not isinstance(episodes, int)):
+        raise InvalidSpec(f"shard: episodes must be an integer >= 1, got {episodes!r}")
     unknown = sorted(set(route_options) - _SHARD_OPTIONS)
     if unknown:
         raise InvalidSpec(

@@ -12,13 +12,12 @@ broken peer cannot hang the run, and no task outlives :func:`run_routes`.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AsyncExitStack
 from functools import partial
-from typing import Any, Literal
+from typing import Any, Unpack
 
 import trio
 
@@ -36,9 +35,17 @@ from ._durable import prepare_durable
 from ._endpoints import EndpointPool
 from ._entry import require_no_running_loop, require_trio_run
 from ._notebook import in_notebook, run_on_worker_thread
+from ._options import (
+    UNSET,
+    KeywordSettings,
+    OnFailure,
+    RunOptions,
+    RunSettings,
+    Unset,
+    settle_options,
+)
 from ._plan import make_plan
 from ._pool import EnvGate
-from ._retry import DEFAULT_BACKOFF, RetryPolicy
 from ._route import Route
 from ._slot import Slot as _Slot
 from ._tickets import IndexRuns
@@ -47,8 +54,6 @@ __all__ = ["Orchestrator", "RunInterrupted", "run", "run_routes"]
 
 log = logging.getLogger("rlmesh_trio.orchestrator")
 
-OnFailure = Literal["cancel_siblings", "isolate"]
-_POLICIES = ("cancel_siblings", "isolate")
 CALLER_CANCELLED = "cancelled by caller"
 INTERRUPTED = "interrupted by the user (SIGINT / KeyboardInterrupt)"
 #: Seconds left for closing shared model clients once a run failed or was interrupted.
@@ -70,26 +75,28 @@ class Orchestrator:
     """Runs a set of routes once; :meth:`report` is available at any time (partial while running).
 
     Most callers want :func:`run_routes` or :func:`run`; the CLI uses this class
-    so it can write a partial report when interrupted. ``client_options``
-    (``token=``, ``ssl=``, ``connect_timeout=``) go to every gRPC client made
-    from an address in a route.
+    so it can write a partial report when interrupted. How the routes run is
+    ``options`` (a :class:`RunOptions`), each keyword in ``settings`` (any
+    ``RunOptions`` field: ``on_failure=``, ``ledger=``, ``retries=``, ...)
+    overriding its field; ``self.options`` is the result.
 
-    Durable runs: ``ledger=PATH`` appends every finished episode to a JSON
-    Lines ledger before it counts as done; ``resume=True`` runs only the
-    tickets the ledger lacks and reports the whole plan; ``retries=N`` reruns
-    a route's interrupted ticket on a new session after a broken connection,
-    waiting ``retry_backoff`` seconds (doubling, jittered, capped) first.
-    ``argv`` is recorded in the report and ledger (default ``sys.argv``).
-    ``trial_bases`` (route id -> first trial) overrides the dealt trial base of
-    routes without their own ``trial_index_base`` (a shard of a distributed
-    run gets the bases the coordinator dealt over the whole run).
-    ``ledger_route_ends=True`` also writes a ``route`` line when each route
-    stops (status and error message), for ``rlmesh-trio watch``.
+    Three arguments say where this run sits rather than how it runs, so they are
+    not ``RunOptions`` fields: ``argv`` is recorded in the report and ledger
+    (default ``sys.argv``); ``trial_bases`` (route id -> first trial) overrides
+    the dealt trial base of routes without their own ``trial_index_base`` (a
+    shard of a distributed run gets the bases the coordinator dealt over the
+    whole run); ``ledger_route_ends=True`` also writes a ``route`` line when each
+    route stops (status and error message), for ``rlmesh-trio watch``.
 
     Raises:
-        InvalidSpec: a bad option or route; ``LedgerExists`` for a non-empty
-            ledger without ``resume`` (the file untouched); ``PlanMismatch``
-            for a ledger of another plan; ``LedgerError`` for a corrupt one.
+        InvalidSpec: a bad option (see :class:`RunOptions`), ``options`` not a
+            ``RunOptions``, ``hooks`` that are not hooks, or a bad route (not a
+            ``Route``, a duplicate id, one env object in two routes, a route id
+            that is also a ticket pool's); ``LedgerExists`` for a non-empty
+            ledger without ``resume`` (the file untouched); ``PlanMismatch`` for
+            a ledger of another plan; ``LedgerError`` for a corrupt, unreadable or
+            unwritable one.
+        TypeError: a keyword that is no ``RunOptions`` field.
     """
 
     def __init__(
@@ -97,23 +104,14 @@ class Orchestrator:
         routes: Sequence[Route],
         *,
         hooks: RuntimeHooks | None = None,
-        on_failure: OnFailure = "cancel_siblings",
-        max_concurrency: int | None = None,
-        handle_sigint: bool = True,
-        batch_predicts: bool | None = None,
-        client_options: Mapping[str, Any] | None = None,
-        ledger: str | os.PathLike[str] | None = None,
-        resume: bool = False,
-        retries: int = 0,
-        retry_backoff: float = DEFAULT_BACKOFF,
+        options: RunOptions | None = None,
         argv: Sequence[str] | None = None,
         trial_bases: Mapping[str, int] | None = None,
         ledger_route_ends: bool = False,
+        **settings: Unpack[RunSettings],
     ) -> None:
-        if on_failure not in _POLICIES:
-            raise InvalidSpec(f"on_failure must be one of {_POLICIES}, got {on_failure!r}")
-        if max_concurrency is not None and max_concurrency < 1:
-            raise InvalidSpec(f"max_concurrency must be >= 1, got {max_concurrency}")
+        #: The settings this run runs with (``options`` with every keyword applied).
+        self.options = settle_options(options, **settings)
         routes = list(routes)
         for i, route in enumerate(routes):
             if not isinstance(route, Route):
@@ -125,23 +123,12 @@ class Orchestrator:
         check_distinct_env_objects(routes, ids)
         self.routes = routes
         self.hooks = as_runtime_hooks(hooks) if hooks is not None else None
-        self.on_failure = on_failure
-        self.max_concurrency = max_concurrency
-        self.handle_sigint = handle_sigint
-        self.batch_predicts = batch_predicts
-        self.client_options = dict(client_options or {})
         #: Called with the report so far when a second SIGINT arrives while the first
         #: one's cancellation is still cleaning up (the CLI writes the partial report
         #: and exits); ``None``: the second SIGINT is Trio's ``KeyboardInterrupt``.
         self.on_second_interrupt: Callable[[RunReport], None] | None = None
         self._slots = [_Slot(rid) for rid in ids]
-        self._durable = prepare_durable(
-            make_plan(routes, ids, trial_bases),
-            ledger=ledger,
-            resume=resume,
-            policy=RetryPolicy(retries=retries, backoff=retry_backoff),
-            argv=argv,
-        )
+        self._durable = prepare_durable(make_plan(routes, ids, trial_bases), self.options, argv)
         self._gate = EnvGate()
         self._cancel_reason = CALLER_CANCELLED
         self._primary: tuple[str, BaseException] | None = None
@@ -186,7 +173,7 @@ class Orchestrator:
         require_trio_run()
 
         self._started_at = time.perf_counter()
-        limiter = trio.CapacityLimiter(self.max_concurrency or max(1, len(self.routes)))
+        limiter = trio.CapacityLimiter(self.options.max_concurrency or max(1, len(self.routes)))
         services: list[trio.CancelScope] = []
         writer = self._durable.open()
         try:
@@ -202,15 +189,15 @@ class Orchestrator:
                             outer.start_soon(_service, scope, fn)
 
                         pool = EndpointPool(
-                            batch_predicts=self.batch_predicts is True,
+                            batch_predicts=self.options.batch_predicts is True,
                             fuse=self._fuses(),
                             start_service=start_service,
-                            client_options=self.client_options,
+                            client_options=self.options.client_options,
                         )
                         stack.push_async_callback(self._close_shared, pool)
                         if writer is not None:
                             start_service(writer.sync_forever)
-                        if self.handle_sigint and _in_main_thread():
+                        if self.options.handle_sigint and _in_main_thread():
                             # Shielded: it must hear a second SIGINT during the cleanup
                             # that the first one's cancellation started.
                             start_service(self._watch_sigint, shield=True)
@@ -232,7 +219,7 @@ class Orchestrator:
         report = self.report()
         if self._interrupted:
             raise RunInterrupted(report)
-        if self.on_failure == "cancel_siblings" and self._primary is not None:
+        if self.options.on_failure == "cancel_siblings" and self._primary is not None:
             route_id, error = self._primary
             raise RunFailed(report, error, route_id) from error
         return report
@@ -241,9 +228,10 @@ class Orchestrator:
         """Whether routes sharing an in-process policy run as one fused block: unless
         ``batch_predicts=False``; only when a failure cancels the siblings and no
         route is retried (a block cannot let one route go on or start it again)."""
-        if self.batch_predicts is False or self.on_failure != "cancel_siblings":
+        options = self.options
+        if options.batch_predicts is False or options.on_failure != "cancel_siblings":
             return False
-        return self._durable.policy.retries == 0
+        return options.retries == 0
 
     async def _watch_sigint(self) -> None:
         with trio.open_signal_receiver(*RUN_SIGNALS) as signals:
@@ -335,7 +323,7 @@ class Orchestrator:
         log.warning("route %s failed: %s", route_id, error)
         if self._primary is None:
             self._primary = (route_id, error)
-            if self.on_failure == "cancel_siblings":
+            if self.options.on_failure == "cancel_siblings":
                 self.cancel(f"cancelled after sibling route {route_id} failed: {error}")
 
 
@@ -351,25 +339,28 @@ def _in_main_thread() -> bool:
 async def run_routes(
     routes: Sequence[Route],
     hooks: RuntimeHooks | None = None,
-    on_failure: OnFailure = "cancel_siblings",
-    max_concurrency: int | None = None,
+    on_failure: OnFailure | Unset = UNSET,
+    max_concurrency: int | Unset | None = UNSET,
     *,
-    handle_sigint: bool = True,
-    batch_predicts: bool | None = None,
-    client_options: Mapping[str, Any] | None = None,
-    ledger: str | os.PathLike[str] | None = None,
-    resume: bool = False,
-    retries: int = 0,
-    retry_backoff: float = DEFAULT_BACKOFF,
+    options: RunOptions | None = None,
+    **settings: Unpack[KeywordSettings],
 ) -> RunReport:
     """Run ``routes`` concurrently and return a :class:`RunReport`.
+
+    How they run is ``options`` (a :class:`RunOptions`, which documents every
+    setting and its default); ``on_failure``, ``max_concurrency`` and every other
+    ``RunOptions`` field given as a keyword (``batch_predicts=True``,
+    ``ledger=PATH``, ...) override its field. ``hooks``: a ``RuntimeHooks``
+    (``HookChain`` for several) or any object with ``async def`` hook methods;
+    anything else is refused.
 
     Failure: with ``on_failure="cancel_siblings"`` (default) the first route
     error cancels every other route (each ends ``RouteCancelled`` naming the
     failed route) and :class:`~rlmesh_trio.RunFailed` is raised, carrying the
     full report (finished episodes are never lost) with the first error as
     its cause. With ``on_failure="isolate"`` failed routes are recorded and the
-    rest carry on; the report is returned.
+    rest carry on; the report is returned. A retried failure (``retries=``)
+    cancels nothing.
 
     Cancellation: if the caller's scope is cancelled, every route ends with
     ``RouteCancelled("cancelled by caller")``, every terminal close still runs
@@ -378,25 +369,19 @@ async def run_routes(
     ``handle_sigint=False``) cancels every route the same way and then raises
     :class:`RunInterrupted` (a ``KeyboardInterrupt``) with the partial report.
 
-    ``batch_predicts=None`` (default) runs routes sharing one in-process policy
-    object as ONE fused block (one task, one batched predict per round; per-route
-    seeds, caps, hooks, ledger, report and errors kept; docs/guide/batching.md);
-    ``True`` also groups a model address's predicts; ``False`` opts out of both.
-    ``client_options`` (``token=``, ``ssl=``, ``connect_timeout=``) go to every
-    gRPC client made from an address. ``hooks``: a ``RuntimeHooks`` (``HookChain``
-    for several) or any object with ``async def`` hook methods; anything else is
-    refused. ``ledger``, ``resume``, ``retries``, ``retry_backoff``: durable runs,
-    as on :class:`Orchestrator`; a retried failure cancels nothing.
-
     Raises:
         InvalidSpec: before any route starts: a bad option (``on_failure``,
             ``max_concurrency`` < 1, ``retries``/``retry_backoff`` < 0, ``resume``
-            without ``ledger``, ``hooks`` that are not hooks) or route (not a
-            ``Route``, a duplicate id, one env object in two routes, a route id
-            that is also a ticket pool's). Its ledger kinds: ``LedgerExists`` (a
-            non-empty ledger without ``resume``; the file untouched),
-            ``PlanMismatch`` (a ledger of another plan), ``LedgerError`` (a
-            ledger unreadable, corrupt, not writable or held by another run).
+            without ``ledger``, an unknown ``client_options`` key; see
+            :class:`RunOptions`), ``options`` not a ``RunOptions``, ``hooks``
+            that are not hooks, or a bad route (not a ``Route``, a duplicate id,
+            one env object in two routes, a route id that is also a ticket
+            pool's, routes of one ticket pool that disagree). Its ledger kinds:
+            ``LedgerExists`` (a non-empty ledger without ``resume``; the file
+            untouched), ``PlanMismatch`` (a ledger of another plan),
+            ``LedgerError`` (a ledger unreadable, corrupt, not writable or held
+            by another run).
+        TypeError: a keyword that is no ``RunOptions`` field.
         WrongEventLoop: awaited outside a Trio run (e.g. under asyncio).
         RunFailed: a route failed under ``on_failure="cancel_siblings"``; the
             first error is its ``__cause__`` (``LedgerError`` if an episode could
@@ -405,38 +390,21 @@ async def run_routes(
             is Trio's ``KeyboardInterrupt``).
         trio.Cancelled: the caller's scope was cancelled.
     """
-    orchestrator = Orchestrator(
-        routes,
-        hooks=hooks,
-        on_failure=on_failure,
-        max_concurrency=max_concurrency,
-        handle_sigint=handle_sigint,
-        batch_predicts=batch_predicts,
-        client_options=client_options,
-        ledger=ledger,
-        resume=resume,
-        retries=retries,
-        retry_backoff=retry_backoff,
-    )
-    return await orchestrator.run()
+    settled = settle_options(options, on_failure, max_concurrency, **settings)
+    return await Orchestrator(routes, hooks=hooks, options=settled).run()
 
 
 def run(
     routes: Sequence[Route],
     hooks: RuntimeHooks | None = None,
-    on_failure: OnFailure = "cancel_siblings",
-    max_concurrency: int | None = None,
+    on_failure: OnFailure | Unset = UNSET,
+    max_concurrency: int | Unset | None = UNSET,
     *,
-    batch_predicts: bool | None = None,
-    client_options: Mapping[str, Any] | None = None,
-    ledger: str | os.PathLike[str] | None = None,
-    resume: bool = False,
-    retries: int = 0,
-    retry_backoff: float = DEFAULT_BACKOFF,
+    options: RunOptions | None = None,
+    **settings: Unpack[KeywordSettings],
 ) -> RunReport:
-    """:func:`run_routes` from synchronous code (starts its own Trio run).
-
-    ``client_options`` are :func:`run_routes`' (``token=``, ``ssl=``, ...).
+    """:func:`run_routes` from synchronous code (starts its own Trio run); the same
+    arguments (``options``, and any ``RunOptions`` field as a keyword).
 
     In a notebook (a Jupyter kernel, whose asyncio loop runs every cell) the run
     goes to a worker thread and the cell blocks until it ends; "interrupt
@@ -447,6 +415,7 @@ def run(
         InvalidSpec: a bad option or route, or a ledger refused (``LedgerExists``,
             ``PlanMismatch``, ``LedgerError``), as for :func:`run_routes`; before
             any route starts.
+        TypeError: a keyword that is no ``RunOptions`` field.
         WrongEventLoop: called inside a running Trio run, or an asyncio loop
             outside a notebook (there use ``await asyncio.to_thread(rt.run, ...)``).
         RunFailed: a route failed under ``on_failure="cancel_siblings"`` (the
@@ -454,21 +423,12 @@ def run(
         RunInterrupted: Ctrl+C in the main thread (or "interrupt kernel" in a
             notebook), with the partial report.
     """
-    options: dict[str, Any] = {
-        "hooks": hooks,
-        "on_failure": on_failure,
-        "max_concurrency": max_concurrency,
-        "batch_predicts": batch_predicts,
-        "client_options": client_options,
-        "ledger": ledger,
-        "resume": resume,
-        "retries": retries,
-        "retry_backoff": retry_backoff,
-    }
+    settled = settle_options(options, on_failure, max_concurrency, **settings)
     if in_notebook():
-        report, interrupted = run_on_worker_thread(Orchestrator(routes, **options), INTERRUPTED)
+        orchestrator = Orchestrator(routes, hooks=hooks, options=settled)
+        report, interrupted = run_on_worker_thread(orchestrator, INTERRUPTED)
         if interrupted:
             raise RunInterrupted(report)
         return report
     require_no_running_loop()
-    return trio.run(partial(run_routes, routes, **options))
+    return trio.run(partial(run_routes, routes, hooks, options=settled))

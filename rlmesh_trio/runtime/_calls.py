@@ -177,6 +177,9 @@ class RouteCalls:
     ) -> tuple[list[spaces_pb.SpaceValue], float]:
         """The model's action frames for ``rows``, and the predict's wall time (ms).
 
+        The reply is checked here, for every model (remote, in-process, batched):
+        clients hand it back as the model sent it.
+
         Raises:
             ModelRouteMismatch: the reply carried another request's context.
             ProtocolError: the reply had no actions.
@@ -206,7 +209,8 @@ class RouteCalls:
         self._predicts.operation(rpc_ms, reply.telemetry)
         response = reply.response
         got = response.context
-        # The whole AdapterContext must come back (compared field by field, cheaply).
+        # The whole AdapterContext must come back, compared field by field: a message's
+        # ``==`` walks betterproto2's class metadata (several us per predict).
         if got is not ctx and (
             got is None
             or got.request_id != ctx.request_id

@@ -87,10 +87,11 @@ def test_backoff_is_exponential_jittered_and_bounded() -> None:
         waits = [policy.delay(retry, rng) for _ in range(50)]
         assert all(nominal / 2 <= w <= nominal for w in waits)
         assert len(set(waits)) > 1  # jittered
-    with pytest.raises(rt.InvalidSpec, match="retries"):
-        RetryPolicy(retries=-1)
-    with pytest.raises(rt.InvalidSpec, match="backoff"):
-        RetryPolicy(backoff=float("nan"))
+    # The settings are checked once, where they are given: RunOptions.
+    with pytest.raises(rt.InvalidSpec, match="retries must be an integer >= 0, got -1"):
+        rt.RunOptions(retries=-1)
+    with pytest.raises(rt.InvalidSpec, match="retry_backoff must be a number of seconds"):
+        rt.RunOptions(retry_backoff=float("nan"))
 
 
 @pytest.mark.slow

@@ -30,8 +30,9 @@ REASONS: dict[str, str] = {
     "rlmesh_trio/orchestrator/_route.py::shard": (
         "a public entry whose docstring states dealing, trials and every Raises in full"
     ),
-    "rlmesh_trio/orchestrator/_run.py::run_routes": (
-        "a public entry whose docstring states failure, cancellation and every Raises in full"
+    "rlmesh_trio/distributed/_api.py::run_distributed": (
+        "a public entry whose docstring states sharding, retries and every Raises in full, "
+        "and whose one RunOptions call names each setting it takes"
     ),
 }
 

@@ -16,7 +16,6 @@ from ... import _wire as wire
 from ..._endpoints import EndpointInfo, Reply
 from ..._errors import (
     ConnectError,
-    ModelRouteMismatch,
     ModelRpcError,
     ProtocolError,
 )
@@ -41,7 +40,7 @@ __all__ = ["RemoteModel"]
 #: bare predict (or list of them, a grouped predict) that the hand codec wraps itself.
 _Envelope = model_pb.JoinRequest | model_pb.PredictRequest | list[model_pb.PredictRequest]
 #: One group's outcome in a grouped predict.
-_GroupOutcome = Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMismatch
+_GroupOutcome = Reply[model_pb.PredictResponse] | ModelRpcError
 
 
 class RemoteModel(RemoteEndpoint):
@@ -75,15 +74,14 @@ class RemoteModel(RemoteEndpoint):
         await self._call("resolve_adapter", request.context, envelope)
 
     async def predict(self, request: model_pb.PredictRequest) -> Reply[model_pb.PredictResponse]:
-        """One prediction for R rows. Checks the echoed context and that actions came back.
+        """One prediction for R rows, the reply as the server sent it: the route checks
+        the echoed context and that actions came back (``RouteCalls.predict``, the one
+        check every model, remote or in-process, goes through).
 
-        Raises :class:`ModelRpcError`, :class:`ModelRouteMismatch` or
-        :class:`ProtocolError` (no actions). Cancellation abandons this request
+        Raises :class:`ModelRpcError`. Cancellation abandons this request
         only (a late reply is dropped); the shared stream stays up.
         """
-        reply = await self._call("predict", request.context, request)
-        self._check_prediction(request, reply.response)
-        return reply
+        return await self._call("predict", request.context, request)
 
     async def grouped_predict(
         self, requests: Sequence[model_pb.PredictRequest]
@@ -91,7 +89,8 @@ class RemoteModel(RemoteEndpoint):
         """Several routes' predictions in one GroupedPredict round trip.
 
         Returns one entry per request, in order: a :class:`Reply` (telemetry
-        shared by the group) or the error for that group alone. A failure of
+        shared by the group; its context and actions are checked by the route,
+        as for :meth:`predict`) or the error for that group alone. A failure of
         the whole call (transport, or a top-level ``ModelError``) raises.
         """
         groups = list(requests)
@@ -116,13 +115,8 @@ class RemoteModel(RemoteEndpoint):
             )
         telemetry = {**grouped.telemetry, "group.size": float(len(requests))}
         out: list[_GroupOutcome] = []
-        for request, result in zip(requests, results, strict=True):
+        for result in results:  # as many as requests: checked above
             if type(result) is model_pb.PredictResponse:
-                try:
-                    self._check_prediction(request, result)
-                except ModelRouteMismatch as exc:
-                    out.append(exc)
-                    continue
                 out.append(Reply(result, telemetry))
             elif result is None:
                 out.append(ModelRpcError(self.address, "grouped predict result has no outcome"))
@@ -165,7 +159,6 @@ class RemoteModel(RemoteEndpoint):
                     raise outcome
                 reply = self._reply(kind, outcome[0], len(payload), outcome[1])
                 if len(groups) == 1:
-                    self._check_prediction(groups[0], reply.response)
                     results = [reply]
                 else:
                     results = list(self._grouped_replies(groups, reply))
@@ -289,32 +282,3 @@ class RemoteModel(RemoteEndpoint):
             code=int(error.code),
             recoverable=error.is_recoverable,
         )
-
-    def _check_prediction(
-        self, request: model_pb.PredictRequest, reply: model_pb.PredictResponse
-    ) -> None:
-        if not _same_context(reply.context, request.context):
-            rid = request.context.request_id if request.context is not None else ""
-            raise ModelRouteMismatch(self.address, rid)
-        if not reply.actions:
-            raise ProtocolError(
-                f"model endpoint {self.address} returned a predict response with no actions"
-            )
-
-
-def _same_context(
-    got: model_pb.AdapterContext | None, sent: model_pb.AdapterContext | None
-) -> bool:
-    """The echoed context equals the one sent, compared field by field.
-
-    (A message's ``==`` walks betterproto2's class metadata: several µs per predict.)
-    """
-    if got is sent:
-        return True
-    if got is None or sent is None:
-        return False
-    return (
-        got.request_id == sent.request_id
-        and got.env_id == sent.env_id
-        and got.session_id == sent.session_id
-    )

@@ -251,12 +251,11 @@ async def serve_env(
     Thread safety: from then on the env belongs to the server (called and
     closed on its threads, as ``env_thread`` says); do not use it elsewhere.
 
-    Cancellation: leaving the block (normally, by error or by cancellation)
-    stops the server: in-flight env calls are drained and the env closed, each
-    bounded, while the caller waits shielded for at most the server's close
-    bound plus a second (a thread stuck in an env call is left behind with a
-    warning). An accepted remote Shutdown stops the server early; the block's
-    body keeps running.
+    Cancellation: leaving the block (normally, by error or by cancellation) stops
+    the server: in-flight env calls are drained and the env closed, each bounded,
+    while the caller waits shielded for at most the server's close bound plus a
+    second (a thread stuck in an env call is left behind with a warning). An
+    accepted remote Shutdown stops the server early; the block's body keeps running.
 
     Raises:
         TypeError: ``env`` is no env, or an option is unknown or mistyped.
@@ -264,7 +263,10 @@ async def serve_env(
             unknown or ``"caller"`` (that one needs :meth:`EnvServer.serve`).
         InvalidSpec: a bad address.
         OSError: the server cannot listen (the port is taken, say).
-        RuntimeError: the server's thread ended before listening, raising nothing.
+        RuntimeError: the server's thread ended before listening, raising nothing;
+            or entered outside a Trio run (Trio's "must be called from async context").
+        trio.Cancelled: the caller's scope was cancelled (while the server started,
+            it is stopped first).
         Exception: on leaving the block, what the server raised while serving or
             stopping (only logged if the body raised first).
     """

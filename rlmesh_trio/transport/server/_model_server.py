@@ -329,7 +329,10 @@ async def serve_model(
         ValueError: ``max_concurrency`` below 1.
         InvalidSpec: a bad address.
         OSError: the server cannot listen (the port is taken, say).
-        RuntimeError: the server's thread ended before listening, raising nothing.
+        RuntimeError: the server's thread ended before listening, raising nothing;
+            or entered outside a Trio run (Trio's "must be called from async context").
+        trio.Cancelled: the caller's scope was cancelled (while the server started,
+            it is stopped first).
         Exception: on leaving the block, what the server raised while serving or
             stopping (only logged if the body raised first).
     """
