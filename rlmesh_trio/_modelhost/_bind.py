@@ -19,6 +19,7 @@ import attrs
 from .. import spaces
 from .._errors import ProtocolError
 from .._protocol import spaces_pb
+from ..spaces._bytes import spec_bytes
 from ._coerce import as_policy
 from ._faults import ModelFault
 from ._one_row import RowPlan, plan_rows
@@ -63,8 +64,8 @@ class BoundPolicies:
             ModelFault: a spec the codec cannot decode (INVALID_REQUEST, ``decode
                 error: ...``), or ``for_spaces`` refused the spaces.
         """
-        obs_key = bytes(obs) if obs is not None else b""
-        action_key = bytes(action)
+        obs_key = spec_bytes(obs) if obs is not None else b""
+        action_key = spec_bytes(action)
         pair = (obs_key, action_key)
         bound = self._pairs.get(pair)
         if bound is not None:

@@ -1,4 +1,5 @@
-"""Which envs' blocks a fused block may drive together: exactly the same spaces."""
+"""Envs of one kind: their blocks fuse (exactly the same spaces) and their contracts share
+their spec objects (so a spec's codec and bytes are computed once for all of them)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
+from rlmesh_trio import spaces
 from rlmesh_trio._envhost import make_host
 from rlmesh_trio._envhost._block import block_of, same_space
+from rlmesh_trio.spaces._bytes import spec_bytes
 
 
 def box(low: float = -1.0, high: float = 1.0, shape: tuple[int, ...] = (3,)) -> gym.spaces.Box:
@@ -43,3 +46,19 @@ def test_cartpole_blocks_fuse_and_other_spaces_do_not() -> None:
     first, second = block(gym.make("CartPole-v1")), block(gym.make("CartPole-v1"))
     assert first.fuses_with(second)
     assert not first.fuses_with(block(gym.make("MountainCar-v0")))
+
+
+def test_contracts_of_envs_of_one_kind_share_their_specs() -> None:
+    first, second = (make_host(gym.make("CartPole-v1")).contract.spec for _ in range(2))
+    other = make_host(gym.make("MountainCar-v0")).contract.spec
+    assert first is not None and second is not None and other is not None
+    assert first.observation_space is second.observation_space
+    assert first.action_space is second.action_space
+    assert other.observation_space is not first.observation_space
+    # What is shared is what from_gymnasium gives, byte for byte.
+    assert first.observation_space == spaces.from_gymnasium(
+        gym.make("CartPole-v1").observation_space
+    )
+    obs = first.observation_space
+    assert obs is not None
+    assert spec_bytes(obs) == bytes(obs) and spec_bytes(obs) is spec_bytes(obs)
