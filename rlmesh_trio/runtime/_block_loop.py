@@ -111,6 +111,8 @@ class BlockDrive:
         self.log = RoundLog()
         #: Per lane: steps not yet booked on its route's runtime step.
         self.unbooked = np.zeros(0, dtype=np.int64)
+        #: The lanes of the block call in flight (or the last one): whose call timed out.
+        self.call_lanes = np.zeros(0, dtype=np.intp)
 
     # ------------------------------------------------------------------ members
 
@@ -167,6 +169,10 @@ class BlockDrive:
 
     def member_of(self, lane: int) -> BlockMember:
         return self.members[int(self.owner[lane])]
+
+    def call_members(self) -> list[BlockMember]:
+        """The routes whose lanes are in the block call in flight, in lane order."""
+        return [self.members[int(i)] for i in np.unique(self.owner[self.call_lanes])]
 
     def first_live(self) -> BlockMember | None:
         """The route of the first active lane (else the first unfinished route)."""
@@ -251,7 +257,7 @@ class BlockDrive:
             else None
             for lane, member in zip(lanes, owners, strict=True)
         ]
-        index = np.asarray(claimed, dtype=np.intp)
+        index = self.call_lanes = np.asarray(claimed, dtype=np.intp)
         timeout = self._limits.env_reset_timeout
         now = owners[0].loop.now
         started = now()
@@ -295,6 +301,7 @@ class BlockDrive:
         none ended.
         """
         assert self.obs is not None
+        self.call_lanes = active
         first = self.members[self.owner[active[0]]].loop
         now_fn = first.now
         round_started = now_fn()
