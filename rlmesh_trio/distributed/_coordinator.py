@@ -112,7 +112,7 @@ class Coordinator:
     def _launch_owed(self) -> None:
         """Deal every route with owed tickets into shards (a resumed route may owe none)."""
         owing = [book.route for book in self.books.values() if not book.ended]
-        groups = plan_shards(owing, self.shards, batch_predicts=self.options.batch_predicts)
+        groups = plan_shards(owing, self.shards, batch_predicts=self.options.batch_predicts is True)
         for group in groups:
             self._launch(tuple(self._part(r, self.books[str(r.route_id)].owed) for r in group), 1)
         if not groups:

@@ -38,7 +38,8 @@ class RunOptions:
 
     on_failure: Literal["cancel_siblings", "isolate"] = "cancel_siblings"
     max_concurrency: int | None = None
-    batch_predicts: bool = False
+    #: As ``rt.run``'s: None fuses the routes of a shard that share one in-process policy.
+    batch_predicts: bool | None = None
     client_options: Mapping[str, Any] = attrs.field(factory=dict)
     #: Reruns per route after a broken connection, inside its shard (as ``retries=`` locally).
     retries: int = 0
