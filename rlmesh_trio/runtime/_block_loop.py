@@ -395,6 +395,9 @@ class BlockDrive:
                     terminated=bool(terminated[row]),
                     truncated=bool(truncated[row]),
                     success=success_of(final),
+                    # The env's timestamps where it sent them (served lanes), as on the
+                    # per-lane path; else the runtime's clock.
+                    duration=reply.durations.get(k),
                 )
             else:
                 cap = book.truncation_cap(lane, loop.now())
