@@ -281,9 +281,12 @@ class RouteDriver:
         timeout = self.spec.limits.service_close_timeout
         with trio.CancelScope(shield=True):
             with trio.move_on_after(timeout) as scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._release_model, reason, timeout)
-                    if self.spec.close_env_on_end:
+                if not self.spec.close_env_on_end:
+                    # Only the release: no nursery and task for it (a cost per route).
+                    await self._release_model(reason, timeout)
+                else:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._release_model, reason, timeout)
                         nursery.start_soon(self._close_env, timeout)
             if scope.cancelled_caught:
                 await self._gate.log(
