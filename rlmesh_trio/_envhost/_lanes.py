@@ -90,12 +90,9 @@ class LaneHost(EnvHost):
         self._groups = [frozenset(by_object[id(env)]) for env in self._lanes]
         unique = list({id(env): env for env in self._lanes}.values())
         self._concurrent = len(unique) > 1
-        self._checks = LaneChecks(
-            action_space=self._action_space,
-            observation_space=self._observation_space,
-            observation_spec=self._observation_spec,
-            conformance=self._conformance,
-        )
+        # The message path's checks, made at its first reset or step (as the one-lane plan
+        # below): lanes a fused block drives never take the message path.
+        self._lane_checks: LaneChecks | None = None
         # A single env: its step's checks are planned once (the common in-process case),
         # at its first step: one a fused block steps (``rt.shard`` over many envs) never
         # needs it, and planning it for each of many routes is setup time.
@@ -194,6 +191,19 @@ class LaneHost(EnvHost):
         for lane, episode_id, seed in zip(lanes, ids, seeds, strict=True):
             self.book.start(lane, episode_id, seed)
         return env_pb.ResetResponse(observation=observation, infos=info_msg)
+
+    @property
+    def _checks(self) -> LaneChecks:
+        """The message path's per-lane checks (see ``__init__``)."""
+        checks = self._lane_checks
+        if checks is None:
+            checks = self._lane_checks = LaneChecks(
+                action_space=self._action_space,
+                observation_space=self._observation_space,
+                observation_spec=self._observation_spec,
+                conformance=self._conformance,
+            )
+        return checks
 
     def _one(self) -> OneLanePlan | None:
         """The single env's planned step (None with several lanes); see ``__init__``."""
