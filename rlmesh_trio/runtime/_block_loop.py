@@ -104,6 +104,8 @@ class BlockDrive:
         self._limits = limits
         self._env_component, self._model_component = component
         self._joining: list[BlockMember] = []
+        #: A member left since the last round boundary (its lanes are dropped there).
+        self._left = False
         #: Whether each finished episode gets its best-effort ResetAdapter (a model
         #: that keeps no per-episode state has nothing to reset).
         self.reset_adapters = True
@@ -149,6 +151,7 @@ class BlockDrive:
         self.book(member)
         member.left = True
         member.finished = True
+        self._left = True
 
     def book(self, member: BlockMember) -> None:
         """Book ``member``'s rounds and steps so far on its route (see :class:`RoundLog`)."""
@@ -227,6 +230,9 @@ class BlockDrive:
             await self._reset(claimed)
 
     def _drop_left(self) -> None:
+        if not self._left:
+            return  # the usual round: no route left (a loop over every member otherwise)
+        self._left = False
         for member in self.members:
             if member.left:
                 self.active[member.offset : member.offset + len(member.lanes)] = False
