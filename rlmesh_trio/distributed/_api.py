@@ -98,12 +98,9 @@ def run_distributed(
 
     ``backend``: ``"ray"`` (``address`` as for ``ray.init``; else a local cluster,
     shut down afterwards), ``"processes"`` (this machine) or ``"threads"``. ``shards``
-    defaults to the backend's CPU count, at most one per route. ``batch_predicts``
-    as for :func:`~rlmesh_trio.run`, in each shard: by default (None) a shard's routes
-    that share one in-process policy run as one fused block (under ``cancel_siblings``
-    with ``retries=0``, as locally); ``False`` opts out. With
-    ``batch_predicts=True`` routes sharing a model endpoint stay in one shard; the
-    routes of a ticket pool (``shard(..., dealing="dynamic")``) always do, and
+    defaults to the backend's CPU count, at most one per route. ``batch_predicts`` as
+    for ``rt.run``, per shard; ``True`` keeps routes of one model endpoint in one shard;
+    the routes of a ticket pool (``shard(..., dealing="dynamic")``) always do, and
     share the pool there as in a local run (a pool is never split). ``ledger``/
     ``resume`` as for :func:`~rlmesh_trio.run` (the coordinator is the ledger's one
     writer; a ledger resumes across backends, local included); ``retries``/``retry_backoff``
