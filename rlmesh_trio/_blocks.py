@@ -64,6 +64,9 @@ class BlockStep:
     ``(len(lanes),)``. ``final_infos`` maps the env index of each lane that
     ended on this step (terminated or truncated by the env) to its last info
     dict; lanes that go on have no entry. ``telemetry`` as for :class:`BlockReset`.
+    ``durations`` maps the env index of an ended lane to its episode's duration
+    (seconds) by the env's own timestamps, where the env sent them (a served
+    lane endpoint); a lane without one is timed by the runtime's clock.
     """
 
     observations: np.ndarray
@@ -72,6 +75,7 @@ class BlockStep:
     truncated: np.ndarray
     final_infos: Mapping[int, Mapping[str, Any]] = attrs.field(factory=dict)
     telemetry: Mapping[str, float] = attrs.field(factory=dict)
+    durations: Mapping[int, float] = attrs.field(factory=dict)
 
 
 @runtime_checkable

@@ -101,20 +101,45 @@ class RunFileError(InvalidSpec):
 
 
 class OperationTimeout(RlmeshTrioError):
-    """One remote operation (``env.reset``, ``env.step``, ...) ran past its limit."""
+    """One remote operation (``env.reset``, ``env.step``, ...) ran past its limit.
+
+    ``fused_with``: the other routes whose lanes were in the same call (routes
+    sharing one in-process policy run as one fused block: one predict, one step
+    of all their envs), named after the route the error fails.
+    """
 
     def __init__(
-        self, route_id: str, component_id: str, operation: str, step: int, timeout: float
+        self,
+        route_id: str,
+        component_id: str,
+        operation: str,
+        step: int,
+        timeout: float,
+        *,
+        fused_with: tuple[str, ...] = (),
     ) -> None:
         self.route_id = route_id
         self.component_id = component_id
         self.operation = operation
         self.step = step
         self.timeout = timeout
-        super().__init__(
+        self.fused_with = fused_with
+        text = (
             f"{operation} timed out on route {route_id} component {component_id} "
             f"at runtime step {step} after {format_duration(timeout)}"
         )
+        if fused_with:
+            text += f" (one fused call with {_some_routes(fused_with)})"
+        super().__init__(text)
+
+
+def _some_routes(route_ids: tuple[str, ...], shown: int = 3) -> str:
+    """``route r1``, ``routes r1, r2``, ``routes r1, r2, r3 and 29 more``."""
+    if len(route_ids) == 1:
+        return f"route {route_ids[0]}"
+    named = ", ".join(route_ids[:shown])
+    more = len(route_ids) - shown
+    return f"routes {named} and {more} more" if more > 0 else f"routes {named}"
 
 
 class RouteCancelled(RlmeshTrioError):

@@ -115,6 +115,26 @@ def _action_check(space: gym.Space[Any], policy: str) -> Callable[[np.ndarray], 
     return None
 
 
+def same_space(a: gym.Space[Any], b: gym.Space[Any]) -> bool:
+    """Whether two block spaces are exactly alike: a Box's shape, dtype and bounds bit for
+    bit, a Discrete's ``n`` and ``start`` (gymnasium's ``==`` compares Box bounds with
+    ``allclose``: many times the cost, for every route that joins a fused block)."""
+    if a is b:
+        return True
+    if type(a) is not type(b):
+        return False
+    if isinstance(a, gym.spaces.Box) and isinstance(b, gym.spaces.Box):
+        return (
+            a.shape == b.shape
+            and a.dtype == b.dtype
+            and a.low.tobytes() == b.low.tobytes()
+            and a.high.tobytes() == b.high.tobytes()
+        )
+    if isinstance(a, gym.spaces.Discrete) and isinstance(b, gym.spaces.Discrete):
+        return bool(a.n == b.n and a.start == b.start)
+    return bool(a == b)
+
+
 def _filler(space: gym.Space[Any], n: int) -> np.ndarray:
     """``n`` valid actions (Discrete: ``start``; Box: 0 clipped into the bounds)."""
     if isinstance(space, gym.spaces.Discrete):
@@ -158,9 +178,14 @@ class EnvBlock:
         """The single envs of a list block (None for a ``VectorEnv`` block)."""
         return self._envs
 
-    def fuse_key(self) -> tuple[Any, ...]:
-        """What blocks must share to be driven as one: both spaces and the action checks."""
-        return (self._action_space, self._obs_space, self._conformance.policy)
+    def fuses_with(self, other: EnvBlock) -> bool:
+        """Whether ``other``'s envs may be driven in one block with this one's: the same
+        action checks and exactly the same spaces (see :func:`same_space`)."""
+        return (
+            self._conformance.policy == other._conformance.policy
+            and same_space(self._action_space, other._action_space)
+            and same_space(self._obs_space, other._obs_space)
+        )
 
     def fused(self, envs: Sequence[Any]) -> EnvBlock:
         """A block of ``envs`` (single envs) with this block's spaces and checks."""

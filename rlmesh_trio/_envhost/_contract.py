@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import gymnasium as gym
@@ -18,9 +18,45 @@ import gymnasium as gym
 from .. import spaces
 from .._protocol import core_pb, spaces_pb
 
-__all__ = ["UNKNOWN_ENV_ID", "build_contract", "env_id_of", "metadata_map"]
+__all__ = ["UNKNOWN_ENV_ID", "build_contract", "env_id_of", "metadata_map", "space_spec"]
 
 UNKNOWN_ENV_ID = "UnknownEnv-v1"
+
+#: Distinct Box/Discrete spaces whose spec is kept (see :func:`space_spec`).
+_KEPT_SPECS = 64
+_SPECS: dict[Hashable, spaces_pb.SpaceSpec] = {}
+
+
+def _exact_key(space: gym.Space[Any]) -> Hashable | None:
+    """A hashable key equal exactly for equal Box or Discrete spaces (None for others)."""
+    if type(space) is gym.spaces.Box:
+        low, high = space.low, space.high
+        return ("box", space.shape, low.dtype.str, low.tobytes(), high.tobytes())
+    if type(space) is gym.spaces.Discrete:
+        return ("discrete", int(space.n), int(space.start), space.dtype.str)
+    return None
+
+
+def space_spec(space: gym.Space[Any]) -> spaces_pb.SpaceSpec:
+    """``spaces.from_gymnasium(space)``, one spec object for exactly equal Box and Discrete
+    spaces: the contracts of many envs of one kind (32 CartPoles, one route each) share
+    their spec objects, so what is cached per spec object (its codec, its bytes) is
+    computed once. Contract specs are never modified (specs are treated as immutable once
+    used, see ``spaces._compile``).
+
+    Raises:
+        ProtocolError: a space with no wire form (as ``from_gymnasium``).
+    """
+    key = _exact_key(space)
+    if key is None:
+        return spaces.from_gymnasium(space)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = spaces.from_gymnasium(space)
+        if len(_SPECS) >= _KEPT_SPECS:
+            del _SPECS[next(iter(_SPECS))]
+        _SPECS[key] = spec
+    return spec
 
 
 def env_id_of(env: Any) -> str:
@@ -61,8 +97,8 @@ def build_contract(
     return core_pb.EnvContract(
         spec=core_pb.EnvSpec(
             id=env_id,
-            action_space=spaces.from_gymnasium(action_space),
-            observation_space=spaces.from_gymnasium(observation_space),
+            action_space=space_spec(action_space),
+            observation_space=space_spec(observation_space),
             metadata=metadata_map(metadata),
         ),
         num_envs=num_envs,

@@ -90,22 +90,14 @@ class LaneHost(EnvHost):
         self._groups = [frozenset(by_object[id(env)]) for env in self._lanes]
         unique = list({id(env): env for env in self._lanes}.values())
         self._concurrent = len(unique) > 1
-        self._checks = LaneChecks(
-            action_space=self._action_space,
-            observation_space=self._observation_space,
-            observation_spec=self._observation_spec,
-            conformance=self._conformance,
-        )
-        # A single env: its step's checks are planned once (the common in-process case).
-        self._one: OneLanePlan | None = None
-        if len(self._lanes) == 1:
-            self._one = OneLanePlan(
-                action_space=self._action_space,
-                action_spec=self._action_spec,
-                observation_space=self._observation_space,
-                observation_spec=self._observation_spec,
-                conformance=self._conformance,
-            )
+        # The message path's checks, made at its first reset or step (as the one-lane plan
+        # below): lanes a fused block drives never take the message path.
+        self._lane_checks: LaneChecks | None = None
+        # A single env: its step's checks are planned once (the common in-process case),
+        # at its first step: one a fused block steps (``rt.shard`` over many envs) never
+        # needs it, and planning it for each of many routes is setup time.
+        self._single = len(self._lanes) == 1
+        self._one_plan: OneLanePlan | None = None
         super().__init__(
             contract=contract,
             capabilities={CAP_SUBSET_STEP: "true", CAP_MULTI_LANE_SUBSET: "true"},
@@ -200,8 +192,34 @@ class LaneHost(EnvHost):
             self.book.start(lane, episode_id, seed)
         return env_pb.ResetResponse(observation=observation, infos=info_msg)
 
+    @property
+    def _checks(self) -> LaneChecks:
+        """The message path's per-lane checks (see ``__init__``)."""
+        checks = self._lane_checks
+        if checks is None:
+            checks = self._lane_checks = LaneChecks(
+                action_space=self._action_space,
+                observation_space=self._observation_space,
+                observation_spec=self._observation_spec,
+                conformance=self._conformance,
+            )
+        return checks
+
+    def _one(self) -> OneLanePlan | None:
+        """The single env's planned step (None with several lanes); see ``__init__``."""
+        one = self._one_plan
+        if one is None and self._single:
+            one = self._one_plan = OneLanePlan(
+                action_space=self._action_space,
+                action_spec=self._action_spec,
+                observation_space=self._observation_space,
+                observation_spec=self._observation_spec,
+                conformance=self._conformance,
+            )
+        return one
+
     def _step(self, body: env_pb.StepRequest, call: Call) -> env_pb.StepResponse | StepParts:
-        one = self._one
+        one = self._one()
         if one is not None:
             indices = body.env_indices
             if not indices or (len(indices) == 1 and indices[0] == 0):
@@ -249,10 +267,10 @@ class LaneHost(EnvHost):
 
     @property
     def one_lane(self) -> bool:
-        return self._one is not None
+        return self._single
 
     def step_now(self, action: list[bytes], timeout_ms: int) -> Call | None:
-        one = self._one
+        one = self._one()
         if one is None or not self._sched.idle():
             return None
         call = Call("step", timeout_ms, time.monotonic_ns())

@@ -179,7 +179,7 @@ def _array(out: Any, wants: str, action: ActionRule, example: str) -> np.ndarray
             array = np.asarray(out)
         except ValueError:  # ragged: numpy's "inhomogeneous shape"
             array = None
-        if array is not None and array.dtype != object:
+        if array is not None and array.dtype.kind != "O":
             return array
     raise _Mismatch(_mismatch(out, wants, action, example))
 
@@ -213,11 +213,13 @@ def _actions_for(
 
         def discrete(out: Any) -> Any:
             out = _array(out, wants, action, argmax_call)
-            if np.issubdtype(out.dtype, np.integer) or action == "identity" or not argmax:
+            # dtype.kind, not np.issubdtype: this runs once per batched predict.
+            if out.dtype.kind in "iu" or action == "identity" or not argmax:
                 return out.astype(np.int64, copy=False).reshape(-1)
             if out.ndim != 2 or out.shape[1] != n:
                 raise _Mismatch(_mismatch(out, wants, action, argmax_call))
-            return out.argmax(axis=1) + start
+            picked = out.argmax(axis=1)
+            return picked + start if start else picked
 
         return discrete
     if isinstance(space, gym.spaces.Box):

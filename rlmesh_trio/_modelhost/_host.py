@@ -32,15 +32,14 @@ import betterproto2
 import numpy as np
 
 from .. import spaces
-from .._errors import ProtocolError
 from .._protocol import WORKFLOW_EDITION, model_pb, spaces_pb
 from ._adapter import Adapter, observation_space
 from ._bind import BoundPolicies
 from ._coerce import as_policy
 from ._faults import Code, ModelFault
 from ._fused import predict_fused
-from ._one_row import RowPlan, plan_rows, predict_row
-from ._phases import Invoke, PhaseTimes, describe, timed_call, timed_decode, timed_encode
+from ._one_row import RowPlan, predict_row
+from ._phases import Invoke, PhaseTimes, timed_call, timed_decode, timed_encode
 from ._policy import Policy, PolicyFn
 from ._tree import concat_rows, leading_len, split_rows
 
@@ -156,25 +155,18 @@ class ModelHost:
                 f"runtime pinned this route to workflow edition {json.dumps(edition)}, which this "
                 f"model build does not implement (implements {json.dumps(list(self.editions))})"
             )
-        for space in (env_spec.action_space, env_spec.observation_space):
-            if space is None:
-                continue
-            try:
-                spaces.to_gymnasium(space)
-            except ProtocolError as exc:
-                raise ModelFault.invalid(f"decode error: {describe(exc)}") from None
         obs = env_spec.observation_space
-        fuse_key = self._bound.fuse_key(obs, env_spec.action_space)
+        bound = self._bound.bind(obs, env_spec.action_space)
         self._adapters[context.env_id] = Adapter(
             env_id=context.env_id,
             env_spec=env_spec,
             observation_space=obs,
             action_space=env_spec.action_space,
             execution_horizon=request.execution_horizon,
-            fuse_key=fuse_key,
-            row_plan=plan_rows(obs, env_spec.action_space),
-            policy=self._bound.policy_for(fuse_key, obs, env_spec.action_space),
-            action_key=bytes(env_spec.action_space),
+            fuse_key=bound.fuse_key,
+            row_plan=bound.row_plan,
+            policy=bound.policy,
+            action_key=bound.action_key,
         )
         return model_pb.ResolveAdapterResponse()
 

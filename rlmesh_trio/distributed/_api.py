@@ -80,7 +80,7 @@ def run_distributed(
     on_failure: Literal["cancel_siblings", "isolate"] = "cancel_siblings",
     max_shard_attempts: int = 3,
     max_concurrency: int | None = None,
-    batch_predicts: bool = False,
+    batch_predicts: bool | None = None,
     client_options: Mapping[str, Any] | None = None,
     hooks: RuntimeHooks | None = None,
     handle_sigint: bool = True,
@@ -99,9 +99,9 @@ def run_distributed(
 
     ``backend``: ``"ray"`` (``address`` as for ``ray.init``; else a local cluster,
     shut down afterwards), ``"processes"`` (this machine) or ``"threads"``. ``shards``
-    defaults to the backend's CPU count, at most one per route. With
-    ``batch_predicts`` routes sharing a model endpoint stay in one shard; the
-    routes of a ticket pool (``shard(..., dealing="dynamic")``) always do, and
+    defaults to the backend's CPU count, at most one per route. ``batch_predicts`` as
+    for ``rt.run``, per shard; ``True`` keeps routes of one model endpoint in one shard;
+    the routes of a ticket pool (``shard(..., dealing="dynamic")``) always do, and
     share the pool there as in a local run (a pool is never split). ``ledger``/
     ``resume`` as for :func:`~rlmesh_trio.run` (the coordinator is the ledger's one
     writer; a ledger resumes across backends, local included); ``retries``/``retry_backoff``

@@ -6,7 +6,7 @@ objects over one gymnasium env each (or a list of them): :meth:`FusedEnvs.add`
 takes each endpoint's envs as the block's next lanes, so one ``step_lanes``
 call steps every route's env in one tight loop, with the checks and messages
 of a one-route block (``_envhost/_block.py``). Endpoints join only with the
-spaces and action checks of the first one.
+spaces (exactly: ``same_space``) and action checks of the first one.
 
 Calls run where an adaptive placement says (inline on the Trio thread while
 each lane's step stays fast, else in a worker thread), judged per lane.
@@ -34,8 +34,11 @@ class FusedEnvs:
 
     def __init__(self) -> None:
         self._envs: list[Any] = []
+        #: The first endpoint's block: its spaces and checks are the fused block's.
+        self._first: EnvBlock | None = None
+        # The block over every joined env, built at the first call after a join (not per
+        # join: the routes of a run join one by one before the first round).
         self._block: EnvBlock | None = None
-        self._key: tuple[Any, ...] | None = None
         self.placement = CallPlacement(
             None, inline_limit=DEFAULT_INLINE_LIMIT, time_slice=TIME_SLICE
         )
@@ -47,18 +50,27 @@ class FusedEnvs:
         block = endpoint.lane_block if isinstance(endpoint, LocalEnv) else None
         if block is None or block.envs is None:
             return None
-        key = block.fuse_key()
-        if self._key is not None and key != self._key:
+        first = self._first
+        if first is None:
+            first = self._first = block
+        elif not first.fuses_with(block):
             return None
-        self._key = key
         offset = len(self._envs)
         self._envs.extend(block.envs)
-        self._block = block.fused(self._envs)
+        self._block = None
         return offset
+
+    def _joined(self) -> EnvBlock:
+        """The block over every env joined so far."""
+        block = self._block
+        if block is None:
+            assert self._first is not None, "a call before any endpoint joined"
+            block = self._block = self._first.fused(self._envs)
+        return block
 
     @property
     def block_ready(self) -> bool:
-        return self._block is not None
+        return self._first is not None
 
     @property
     def num_lanes(self) -> int:
@@ -79,8 +91,7 @@ class FusedEnvs:
         Raises:
             EnvRpcError: a lane's reset raised (``env_index``: the block's lane).
         """
-        assert self._block is not None
-        reply: BlockReset = await self._call(self._block.reset, lanes, seeds, options)
+        reply: BlockReset = await self._call(self._joined().reset, lanes, seeds, options)
         return reply
 
     async def step_lanes(self, lanes: np.ndarray, actions: np.ndarray, timeout: float) -> BlockStep:
@@ -90,8 +101,7 @@ class FusedEnvs:
         Raises:
             EnvRpcError: an invalid action, or a lane's env raised (``env_index`` set).
         """
-        assert self._block is not None
-        reply: BlockStep = await self._call(self._block.step, lanes, actions)
+        reply: BlockStep = await self._call(self._joined().step, lanes, actions)
         return reply
 
     async def _call(self, fn: Callable[..., Any], *args: Any) -> Any:

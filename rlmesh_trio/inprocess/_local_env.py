@@ -10,7 +10,8 @@ Where env calls run is a :class:`~rlmesh_trio.runtime._placement.CallPlacement`:
 by default the first calls run in a worker thread and are timed, and an env
 whose calls are cheap (CartPole: ~10 us) then runs inline on the Trio thread,
 where a thread handoff would cost several times the call; a slow call sends
-it back to threads. Each LocalEnv has its own thread limiter (one thread per
+it back to threads. Configure and close run no env code and always run
+inline. Each LocalEnv has its own thread limiter (one thread per
 lane, plus one), so many routes do not starve each other of Trio's shared
 thread pool.
 """
@@ -36,6 +37,10 @@ from ..runtime._placement import DEFAULT_INLINE_LIMIT, TIME_SLICE, CallPlacement
 __all__ = ["LocalEnv"]
 
 _SESSION_ENDED = "transport error: connection closed (the local env session ended)"
+#: Requests the host answers from its own bookkeeping, with no env code: never worth a
+#: worker thread (a route's configure and close would otherwise be two thread hops, and
+#: two of an adaptive env's probes, which are there to time the env's own calls).
+_HOST_ONLY = frozenset({"configure", "close"})
 
 
 def _code_label(code: Any) -> str:
@@ -378,7 +383,10 @@ class LocalEnv:
         start = time.perf_counter_ns()
         call: Call | None = None
         placement = self.placement
-        if placement.inline:
+        if kind in _HOST_ONLY:
+            call = host.call_now(kind, body)
+            await settle_inline()
+        elif placement.inline:
             # Nothing pending: run it here, without a ticket or a JoinRequest to decode
             # (placement.run's inline half, one coroutine frame less per step).
             call, turn = placement.call_inline(host.call_now, kind, body)

@@ -108,8 +108,11 @@ class LocalModel:
             start_inline=True,
         )
         self._invoke = PlacedInvoker(self.placement)
-        # Block-predict plans by env_id, with the adapter each was planned for.
+        # Block-predict plans by env_id, with the adapter each was planned for; and by
+        # what decides a plan (the adapter's keys, whether it chunks), so routes over
+        # one kind of env plan once.
         self._plans: dict[str, tuple[Adapter, RowsPlan | None]] = {}
+        self._plans_by_key: dict[tuple[bytes, bytes, bool], RowsPlan | None] = {}
 
     def _fused_invoke(self, rows: int) -> PlacedInvoker:
         """The invoke of one fused call of ``rows`` rows: the placement judges it per row
@@ -198,7 +201,13 @@ class LocalModel:
         if cached is not None and cached[0] is adapter:
             return cached[1]
         chunked = adapter.execution_horizon > 1 and adapter.policy.predict_chunk is not None
-        plan = rows_plan(adapter, chunked)
+        # The fuse key decides the adapter's policy (``BoundPolicies``), the action key
+        # its action spec: together with ``chunked``, everything ``rows_plan`` reads.
+        key = (adapter.fuse_key, adapter.action_key, chunked)
+        if key in self._plans_by_key:
+            plan = self._plans_by_key[key]
+        else:
+            plan = self._plans_by_key[key] = rows_plan(adapter, chunked)
         self._plans[env_id] = (adapter, plan)
         return plan
 
@@ -219,10 +228,9 @@ class LocalModel:
         adapter = self.host.adapters.get(env_id)
         if plan is None or adapter is None or adapter.observation_space is None:
             return None
-        return (
-            adapter.observation_space.SerializeToString(),
-            plan.action_spec.SerializeToString(),
-        )
+        # The specs' bytes, as ResolveAdapter keyed them (the fuse key holds the
+        # observation spec's, the action key the action spec's: the plan's).
+        return (adapter.fuse_key, adapter.action_key)
 
     async def predict_rows(
         self, env_id: str, observations: np.ndarray, timeout: float

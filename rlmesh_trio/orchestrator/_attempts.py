@@ -346,12 +346,14 @@ class RouteRun:
 
     async def _close(self, env: ResolvedEnv, model: ResolvedModel, timeout: float) -> None:
         # Both at once, under one bound: the route's terminal close never outlasts it.
+        owned = [e for e, mine in ((env.env, env.owned), (model.model, model.owned)) if mine]
         with trio.CancelScope(shield=True), trio.move_on_after(timeout):
-            async with trio.open_nursery() as nursery:
-                if env.owned:
-                    nursery.start_soon(aclose_endpoint, env.env, timeout)
-                if model.owned:
-                    nursery.start_soon(aclose_endpoint, model.model, timeout)
+            if len(owned) == 1:
+                await aclose_endpoint(owned[0], timeout)  # one: no nursery and task for it
+            elif owned:
+                async with trio.open_nursery() as nursery:
+                    for endpoint in owned:
+                        nursery.start_soon(aclose_endpoint, endpoint, timeout)
 
     def _spec(self, pending: Sequence[Ticket] | None) -> RouteSpec:
         route = self.route

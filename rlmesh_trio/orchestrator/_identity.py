@@ -16,6 +16,8 @@ import functools
 import hashlib
 from typing import Any
 
+from ..spaces._bytes import spec_bytes
+
 __all__ = ["ADDRESS", "contract_identity", "env_identity", "model_identity"]
 
 #: The name of an endpoint given as an address (its contract is checked on connect).
@@ -60,6 +62,6 @@ def contract_identity(contract: Any) -> dict[str, str]:
     spec = contract.spec
     digest = hashlib.sha256()
     for space in (spec.action_space, spec.observation_space):
-        digest.update(bytes(space) if space is not None else b"")
+        digest.update(spec_bytes(space) if space is not None else b"")
         digest.update(b"|")
     return {"env_id": str(spec.id), "spaces": digest.hexdigest()[:16]}

@@ -104,6 +104,8 @@ class BlockDrive:
         self._limits = limits
         self._env_component, self._model_component = component
         self._joining: list[BlockMember] = []
+        #: A member left since the last round boundary (its lanes are dropped there).
+        self._left = False
         #: Whether each finished episode gets its best-effort ResetAdapter (a model
         #: that keeps no per-episode state has nothing to reset).
         self.reset_adapters = True
@@ -111,6 +113,8 @@ class BlockDrive:
         self.log = RoundLog()
         #: Per lane: steps not yet booked on its route's runtime step.
         self.unbooked = np.zeros(0, dtype=np.int64)
+        #: The lanes of the block call in flight (or the last one): whose call timed out.
+        self.call_lanes = np.zeros(0, dtype=np.intp)
 
     # ------------------------------------------------------------------ members
 
@@ -147,6 +151,7 @@ class BlockDrive:
         self.book(member)
         member.left = True
         member.finished = True
+        self._left = True
 
     def book(self, member: BlockMember) -> None:
         """Book ``member``'s rounds and steps so far on its route (see :class:`RoundLog`)."""
@@ -167,6 +172,10 @@ class BlockDrive:
 
     def member_of(self, lane: int) -> BlockMember:
         return self.members[int(self.owner[lane])]
+
+    def call_members(self) -> list[BlockMember]:
+        """The routes whose lanes are in the block call in flight, in lane order."""
+        return [self.members[int(i)] for i in np.unique(self.owner[self.call_lanes])]
 
     def first_live(self) -> BlockMember | None:
         """The route of the first active lane (else the first unfinished route)."""
@@ -221,6 +230,9 @@ class BlockDrive:
             await self._reset(claimed)
 
     def _drop_left(self) -> None:
+        if not self._left:
+            return  # the usual round: no route left (a loop over every member otherwise)
+        self._left = False
         for member in self.members:
             if member.left:
                 self.active[member.offset : member.offset + len(member.lanes)] = False
@@ -251,7 +263,7 @@ class BlockDrive:
             else None
             for lane, member in zip(lanes, owners, strict=True)
         ]
-        index = np.asarray(claimed, dtype=np.intp)
+        index = self.call_lanes = np.asarray(claimed, dtype=np.intp)
         timeout = self._limits.env_reset_timeout
         now = owners[0].loop.now
         started = now()
@@ -295,6 +307,7 @@ class BlockDrive:
         none ended.
         """
         assert self.obs is not None
+        self.call_lanes = active
         first = self.members[self.owner[active[0]]].loop
         now_fn = first.now
         round_started = now_fn()
@@ -388,6 +401,9 @@ class BlockDrive:
                     terminated=bool(terminated[row]),
                     truncated=bool(truncated[row]),
                     success=success_of(final),
+                    # The env's timestamps where it sent them (served lanes), as on the
+                    # per-lane path; else the runtime's clock.
+                    duration=reply.durations.get(k),
                 )
             else:
                 cap = book.truncation_cap(lane, loop.now())

@@ -109,6 +109,9 @@ class RouteDriver:
         self._configure_sent = False
         self._terminal_done = False
         self._failed_emitted = False
+        #: The report once ``run()`` has returned or raised: nothing changes after that.
+        self._final: RouteReport | None = None
+        self._over = False
 
     def _parts(self, telemetry: RouteTelemetry) -> None:
         """The route's telemetry, remote calls and episode book, on the driver's clock."""
@@ -128,8 +131,12 @@ class RouteDriver:
         return len(self._book.results)
 
     def report(self) -> RouteReport:
-        """Everything so far: usable after a failure (finished episodes are kept)."""
-        return RouteReport(
+        """Everything so far: usable after a failure (finished episodes are kept).
+
+        Built once after ``run()`` ended (its telemetry summary sorts every sample)."""
+        if self._final is not None:
+            return self._final
+        report = RouteReport(
             route_id=self.spec.route_id,
             session_id=self.spec.session_id,
             env_id=self.spec.env_id,
@@ -139,6 +146,9 @@ class RouteDriver:
             telemetry=self._telemetry.summary(),
             samples=self._telemetry.snapshot(),
         )
+        if self._over:
+            self._final = report
+        return report
 
     async def run(self) -> RouteReport:
         """Run the route to its episode budget and return its report.
@@ -167,23 +177,26 @@ class RouteDriver:
             )
         )
         try:
-            await self._drive()
-        except BaseException as exc:
-            error = first_error(exc)
-            if error is None:
-                self.error = RouteCancelled(self.spec.route_id, self.step, self._reason())
-                await self._shutdown_after_failure(self.error)
-                raise first_cancelled(exc) from None
-            await self._fail(error)
-            if error is exc:
-                raise
-            # Unwrapped from a nursery's group: keep the error's own cause, drop the group.
-            raise error from error.__cause__
-        await self._shutdown_terminal(END_REASON)
-        await self._gate.emit(
-            "session_ended",
-            SessionEndedEvent(self.ctx, END_REASON, self.step, len(self._book.results)),
-        )
+            try:
+                await self._drive()
+            except BaseException as exc:
+                error = first_error(exc)
+                if error is None:
+                    self.error = RouteCancelled(self.spec.route_id, self.step, self._reason())
+                    await self._shutdown_after_failure(self.error)
+                    raise first_cancelled(exc) from None
+                await self._fail(error)
+                if error is exc:
+                    raise
+                # Unwrapped from a nursery's group: keep the error's own cause, drop the group.
+                raise error from error.__cause__
+            await self._shutdown_terminal(END_REASON)
+            await self._gate.emit(
+                "session_ended",
+                SessionEndedEvent(self.ctx, END_REASON, self.step, len(self._book.results)),
+            )
+        finally:
+            self._over = True
         return self.report()
 
     async def _drive(self) -> None:
@@ -268,9 +281,12 @@ class RouteDriver:
         timeout = self.spec.limits.service_close_timeout
         with trio.CancelScope(shield=True):
             with trio.move_on_after(timeout) as scope:
-                async with trio.open_nursery() as nursery:
-                    nursery.start_soon(self._release_model, reason, timeout)
-                    if self.spec.close_env_on_end:
+                if not self.spec.close_env_on_end:
+                    # Only the release: no nursery and task for it (a cost per route).
+                    await self._release_model(reason, timeout)
+                else:
+                    async with trio.open_nursery() as nursery:
+                        nursery.start_soon(self._release_model, reason, timeout)
                         nursery.start_soon(self._close_env, timeout)
             if scope.cancelled_caught:
                 await self._gate.log(

@@ -15,7 +15,14 @@ from ._meta import TRIAL_INDEX_OPTION, episode_success
 from ._results import EpisodeRecord, EpisodeResult, record_id
 from ._spec import DEFAULT_MAX_EPISODE_STEPS, RouteSpec, mint_uuid7
 
-__all__ = ["EpisodeBook", "Lane"]
+__all__ = ["EpisodeBook", "Lane", "meta_duration"]
+
+
+def meta_duration(meta: env_pb.EpisodeMetadata) -> float | None:
+    """An env-reported episode's duration (seconds) by its own timestamps; None when it
+    sent none (then the runtime's clock times the episode)."""
+    start_ns, end_ns = meta.start_timestamp_ns, meta.end_timestamp_ns
+    return (end_ns - start_ns) / 1e9 if start_ns > 0 and end_ns >= start_ns else None
 
 
 class Lane:
@@ -144,8 +151,7 @@ class EpisodeBook:
         """Record the end of ``lane``'s episode: an env completion, or runtime truncation."""
         if meta is None:
             return self.finish_as(lane, terminated=False, truncated=True, success=None)
-        start_ns, end_ns = meta.start_timestamp_ns, meta.end_timestamp_ns
-        duration = (end_ns - start_ns) / 1e9 if start_ns > 0 and end_ns >= start_ns else None
+        duration = meta_duration(meta)
         return self.finish_as(
             lane,
             steps=meta.step_count,

@@ -29,8 +29,10 @@ model error names the route's own lane in ``env_index``); the block stops,
 and the other routes wait for their cancellation (the orchestrator fuses
 only under ``on_failure="cancel_siblings"``, so they end ``RouteCancelled``
 naming the failed route). Episodes finished before are kept: they are in
-each route's book and ledger. A timeout names the block (``fused:<label>``)
-as its route, and fails the route of the first lane in the round.
+each route's book and ledger. A timeout fails the first route whose lanes were
+in the call that ran over, named as the per-route path names it (its own
+component and runtime step), with the other routes of that call
+(``OperationTimeout.fused_with``, named in its message).
 
 Cancellation: a route cancelled while it waits leaves the block (its lanes
 are not stepped again) and re-raises; the block task is the orchestrator's
@@ -45,7 +47,7 @@ from typing import Any, Protocol, runtime_checkable
 import trio
 
 from .._blocks import LaneBlockEnv, LaneBlockModel
-from .._errors import EnvRpcError, ModelRpcError
+from .._errors import EnvRpcError, ModelRpcError, OperationTimeout
 from ._block_loop import BlockDrive
 from ._block_member import BlockMember, local_error
 from ._episodes import Lane
@@ -185,14 +187,45 @@ class FusedBlock:
         await trio.sleep_forever()
 
     def _fail(self, drive: BlockDrive, exc: Exception) -> None:
-        """Fail the route at fault (the lane's, else the first active one's); stop."""
+        """Fail the route at fault (the lane's; for a timeout the first route in the call;
+        else the first active lane's); stop."""
         self.failed = exc
-        lane = exc.env_index if isinstance(exc, EnvRpcError | ModelRpcError) else None
-        member = drive.member_of(lane) if lane is not None else drive.first_live()
+        others: list[BlockMember] = []
+        member: BlockMember | None
+        if isinstance(exc, OperationTimeout) and (called := drive.call_members()):
+            member, *others = called
+        else:
+            lane = exc.env_index if isinstance(exc, EnvRpcError | ModelRpcError) else None
+            member = drive.member_of(lane) if lane is not None else drive.first_live()
         if member is None:
             return
         drive.book(member)
-        member.finish(local_error(exc, member, member.loop.calls.step))
+        if isinstance(exc, OperationTimeout):
+            error: BaseException = _route_timeout(exc, member, others)
+        else:
+            error = local_error(exc, member, member.loop.calls.step)
+        member.finish(error)
+
+
+def _route_timeout(
+    exc: OperationTimeout, member: BlockMember, others: list[BlockMember]
+) -> OperationTimeout:
+    """The block's timeout as the per-route path names it: the route, its own component
+    and runtime step (the step in flight for ``env.step``), and the other routes whose
+    lanes shared the call."""
+    spec = member.loop.calls.spec
+    env_op = exc.operation.startswith("env.")
+    step = member.loop.calls.step + (1 if exc.operation == "env.step" else 0)
+    error = OperationTimeout(
+        member.route_id,
+        spec.env_component_id if env_op else spec.model_component_id,
+        exc.operation,
+        step,
+        exc.timeout,
+        fused_with=tuple(m.route_id for m in others),
+    )
+    error.__cause__ = exc.__cause__
+    return error
 
 
 class FusedSeat:

@@ -40,6 +40,7 @@ class HookGate:
         "route_id",
         "started",
         "step",
+        "summary",
         "transform_action",
         "transform_observation",
         "window",
@@ -57,6 +58,7 @@ class HookGate:
         self.observation = overrides(hooks, "observation_emitted")
         self.transform_observation = overrides(hooks, "transform_observation")
         self.window = overrides(hooks, "telemetry_window")
+        self.summary = overrides(hooks, "telemetry_summary")
         self.log_hook = overrides(hooks, "log")
 
     async def emit(self, name: str, event: Any) -> None:
@@ -109,9 +111,11 @@ class HookGate:
     async def flush_telemetry(
         self, telemetry: RouteTelemetry, now: float, steps: int, episodes: int
     ) -> None:
-        """The last window, then ``telemetry_summary``."""
+        """The last window, then ``telemetry_summary`` (its rows, which sort every sample,
+        built only when a hook listens)."""
         await self.emit_window(telemetry, now)
-        await self.emit(
-            "telemetry_summary",
-            TelemetrySummaryEvent(self.ctx, steps, episodes, telemetry.summary()),
-        )
+        if self.summary:
+            await self.emit(
+                "telemetry_summary",
+                TelemetrySummaryEvent(self.ctx, steps, episodes, telemetry.summary()),
+            )

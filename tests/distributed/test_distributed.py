@@ -10,7 +10,9 @@ from __future__ import annotations
 import json
 import pickle
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 import rlmesh_trio as rt
@@ -88,6 +90,29 @@ def test_threads_match_a_local_run_episode_for_episode() -> None:
     assert episode_keys(distributed) == episode_keys(local)
     assert [o.status for o in distributed.routes] == ["completed"] * 4
     assert distributed.total_steps == local.total_steps
+
+
+@pytest.mark.parametrize("batch_predicts", [None, False])
+def test_a_shard_fuses_its_routes_sharing_an_in_process_policy_unless_opted_out(
+    batch_predicts: bool | None,
+) -> None:
+    seen = {"calls": 0}
+
+    def balance(obs: Any) -> np.ndarray:
+        seen["calls"] += 1
+        rows = np.asarray(obs)
+        return (rows[:, 2] + 0.5 * rows[:, 3] > 0).astype(np.int64)
+
+    model = rt.policy(batched=balance)
+    routes = rt.shard([make_cartpole() for _ in range(6)], model, range(12), max_episode_steps=30)
+    local = rt.run(routes, batch_predicts=False)
+    seen["calls"] = 0
+    options: dict[str, Any] = {} if batch_predicts is None else {"batch_predicts": False}
+    distributed = run_distributed(routes, "threads", shards=2, **options)
+    assert episode_keys(distributed) == episode_keys(local)
+    # Fused: one batched call per round of a shard's three routes; opted out: one per step.
+    steps = distributed.total_steps
+    assert (seen["calls"] < steps) if batch_predicts is None else (seen["calls"] == steps)
 
 
 def test_a_shard_that_dies_has_only_its_owed_tickets_replayed() -> None:

@@ -170,6 +170,37 @@ async def test_resolve_is_an_idempotent_upsert_and_accepts_an_empty_pin() -> Non
     assert host.adapters["e1"].env_spec is other
 
 
+async def test_routes_with_equal_specs_share_what_resolve_derives_from_them() -> None:
+    # Two routes over one kind of env (specs equal by value, distinct objects): one
+    # one-row plan and one policy for both; other specs get their own.
+    host = ModelHost(sign_policy)
+    twin = env_spec(CARTPOLE.observation_space, CARTPOLE.action_space, "CartPole-v1")
+    other = env_spec(gym.spaces.Box(-1, 1, (2,), np.float32), gym.spaces.Discrete(3))
+    for env_id, spec in (("e1", CARTPOLE_SPEC), ("e2", twin), ("e3", other)):
+        assert (await handle(host, resolve_req(env_id, spec))).resolve_adapter is not None
+    first, second, third = (host.adapters[e] for e in ("e1", "e2", "e3"))
+    assert second.env_spec is twin
+    assert second.row_plan is first.row_plan and second.policy is first.policy
+    assert (second.fuse_key, second.action_key) == (first.fuse_key, first.action_key)
+    assert third.row_plan is not first.row_plan
+    assert third.fuse_key != first.fuse_key
+
+
+async def test_a_refused_spec_is_refused_again_on_every_resolve() -> None:
+    bad = core_pb.EnvSpec(
+        id="X",
+        action_space=spaces.from_gymnasium(gym.spaces.Discrete(2)),
+        observation_space=spaces_pb.SpaceSpec(
+            dtype=spaces_pb.DataType.FLOAT32, box=spaces_pb.BoxSpec(unbounded=True)
+        ),
+    )
+    host = ModelHost(sign_policy)
+    for env_id in ("e1", "e2"):
+        code, text, _ = error_of(await handle(host, resolve_req(env_id, bad)))
+        assert code == Code.INVALID_REQUEST and text.startswith("decode error: $: "), text
+    assert not host.adapters
+
+
 # ---------------------------------------------------------------------- predict validation
 
 _GOOD_OBS = cartpole_obs(1)

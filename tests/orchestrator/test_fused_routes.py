@@ -19,10 +19,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 import pytest
+import trio
 
 import rlmesh_trio as rt
 from rlmesh_trio import Orchestrator, RuntimeHooks
-from rlmesh_trio._errors import EnvRpcError, RouteCancelled
+from rlmesh_trio._errors import EnvRpcError, OperationTimeout, RouteCancelled
 
 from .._block_helpers import Breaks
 
@@ -253,3 +254,40 @@ async def test_cancelling_a_fused_run_cancels_every_route_and_keeps_their_episod
     for outcome in report.routes:
         assert isinstance(outcome.error, RouteCancelled) and "enough" in str(outcome.error)
     assert len(report.episodes) >= 20
+
+
+async def test_a_fused_predict_timeout_names_the_route_and_the_others_of_its_call(
+    mock_clock: trio.testing.MockClock,
+) -> None:
+    calls = 0
+
+    def batched(obs: Any) -> np.ndarray:
+        nonlocal calls
+        calls += 1
+        if calls == 5:
+            # An inline call that "takes" 10 s of the run's clock (which moves only here:
+            # the envs' first calls run in threads): past the 1 s predict limit.
+            mock_clock.jump(10.0)
+        return _balance(np.asarray(obs))
+
+    limits = rt.Limits(model_predict_timeout=1.0)
+    envs = [gym.make("CartPole-v1") for _ in range(6)]
+    routes = rt.shard(envs, rt.policy(batched=batched), range(60), limits=limits)
+    with pytest.raises(rt.RunFailed) as failed:
+        await Orchestrator(routes, handle_sigint=False).run()
+    error = failed.value.__cause__
+    # The first route of the call fails, named as on its own loop; the rest of the call
+    # is named too (and every sibling is cancelled naming the failed route).
+    assert isinstance(error, OperationTimeout), error
+    assert error.route_id == "route-0"
+    assert error.operation == "model.predict"
+    assert error.component_id == "model"
+    assert error.step == 4  # four steps of its one lane done when the fifth predict ran
+    assert error.fused_with == tuple(f"route-{k}" for k in range(1, 6))
+    assert "fused:" not in str(error)
+    assert "one fused call with routes route-1, route-2, route-3 and 2 more" in str(error)
+    report = failed.value.report
+    assert report.routes[0].status == "failed"
+    for sibling in report.routes[1:]:
+        assert sibling.status == "cancelled"
+        assert isinstance(sibling.error, RouteCancelled) and "route-0" in str(sibling.error)

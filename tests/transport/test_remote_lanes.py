@@ -14,10 +14,12 @@ import numpy as np
 import pytest
 import trio
 
-from rlmesh_trio import RemoteEnv, serve_env
+import rlmesh_trio as rt
+from rlmesh_trio import Orchestrator, RemoteEnv, RuntimeHooks, serve_env
 from rlmesh_trio._blocks import LaneBlockEnv
 from rlmesh_trio._errors import EnvRpcError
 from rlmesh_trio._protocol import WORKFLOW_EDITION, env_pb
+from rlmesh_trio.hooks.events import StepCompletedEvent
 
 from .._envhost_envs import CountingEnv, RichEnv
 from .._faults_raw import RawStream
@@ -208,3 +210,31 @@ async def test_a_bad_action_names_its_lane(
     assert failed.value.env_index == lane and failed.value.recoverable
     assert failed.value.message == f"environment error: {text}"
     assert again.observations.shape[0] == 4
+
+
+class _StepHook(RuntimeHooks):
+    """A step hook: the route takes the per-lane path instead of the block."""
+
+    async def step_completed(self, event: StepCompletedEvent) -> None:
+        return None
+
+
+@pytest.mark.parametrize("block", [True, False])
+async def test_a_served_block_times_episodes_by_the_env_timestamps_as_lanes_do(
+    mock_clock: trio.testing.MockClock, block: bool
+) -> None:
+    # The run's clock stands still (a MockClock that only moves when told), so an
+    # episode timed by the runtime's clock lasts 0 s; the env's timestamps (real time,
+    # in the server) give each episode its own positive duration, on both paths.
+    async with serve_env([gym.make("CartPole-v1") for _ in range(3)], "127.0.0.1:0") as server:
+        route = rt.Route(
+            env=server.address,
+            model=rt.policy(batched=angle_policy),
+            seeds=SEEDS[:6],
+            max_episode_steps=500,
+        )
+        hooks = None if block else _StepHook()
+        report = await Orchestrator([route], hooks=hooks, handle_sigint=False).run()
+    episodes = report.episodes
+    assert len(episodes) == 6
+    assert all(e.duration_s > 0 for e in episodes), [e.duration_s for e in episodes]

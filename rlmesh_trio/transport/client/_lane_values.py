@@ -17,6 +17,7 @@ from ... import spaces
 from ..._blocks import BlockStep
 from ..._errors import ProtocolError
 from ..._protocol import env_pb, spaces_pb
+from ...runtime._episodes import meta_duration
 
 __all__ = ["ServedBlockStep", "join_steps", "lane_infos", "step_arrays"]
 
@@ -37,10 +38,12 @@ class ServedBlockStep(BlockStep):
 def join_steps(parts: Sequence[ServedBlockStep]) -> ServedBlockStep:
     """One block from per-lane parts (the one-lane-per-request fallback), in order."""
     final: dict[int, Mapping[str, Any]] = {}
+    durations: dict[int, float] = {}
     episodes: list[env_pb.EpisodeMetadata] = []
     telemetry: dict[str, float] = {}
     for part in parts:
         final.update(part.final_infos)
+        durations.update(part.durations)
         episodes.extend(part.episodes)
         for name, value in part.telemetry.items():
             telemetry[name] = max(value, telemetry.get(name, 0.0))
@@ -51,6 +54,7 @@ def join_steps(parts: Sequence[ServedBlockStep]) -> ServedBlockStep:
         truncated=np.concatenate([p.truncated for p in parts]),
         final_infos=final,
         telemetry=telemetry,
+        durations=durations,
         episodes=tuple(episodes),
     )
 
@@ -84,12 +88,19 @@ def step_arrays(
     truncated = _mask(reply.truncated_mask, count, "truncated_mask")
     episodes = tuple(reply.completed_episodes)
     final: dict[int, Mapping[str, Any]] = {}
+    durations: dict[int, float] = {}
     ended = np.flatnonzero(terminated | truncated)
     if ended.size:
         infos = {m.env_index: m.final_info for m in episodes if m.final_info is not None}
+        # The env's own timestamps time its episodes, as on the per-lane path.
+        timed = {m.env_index: meta_duration(m) for m in episodes}
         for k in ended.tolist():
-            info = spaces.meta_to_python(infos[lanes[k]]) if lanes[k] in infos else {}
-            final[lanes[k]] = info if isinstance(info, dict) else {}
+            lane = lanes[k]
+            info = spaces.meta_to_python(infos[lane]) if lane in infos else {}
+            final[lane] = info if isinstance(info, dict) else {}
+            duration = timed.get(lane)
+            if duration is not None:
+                durations[lane] = duration
     return ServedBlockStep(
         observations=observations,
         rewards=rewards,
@@ -97,6 +108,7 @@ def step_arrays(
         truncated=truncated,
         final_infos=final,
         telemetry=telemetry,
+        durations=durations,
         episodes=episodes,
     )
 
