@@ -24,11 +24,10 @@ from ..._protocol import model_pb
 from ..._wire._client_codec import (
     GroupedEnvelope,
     GroupOutcome,
+    ModelJoinCodec,
     decode_grouped_results,
-    decode_model_reply,
     decode_model_response,
     encode_model_grouped_predict,
-    encode_model_predict,
 )
 from .._handshake import MODEL_COMPONENT, endpoint_info
 from ._channel import time_limit
@@ -48,6 +47,8 @@ class RemoteModel(RemoteEndpoint):
     """A remote model endpoint; the address and options are :class:`RemoteEndpoint`'s."""
 
     _session: JoinSession[model_pb.JoinResponse | GroupedEnvelope] | None
+    #: The Join stream's predict codec (made with the stream).
+    _codec: ModelJoinCodec
     _kind: ClassVar[str] = "model"
     _pb: ClassVar[Any] = model_pb
 
@@ -218,7 +219,8 @@ class RemoteModel(RemoteEndpoint):
         except ConnectError as exc:
             raise ModelRpcError(self.address, f"transport error: {exc.detail}") from exc
         if self._session is None:  # another route may have opened it meanwhile
-            self._session = self._open_session(conn, decode_model_reply)
+            self._codec = ModelJoinCodec()
+            self._session = self._open_session(conn, self._codec.decode_reply)
         return self._session
 
     def _encode(
@@ -239,7 +241,7 @@ class RemoteModel(RemoteEndpoint):
         else:
             request_id = base
         if isinstance(envelope, model_pb.PredictRequest):
-            return request_id, encode_model_predict(request_id, envelope)
+            return request_id, self._codec.encode_predict(request_id, envelope)
         if isinstance(envelope, list):
             return request_id, encode_model_grouped_predict(request_id, envelope)
         envelope.request_id = request_id
