@@ -475,9 +475,7 @@ class ModelJoinCodec:
 
     def encode_predict(self, request_id: str, predict: model_pb.PredictRequest) -> bytes:
         """``JoinRequest{predict, request_id}`` as betterproto2 encodes it."""
-        return _join(
-            _K_MODEL_PREDICT, _predict_body(predict, self._sent), _K_MODEL_RID, request_id
-        )
+        return _join(_K_MODEL_PREDICT, _predict_body(predict, self._sent), _K_MODEL_RID, request_id)
 
     def decode_reply(self, data: bytes) -> model_pb.JoinResponse | GroupedEnvelope:
         """:func:`decode_model_reply`, with the echoed contexts of this codec's predicts.
