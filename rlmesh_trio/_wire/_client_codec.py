@@ -20,6 +20,7 @@ __all__ = [
     "GroupOutcome",
     "GroupedEnvelope",
     "ModelJoinCodec",
+    "PredictEnvelope",
     "decode_env_response",
     "decode_grouped_results",
     "decode_model_reply",
@@ -432,8 +433,39 @@ def _reply_arms(contexts: dict[bytes, model_pb.AdapterContext] | None) -> _Arms:
     return {_K_REPLY_PREDICT: ("predict", predict), _K_REPLY_GROUPED: ("body", bytes)}
 
 
-def _decode_model_reply(data: bytes, arms: _Arms) -> model_pb.JoinResponse | GroupedEnvelope:
-    # One walk of the envelope whichever arm it carries (see decode_model_reply).
+class PredictEnvelope:
+    """A model ``JoinResponse`` whose arm is a predict, decoded by hand (no error arm).
+
+    Made by :meth:`ModelJoinCodec.decode_reply`: ``predict``, the envelope's
+    ``request_id`` and timings (those the peer left out read 0, and
+    ``endpoint_total_ns`` ``None``, as betterproto2 reads them). ``data`` is the
+    whole message (for a caller that wants betterproto2's view).
+    """
+
+    request_id: str = ""
+    endpoint_total_ns: int | None = None
+    decode_ns: int = 0
+    user_ns: int = 0
+    encode_ns: int = 0
+    adapter_ns: int = 0
+    in_flight: int = 0
+    held_episodes: int = 0
+    held_bytes: int = 0
+    predict: model_pb.PredictResponse
+
+    def __init__(self, data: bytes, fields: dict[str, Any]) -> None:
+        self.data = data
+        # The unset fields keep the class defaults above (one C call, not a setattr each).
+        self.__dict__.update(fields)
+
+
+#: What a model reply decodes to: betterproto2's message, or a hand-decoded envelope.
+ModelReply = model_pb.JoinResponse | GroupedEnvelope | PredictEnvelope
+
+
+def _decode_model_reply(data: bytes, arms: _Arms, light: bool) -> ModelReply:
+    # One walk of the envelope whichever arm it carries (see decode_model_reply); with
+    # ``light`` a predict's reply comes as a PredictEnvelope (no 16-field message built).
     try:
         fields = _decode_envelope(data, arms, _MODEL_COUNTERS, _F_MODEL_RID)
     except _pb.DECODE_ERRORS:
@@ -442,6 +474,8 @@ def _decode_model_reply(data: bytes, arms: _Arms) -> model_pb.JoinResponse | Gro
     fast_path_counts["decode"] += 1
     if "body" in fields:
         return GroupedEnvelope(data, fields)
+    if light:
+        return PredictEnvelope(data, fields)
     return model_pb.JoinResponse(**fields)
 
 
@@ -454,7 +488,9 @@ def decode_model_reply(data: bytes) -> model_pb.JoinResponse | GroupedEnvelope:
     Raises:
         Exception: whatever betterproto2 raises for bytes it cannot parse.
     """
-    return _decode_model_reply(data, _PLAIN_REPLY_ARMS)
+    decoded = _decode_model_reply(data, _PLAIN_REPLY_ARMS, False)
+    assert not isinstance(decoded, PredictEnvelope)
+    return decoded
 
 
 class ModelJoinCodec:
@@ -477,13 +513,14 @@ class ModelJoinCodec:
         """``JoinRequest{predict, request_id}`` as betterproto2 encodes it."""
         return _join(_K_MODEL_PREDICT, _predict_body(predict, self._sent), _K_MODEL_RID, request_id)
 
-    def decode_reply(self, data: bytes) -> model_pb.JoinResponse | GroupedEnvelope:
-        """:func:`decode_model_reply`, with the echoed contexts of this codec's predicts.
+    def decode_reply(self, data: bytes) -> ModelReply:
+        """:func:`decode_model_reply`, with the echoed contexts of this codec's predicts,
+        and a predict's reply as a :class:`PredictEnvelope`.
 
         Raises:
             Exception: whatever betterproto2 raises for bytes it cannot parse.
         """
-        return _decode_model_reply(data, self._arms)
+        return _decode_model_reply(data, self._arms, True)
 
 
 #: One group's outcome in a grouped reply (``None``: the result had neither arm).

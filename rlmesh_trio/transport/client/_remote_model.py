@@ -25,6 +25,8 @@ from ..._wire._client_codec import (
     GroupedEnvelope,
     GroupOutcome,
     ModelJoinCodec,
+    ModelReply,
+    PredictEnvelope,
     decode_grouped_results,
     decode_model_response,
     encode_model_grouped_predict,
@@ -46,7 +48,7 @@ _GroupOutcome = Reply[model_pb.PredictResponse] | ModelRpcError | ModelRouteMism
 class RemoteModel(RemoteEndpoint):
     """A remote model endpoint; the address and options are :class:`RemoteEndpoint`'s."""
 
-    _session: JoinSession[model_pb.JoinResponse | GroupedEnvelope] | None
+    _session: JoinSession[ModelReply] | None
     #: The Join stream's predict codec (made with the stream).
     _codec: ModelJoinCodec
     _kind: ClassVar[str] = "model"
@@ -156,7 +158,7 @@ class RemoteModel(RemoteEndpoint):
             request_id, payload = self._encode(session, kind, None, groups)
 
         def landed(
-            outcome: tuple[model_pb.JoinResponse | GroupedEnvelope, int] | BaseException,
+            outcome: tuple[ModelReply, int] | BaseException,
         ) -> None:
             results: list[Reply[model_pb.PredictResponse] | Exception]
             try:
@@ -213,7 +215,7 @@ class RemoteModel(RemoteEndpoint):
         with time_limit(timeout, lambda why: ModelRpcError(self.address, f"close {why}")):
             await self._call("close", None, envelope)
 
-    async def _ensure_session(self) -> JoinSession[model_pb.JoinResponse | GroupedEnvelope]:
+    async def _ensure_session(self) -> JoinSession[ModelReply]:
         try:
             conn = await self._conn.connect()
         except ConnectError as exc:
@@ -225,7 +227,7 @@ class RemoteModel(RemoteEndpoint):
 
     def _encode(
         self,
-        session: JoinSession[model_pb.JoinResponse | GroupedEnvelope],
+        session: JoinSession[ModelReply],
         kind: str,
         context: model_pb.AdapterContext | None,
         envelope: _Envelope,
@@ -267,11 +269,16 @@ class RemoteModel(RemoteEndpoint):
     def _reply(
         self,
         kind: str,
-        response: model_pb.JoinResponse | GroupedEnvelope,
+        response: ModelReply,
         request_bytes: int,
         response_bytes: int,
     ) -> Reply[Any]:
-        if type(response) is GroupedEnvelope:
+        if type(response) is PredictEnvelope:
+            if kind == "predict":  # the hot reply: its one arm, no error arm
+                telemetry = reply_telemetry(response, request_bytes, response_bytes, model=True)
+                return Reply(response.predict, telemetry)
+            response = decode_model_response(response.data)  # the checks below need it
+        elif type(response) is GroupedEnvelope:
             if kind == "grouped_predict":  # its results are decoded against the requests
                 telemetry = reply_telemetry(response, request_bytes, response_bytes, model=True)
                 return Reply(response, telemetry)
