@@ -19,6 +19,8 @@ from ._pb import Fallback, key, number, put_len, put_space_value, put_text, put_
 __all__ = [
     "GroupOutcome",
     "GroupedEnvelope",
+    "ModelJoinCodec",
+    "PredictEnvelope",
     "decode_env_response",
     "decode_grouped_results",
     "decode_model_reply",
@@ -124,10 +126,20 @@ def _info_bytes(episode: tuple[str, int | None]) -> bytes:
     return bytes(out)
 
 
-def _predict_body(predict: model_pb.PredictRequest) -> bytearray:
+def _predict_body(
+    predict: model_pb.PredictRequest,
+    sent: dict[bytes, model_pb.AdapterContext] | None = None,
+) -> bytearray:
+    """A ``PredictRequest``'s fields; its context's encoding goes into ``sent`` as a key."""
     body = bytearray()
-    if predict.context is not None:
-        put_context(body, _K_PREDICT_CONTEXT, predict.context)
+    context = predict.context
+    if context is not None:
+        fields = _context_fields(context)
+        if sent is not None:
+            if len(sent) >= _CACHE_LIMIT:
+                sent.clear()  # abandoned requests' entries: the echo is then decoded
+            sent[bytes(fields)] = context
+        put_len(body, _K_PREDICT_CONTEXT, fields)
     if predict.observation is not None:
         put_space_value(body, _K_PREDICT_OBSERVATION, predict.observation)
     for info in predict.episode_info:
@@ -248,10 +260,13 @@ _F_PREDICT_ACTIONS = number(model_pb.PredictResponse, "actions")
 
 
 def _decode_predict(
-    data: bytes, sent: model_pb.AdapterContext | None = None
+    data: bytes,
+    sent: model_pb.AdapterContext | None = None,
+    contexts: dict[bytes, model_pb.AdapterContext] | None = None,
 ) -> model_pb.PredictResponse:
-    # An echoed context that encodes exactly as ``sent`` did is ``sent`` itself: no new
-    # object, and the caller's check of the echo is an identity test.
+    # An echoed context that encodes exactly as ``sent`` did (or as one of ``contexts``,
+    # keyed by their encodings) is that object itself: no new object, and the caller's
+    # check of the echo is an identity test.
     context = None
     actions = []
     pos, end = 0, len(data)
@@ -273,7 +288,7 @@ def _decode_predict(
             raw = data[pos:stop]
             if sent is not None and raw == _context_fields(sent):
                 context = sent
-            else:
+            elif contexts is None or (context := contexts.pop(raw, None)) is None:
                 context = _pb.decode_context(raw)
         else:
             raise Fallback
@@ -404,9 +419,67 @@ class GroupedEnvelope:
             setattr(self, name, value)
 
 
-_GROUPED_BODY: _Arms = {
-    number(model_pb.JoinResponse, "grouped_predict") << 3 | _LEN: ("body", bytes),
-}
+_K_REPLY_PREDICT = number(model_pb.JoinResponse, "predict") << 3 | _LEN
+_K_REPLY_GROUPED = number(model_pb.JoinResponse, "grouped_predict") << 3 | _LEN
+
+
+def _reply_arms(contexts: dict[bytes, model_pb.AdapterContext] | None) -> _Arms:
+    """A model reply's hand-decoded arms: a predict (its echoed context looked up in
+    ``contexts``), or a grouped predict's body, kept encoded for :class:`GroupedEnvelope`."""
+
+    def predict(data: bytes) -> model_pb.PredictResponse:
+        return _decode_predict(data, None, contexts)
+
+    return {_K_REPLY_PREDICT: ("predict", predict), _K_REPLY_GROUPED: ("body", bytes)}
+
+
+class PredictEnvelope:
+    """A model ``JoinResponse`` whose arm is a predict, decoded by hand (no error arm).
+
+    Made by :meth:`ModelJoinCodec.decode_reply`: ``predict``, the envelope's
+    ``request_id`` and timings (those the peer left out read 0, and
+    ``endpoint_total_ns`` ``None``, as betterproto2 reads them). ``data`` is the
+    whole message (for a caller that wants betterproto2's view).
+    """
+
+    request_id: str = ""
+    endpoint_total_ns: int | None = None
+    decode_ns: int = 0
+    user_ns: int = 0
+    encode_ns: int = 0
+    adapter_ns: int = 0
+    in_flight: int = 0
+    held_episodes: int = 0
+    held_bytes: int = 0
+    predict: model_pb.PredictResponse
+
+    def __init__(self, data: bytes, fields: dict[str, Any]) -> None:
+        self.data = data
+        # The unset fields keep the class defaults above (one C call, not a setattr each).
+        self.__dict__.update(fields)
+
+
+#: What a model reply decodes to: betterproto2's message, or a hand-decoded envelope.
+ModelReply = model_pb.JoinResponse | GroupedEnvelope | PredictEnvelope
+
+
+def _decode_model_reply(data: bytes, arms: _Arms, light: bool) -> ModelReply:
+    # One walk of the envelope whichever arm it carries (see decode_model_reply); with
+    # ``light`` a predict's reply comes as a PredictEnvelope (no 16-field message built).
+    try:
+        fields = _decode_envelope(data, arms, _MODEL_COUNTERS, _F_MODEL_RID)
+    except _pb.DECODE_ERRORS:
+        fast_path_counts["fallback"] += 1
+        return _skim.parse(model_pb.JoinResponse, data)
+    fast_path_counts["decode"] += 1
+    if "body" in fields:
+        return GroupedEnvelope(data, fields)
+    if light:
+        return PredictEnvelope(data, fields)
+    return model_pb.JoinResponse(**fields)
+
+
+_PLAIN_REPLY_ARMS = _reply_arms(None)
 
 
 def decode_model_reply(data: bytes) -> model_pb.JoinResponse | GroupedEnvelope:
@@ -415,12 +488,39 @@ def decode_model_reply(data: bytes) -> model_pb.JoinResponse | GroupedEnvelope:
     Raises:
         Exception: whatever betterproto2 raises for bytes it cannot parse.
     """
-    try:
-        fields = _decode_envelope(data, _GROUPED_BODY, _MODEL_COUNTERS, _F_MODEL_RID)
-    except _pb.DECODE_ERRORS:
-        return decode_model_response(data)
-    fast_path_counts["decode"] += 1
-    return GroupedEnvelope(data, fields)
+    decoded = _decode_model_reply(data, _PLAIN_REPLY_ARMS, False)
+    assert not isinstance(decoded, PredictEnvelope)
+    return decoded
+
+
+class ModelJoinCodec:
+    """One model client's hot Join messages: predicts out, replies in.
+
+    A predict reply's echoed context that encodes as one this codec sent (and
+    has not matched yet) is that very ``AdapterContext``: nothing decoded, and
+    the caller's check of the echo is an identity test. At most
+    :data:`_CACHE_LIMIT` contexts are remembered (abandoned requests' are
+    dropped when full; their echoes are then decoded).
+    """
+
+    __slots__ = ("_arms", "_sent")
+
+    def __init__(self) -> None:
+        self._sent: dict[bytes, model_pb.AdapterContext] = {}
+        self._arms = _reply_arms(self._sent)
+
+    def encode_predict(self, request_id: str, predict: model_pb.PredictRequest) -> bytes:
+        """``JoinRequest{predict, request_id}`` as betterproto2 encodes it."""
+        return _join(_K_MODEL_PREDICT, _predict_body(predict, self._sent), _K_MODEL_RID, request_id)
+
+    def decode_reply(self, data: bytes) -> ModelReply:
+        """:func:`decode_model_reply`, with the echoed contexts of this codec's predicts,
+        and a predict's reply as a :class:`PredictEnvelope`.
+
+        Raises:
+            Exception: whatever betterproto2 raises for bytes it cannot parse.
+        """
+        return _decode_model_reply(data, self._arms, True)
 
 
 #: One group's outcome in a grouped reply (``None``: the result had neither arm).

@@ -70,7 +70,18 @@ class Series:
     seen kept with probability cap/n), so a fold only touches the kept ones.
     """
 
-    __slots__ = ("_count", "_keep_at", "_samples", "_total", "_weight", "cap", "pending", "random")
+    __slots__ = (
+        "_count",
+        "_keep_at",
+        "_ordered",
+        "_ordered_at",
+        "_samples",
+        "_total",
+        "_weight",
+        "cap",
+        "pending",
+        "random",
+    )
 
     def __init__(self, cap: int = RESERVOIR_SIZE, rng: random.Random | None = None) -> None:
         self.cap = cap
@@ -83,6 +94,10 @@ class Series:
         self._weight = 1.0
         #: The count at which the next value replaces a reservoir sample.
         self._keep_at = cap + 1
+        # The reservoir sorted, as of the count ``_ordered_at`` (the reservoir changes
+        # only as the count grows): a run's summary is read several times.
+        self._ordered: list[float] = []
+        self._ordered_at = 0
 
     @property
     def count(self) -> int:
@@ -133,8 +148,17 @@ class Series:
         run = math.log(1.0 - rand()) / miss if miss < 0.0 else 0.0
         self._keep_at = self._count + (int(run) if run < _NEVER else _NEVER) + 1
 
+    def ordered(self) -> list[float]:
+        """The reservoir's samples in ascending order (kept until more samples come in;
+        the caller must not change the list)."""
+        self.fold()
+        if self._ordered_at != self._count:
+            self._ordered = sorted(self._samples)
+            self._ordered_at = self._count
+        return self._ordered
+
     def row(self, op: str, component: str, metric: str) -> TelemetryRow:
-        ordered = sorted(self.samples)
+        ordered = self.ordered()
         return TelemetryRow(
             op=op,
             component=component,
@@ -300,9 +324,10 @@ class RouteTelemetry:
         return _rows(self.totals)
 
     def snapshot(self) -> dict[_Key, SeriesSnapshot]:
-        """The totals' raw state, for :attr:`RouteReport.samples`."""
+        """The totals' raw state, for :attr:`RouteReport.samples` (each reservoir in
+        ascending order: its order means nothing, and a merge then sorts sorted runs)."""
         return {
-            key: (s.count, s.total, tuple(s.samples)) for key, s in self.totals.items() if s.count
+            key: (s.count, s.total, tuple(s.ordered())) for key, s in self.totals.items() if s.count
         }
 
 

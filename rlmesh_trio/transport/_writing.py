@@ -93,9 +93,16 @@ class SocketWriter:
         a full socket buffer; a flush under way writes them itself). Never raises
         for a broken connection (``lose`` is called).
         """
-        if self.writing or self._owner.lost is not None or not self.pending:
+        if self.writing or self._owner.lost is not None:
             return True
-        self.unsent = self._write_direct(self.unsent + self._core.data_to_send())
+        # Once per request: the core's bytes taken as they are (b"" when none), no
+        # detour through ``pending``.
+        data = self._core.data_to_send()
+        if self.unsent:
+            data = self.unsent + data
+        elif not data:
+            return True
+        self.unsent = self._write_direct(data)
         return not self.unsent
 
     def write_last(self) -> None:

@@ -114,6 +114,11 @@ class Connection:
         #: is. Cancellation: returns the read role to the connection; the request's
         #: owner decides what the cancelled wait means. (Bound once: called per reply.)
         self.wait_reply: Callable[[ReplyWait], Awaitable[None]] = self._reading.wait_reply
+        #: Write the queued bytes straight to the socket if it takes them whole: no await.
+        #: Returns ``False`` when bytes are left for :meth:`flush` (a TLS stream, or a
+        #: full socket buffer). Never raises for a broken connection (see :meth:`flush`).
+        #: (Bound once: called per request.)
+        self.write_now: Callable[[], bool] = self._writer.write_now
 
     @classmethod
     async def over(cls, stream: ByteStream, authority: str, scheme: str = "http") -> Connection:
@@ -226,14 +231,6 @@ class Connection:
 
     def _write_wanted_set(self) -> None:
         self._write_wanted.set()  # the current event: the writer task replaces it
-
-    def write_now(self) -> bool:
-        """Write the queued bytes straight to the socket if it takes them whole: no await.
-
-        Returns ``False`` when bytes are left for :meth:`flush` (a TLS stream, or
-        a full socket buffer). Never raises for a broken connection (see :meth:`flush`).
-        """
-        return self._writer.write_now()
 
     async def flush(self) -> None:
         """Write every queued byte (unless another task is already writing them).

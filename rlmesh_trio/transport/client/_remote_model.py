@@ -23,11 +23,12 @@ from ..._protocol import model_pb
 from ..._wire._client_codec import (
     GroupedEnvelope,
     GroupOutcome,
+    ModelJoinCodec,
+    ModelReply,
+    PredictEnvelope,
     decode_grouped_results,
-    decode_model_reply,
     decode_model_response,
     encode_model_grouped_predict,
-    encode_model_predict,
 )
 from .._handshake import MODEL_COMPONENT, endpoint_info
 from ._channel import time_limit
@@ -46,7 +47,9 @@ _GroupOutcome = Reply[model_pb.PredictResponse] | ModelRpcError
 class RemoteModel(RemoteEndpoint):
     """A remote model endpoint; the address and options are :class:`RemoteEndpoint`'s."""
 
-    _session: JoinSession[model_pb.JoinResponse | GroupedEnvelope] | None
+    _session: JoinSession[ModelReply] | None
+    #: The Join stream's predict codec (made with the stream).
+    _codec: ModelJoinCodec
     _kind: ClassVar[str] = "model"
     _pb: ClassVar[Any] = model_pb
 
@@ -149,7 +152,7 @@ class RemoteModel(RemoteEndpoint):
             request_id, payload = self._encode(session, kind, None, groups)
 
         def landed(
-            outcome: tuple[model_pb.JoinResponse | GroupedEnvelope, int] | BaseException,
+            outcome: tuple[ModelReply, int] | BaseException,
         ) -> None:
             results: list[Reply[model_pb.PredictResponse] | Exception]
             try:
@@ -205,18 +208,19 @@ class RemoteModel(RemoteEndpoint):
         with time_limit(timeout, lambda why: ModelRpcError(self.address, f"close {why}")):
             await self._call("close", None, envelope)
 
-    async def _ensure_session(self) -> JoinSession[model_pb.JoinResponse | GroupedEnvelope]:
+    async def _ensure_session(self) -> JoinSession[ModelReply]:
         try:
             conn = await self._conn.connect()
         except ConnectError as exc:
             raise ModelRpcError(self.address, f"transport error: {exc.detail}") from exc
         if self._session is None:  # another route may have opened it meanwhile
-            self._session = self._open_session(conn, decode_model_reply)
+            self._codec = ModelJoinCodec()
+            self._session = self._open_session(conn, self._codec.decode_reply)
         return self._session
 
     def _encode(
         self,
-        session: JoinSession[model_pb.JoinResponse | GroupedEnvelope],
+        session: JoinSession[ModelReply],
         kind: str,
         context: model_pb.AdapterContext | None,
         envelope: _Envelope,
@@ -232,7 +236,7 @@ class RemoteModel(RemoteEndpoint):
         else:
             request_id = base
         if isinstance(envelope, model_pb.PredictRequest):
-            return request_id, encode_model_predict(request_id, envelope)
+            return request_id, self._codec.encode_predict(request_id, envelope)
         if isinstance(envelope, list):
             return request_id, encode_model_grouped_predict(request_id, envelope)
         envelope.request_id = request_id
@@ -258,11 +262,16 @@ class RemoteModel(RemoteEndpoint):
     def _reply(
         self,
         kind: str,
-        response: model_pb.JoinResponse | GroupedEnvelope,
+        response: ModelReply,
         request_bytes: int,
         response_bytes: int,
     ) -> Reply[Any]:
-        if type(response) is GroupedEnvelope:
+        if type(response) is PredictEnvelope:
+            if kind == "predict":  # the hot reply: its one arm, no error arm
+                telemetry = reply_telemetry(response, request_bytes, response_bytes, model=True)
+                return Reply(response.predict, telemetry)
+            response = decode_model_response(response.data)  # the checks below need it
+        elif type(response) is GroupedEnvelope:
             if kind == "grouped_predict":  # its results are decoded against the requests
                 telemetry = reply_telemetry(response, request_bytes, response_bytes, model=True)
                 return Reply(response, telemetry)
