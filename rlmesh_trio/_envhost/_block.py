@@ -165,7 +165,6 @@ class EnvBlock:
         self._action_space = action_space
         self._action_shape = tuple(action_space.shape or ())
         self._action_dtype = action_space.dtype
-        self._int_actions = isinstance(action_space, gym.spaces.Discrete)
         check = _action_check(action_space, conformance.policy)
         assert check is not None  # block_of builds blocks only for checkable spaces
         self._check = check
@@ -312,12 +311,13 @@ class EnvBlock:
         truncated = np.empty(k, dtype=bool)
         final: dict[int, Mapping[str, Any]] = {}
         envs = self._envs
-        # Discrete actions as Python ints: what the message path hands the env, and
-        # the fast path of ``Discrete.contains`` in the env's own action check.
-        rows: Any = actions.tolist() if self._int_actions else actions
+        # Each env gets its row of the action array, in the space's dtype (a Discrete
+        # action as a numpy integer scalar): what gymnasium's own vector envs and
+        # ``Discrete.sample()`` hand it. ``Discrete.contains``, which many envs assert
+        # on every step, takes a numpy integer faster than a Python int.
         for row, lane in enumerate(lanes.tolist()):
             try:
-                result = envs[lane].step(rows[row])
+                result = envs[lane].step(actions[row])
                 if len(result) != 5:
                     result = normalize_step(result)  # a legacy gym 4-tuple
                 obs, reward, term, trunc, info = result

@@ -219,3 +219,41 @@ def test_a_cut_ledgered_block_run_resumes_every_seed_exactly_once(tmp_path: Path
     got = sorted(e.seed for e in second.episodes)
     assert got == seeds  # type: ignore[comparison-overlap]
     assert _episodes(second) == sorted(_plain("CartPole-v1", CART, s, 25) for s in seeds)
+
+
+class _ActionTypes(gym.Wrapper):  # type: ignore[type-arg]
+    """Records the type (and dtype) of every action its env is handed."""
+
+    def __init__(self, env: gym.Env) -> None:  # type: ignore[type-arg]
+        super().__init__(env)
+        self.seen: set[tuple[type, Any]] = set()
+
+    def step(self, action: Any) -> Any:
+        self.seen.add((type(action), getattr(action, "dtype", None)))
+        return self.env.step(action)
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["one-route", "fused-routes"])
+@pytest.mark.parametrize(
+    ("env_id", "policy", "expected"),
+    [
+        ("CartPole-v1", CART, (np.int64, np.dtype(np.int64))),
+        ("Pendulum-v1", PENDULUM, (np.ndarray, np.dtype(np.float32))),
+    ],
+)
+def test_a_block_hands_each_env_its_row_in_the_spaces_dtype(
+    fused: bool, env_id: str, policy: Any, expected: tuple[type, Any]
+) -> None:
+    """What gymnasium's vector envs hand: a Discrete action as a numpy integer scalar."""
+    envs = [_ActionTypes(gym.make(env_id)) for _ in range(3)]
+    seeds = list(range(6))
+    routes = (
+        rt.shard(envs=envs, model=policy, seeds=seeds, max_episode_steps=20)
+        if fused
+        else [rt.Route(env=envs, model=policy, seeds=seeds, max_episode_steps=20)]
+    )
+    report = rt.run(routes)
+    assert report.ok
+    assert report.total_steps == 6 * 20
+    for env in envs:
+        assert env.seen == {expected}
