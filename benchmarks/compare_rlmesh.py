@@ -67,6 +67,7 @@ from typing import Any
 os.environ.setdefault("RLMESH_WORKFLOW_EDITION", "2026.06")
 warnings.filterwarnings("ignore")  # rlmesh's unpinned-edition warning, gymnasium chatter
 
+import attrs  # noqa: E402
 import trio  # noqa: E402
 
 import rlmesh_trio as rt  # noqa: E402
@@ -234,6 +235,11 @@ def _seeds(first: int, count: int) -> list[int]:
 
 
 def _batching_supported() -> bool:
+    # Since rt.RunOptions, run_routes takes its settings as typed keywords (**settings);
+    # an older tree names batch_predicts in its signature.
+    options = getattr(rt, "RunOptions", None)
+    if options is not None:
+        return "batch_predicts" in attrs.fields_dict(options)
     return "batch_predicts" in inspect.signature(rt.run_routes).parameters
 
 
